@@ -1,0 +1,33 @@
+"""optpart: place a DNN's operator graph on memory-limited devices to minimise the step time.
+
+The model is fixed in MODEL.md; this package re-exports the public API only.
+
+>>> import optpart
+>>> p = optpart.Problem.build(
+...     nodes=[{"id": "a", "time": 1.0, "memory": 4}, {"id": "b", "time": 2.0, "memory": 4}],
+...     edges=[{"src": "a", "dst": "b", "bytes": 0}]).with_devices(2, memory=8)
+>>> r = optpart.solve(p, "single")
+>>> r.status.value, r.makespan
+('feasible', 3.0)
+"""
+
+from .bounds import all_bounds, critical_path_bound, largest_node_bound, lower_bound, work_bound
+from .errors import FormatError, OptpartError, ProblemError, ScheduleError, SolverError
+from .evaluate import canonical_schedule, check, evaluate, peak_memory, static_memory, violations
+from .formats import from_networkx, load, load_result, save, save_result, to_networkx
+from .problem import Constraints, Device, LinkOverride, Links, Problem
+from .result import Result, Status
+from .solvers import available_solvers, solve, solver_names
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Problem", "Device", "Links", "LinkOverride", "Constraints",
+    "Result", "Status",
+    "solve", "solver_names", "available_solvers",
+    "evaluate", "canonical_schedule", "check", "violations", "static_memory", "peak_memory",
+    "lower_bound", "all_bounds", "critical_path_bound", "work_bound", "largest_node_bound",
+    "load", "save", "load_result", "save_result", "from_networkx", "to_networkx",
+    "OptpartError", "ProblemError", "FormatError", "SolverError", "ScheduleError",
+    "__version__",
+]

@@ -1,0 +1,78 @@
+"""Lower bounds on the optimal makespan that hold for every problem (``../shared/MODEL.md`` section 4).
+
+Each bound relaxes the problem in one way, so each is at most the makespan of any
+valid schedule:
+
+* :func:`critical_path_bound` drops all communication and runs every node at the
+  fastest speed it may use: no schedule beats the heaviest chain of precedences.
+* :func:`work_bound` lets the work flow like a fluid over all devices: total work
+  over total speed.
+* :func:`largest_node_bound` the single longest node at its fastest allowed speed.
+
+:func:`lower_bound` is their maximum. Exact solvers add the bound they prove.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .problem import Problem
+
+__all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "lower_bound", "all_bounds"]
+
+
+def _fastest_durations(problem: Problem) -> np.ndarray:
+    """Each node's run time on the fastest device it is allowed on (speed 1 without devices)."""
+    if problem.n_devices == 0:
+        return problem.time.copy()
+    if problem.has_constraints:
+        speeds = np.where(problem.allowed, problem.device_speed[None, :], 0.0).max(axis=1)
+        speeds[speeds <= 0] = problem.device_speed.max()
+    else:
+        speeds = problem.device_speed.max()
+    return problem.time / speeds
+
+
+def critical_path_bound(problem: Problem) -> float:
+    """Longest path with zero communication and every node at its fastest allowed speed."""
+    if problem.n_nodes == 0:
+        return 0.0
+    dur = _fastest_durations(problem).tolist()
+    finish = [0.0] * problem.n_nodes
+    in_ptr = problem.in_ptr.tolist()
+    pred = problem.edge_src[problem.in_edges].tolist()
+    for v in problem.topo.tolist():
+        best = 0.0
+        for i in range(in_ptr[v], in_ptr[v + 1]):
+            f = finish[pred[i]]
+            if f > best:
+                best = f
+        finish[v] = best + dur[v]
+    return float(max(finish))
+
+
+def work_bound(problem: Problem) -> float:
+    """Total work (time at speed 1) divided by the total speed of all devices."""
+    total_speed = float(problem.device_speed.sum()) if problem.n_devices else 1.0
+    return float(problem.time.sum()) / total_speed
+
+
+def largest_node_bound(problem: Problem) -> float:
+    """The longest single node at its fastest allowed speed."""
+    if problem.n_nodes == 0:
+        return 0.0
+    return float(_fastest_durations(problem).max())
+
+
+def all_bounds(problem: Problem) -> dict[str, float]:
+    """Every bound by name."""
+    return {
+        "critical_path": critical_path_bound(problem),
+        "work": work_bound(problem),
+        "largest_node": largest_node_bound(problem),
+    }
+
+
+def lower_bound(problem: Problem) -> float:
+    """The best (largest) of the generic lower bounds."""
+    return max(all_bounds(problem).values())

@@ -1,0 +1,367 @@
+"""The optpart JSON formats for problems and results (``../shared/MODEL.md`` section 5).
+
+Problem documents carry ``"format": "optpart-problem"`` and result documents
+``"format": "optpart-result"``, each with ``"version": 1``; anything else is refused.
+Infinite values (unlimited device memory, free links) are written as the string
+``"inf"``, since JSON has no infinity. Writers are deterministic: one node, edge or
+placement entry per line, keys in a fixed order, so equal inputs give equal bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import FormatError, ProblemError
+from ..problem import Constraints, Device, LinkOverride, Links, Problem
+from ..result import Result, Status
+
+__all__ = [
+    "PROBLEM_FORMAT",
+    "RESULT_FORMAT",
+    "problem_from_dict",
+    "problem_to_json",
+    "result_to_json",
+    "result_from_dict",
+    "links_to_dict",
+    "constraints_to_dict",
+]
+
+PROBLEM_FORMAT = "optpart-problem"
+RESULT_FORMAT = "optpart-result"
+VERSION = 1
+_NODE_FIELDS = ("id", "time", "memory", "param_bytes", "output_bytes", "temp_bytes")
+
+
+# ---------------------------------------------------------------------- reading
+def _check_header(doc: Any, expected: str) -> None:
+    if not isinstance(doc, dict):
+        raise FormatError(f"expected a JSON object with \"format\": \"{expected}\", got {type(doc).__name__}")
+    fmt = doc.get("format")
+    if fmt is None:
+        raise FormatError(f"missing field 'format' (expected \"{expected}\")")
+    if fmt != expected:
+        raise FormatError(f"unknown format {fmt!r}; expected \"{expected}\"")
+    if "version" not in doc:
+        raise FormatError("missing field 'version'")
+    if doc["version"] != VERSION:
+        raise FormatError(f"unsupported {expected} version {doc['version']!r}; this optpart reads version {VERSION}")
+
+
+def _number(value: Any, what: str, allow_inf: bool = False) -> float:
+    if isinstance(value, str) and allow_inf and value.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProblemError(f"{what} must be a number, got {value!r}")
+    x = float(value)
+    if math.isnan(x) or x < 0 or (math.isinf(x) and not allow_inf):
+        raise ProblemError(f"{what} is {value!r}; it must be a finite number >= 0")
+    return x
+
+
+def _column(items: list, key: str, what: str, ids: list[str] | None = None, default=None) -> list:
+    try:
+        if default is None:
+            return [item[key] for item in items]
+        return [item.get(key, default) for item in items]
+    except KeyError:
+        for i, item in enumerate(items):
+            if key not in item:
+                who = f"'{ids[i]}'" if ids else f"at position {i}"
+                raise FormatError(f"{what} {who} has no field '{key}'") from None
+        raise
+    except (TypeError, AttributeError):
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise FormatError(f"{what} at position {i} must be a JSON object, got {item!r}") from None
+        raise
+
+
+def _numeric_column(values: list, key: str, ids: list[str]) -> np.ndarray:
+    for i, x in enumerate(values):
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise ProblemError(f"node '{ids[i]}' has {key}={x!r}; it must be a number")
+    return np.asarray(values, dtype=np.float64)
+
+
+def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
+    """Build a :class:`Problem` from a parsed optpart-problem document."""
+    _check_header(doc, PROBLEM_FORMAT)
+    nodes = doc.get("nodes")
+    if not isinstance(nodes, list):
+        raise FormatError("missing field 'nodes' (a list of {\"id\", \"time\", \"memory\"} objects)")
+    edges = doc.get("edges", [])
+    if not isinstance(edges, list):
+        raise FormatError("field 'edges' must be a list of {\"src\", \"dst\", \"bytes\"} objects")
+    raw_ids = _column(nodes, "id", "node")
+    for i, nid in enumerate(raw_ids):
+        if isinstance(nid, bool) or not isinstance(nid, (str, int)):
+            raise FormatError(f"node at position {i} has id {nid!r}; ids are strings")
+    ids = [str(x) for x in raw_ids]
+    time = _numeric_column(_column(nodes, "time", "node", ids), "time", ids)
+    split = {}
+    for key in ("param_bytes", "output_bytes", "temp_bytes"):
+        if any(key in nd for nd in nodes):
+            split[key] = _numeric_column(_column(nodes, key, "node", ids, default=0), key, ids)
+    if split:
+        memory = _numeric_column(_column(nodes, "memory", "node", ids, default=-1.0), "memory", ids)
+        derived = sum(split.values())
+        memory = np.where(memory < 0, derived, memory)
+    else:
+        memory = _numeric_column(_column(nodes, "memory", "node", ids), "memory", ids)
+    known = frozenset(_NODE_FIELDS)
+    node_meta = None
+    if any(not known.issuperset(nd) for nd in nodes):
+        node_meta = [{k: v for k, v in nd.items() if k not in known} for nd in nodes]
+    index = {nid: i for i, nid in enumerate(ids)}
+    src_ids = _column(edges, "src", "edge")
+    dst_ids = _column(edges, "dst", "edge")
+    try:
+        src = [index[str(s)] for s in src_ids]
+        dst = [index[str(t)] for t in dst_ids]
+    except KeyError:
+        for e, (s, t) in enumerate(zip(src_ids, dst_ids)):
+            for end in (s, t):
+                if str(end) not in index:
+                    raise ProblemError(f"edge '{s}' -> '{t}' names unknown node '{end}'") from None
+        raise
+    byte_values = _column(edges, "bytes", "edge", default=0)
+    for e, x in enumerate(byte_values):
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise ProblemError(f"edge '{src_ids[e]}' -> '{dst_ids[e]}' has bytes={x!r}; it must be a number")
+    devices = None
+    if "devices" in doc:
+        devices = []
+        for i, d in enumerate(doc["devices"]):
+            if not isinstance(d, dict) or "id" not in d:
+                raise FormatError(f"device at position {i} needs an 'id'")
+            if "memory" not in d:
+                raise FormatError(f"device '{d['id']}' has no field 'memory' (bytes, or \"inf\")")
+            devices.append(Device(str(d["id"]), _number(d["memory"], f"device '{d['id']}' memory", True),
+                                  _speed(d.get("speed", 1.0), d["id"])))
+    links = _links_from_dict(doc["links"]) if "links" in doc else None
+    constraints = _constraints_from_dict(doc.get("constraints") or {})
+    if (constraints.pin or constraints.forbid) and devices is None:
+        raise ProblemError("pin/forbid constraints name devices, but the problem has no 'devices'")
+    meta = doc.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise FormatError("field 'meta' must be a JSON object")
+    return Problem.from_arrays(
+        ids, time, memory, src, dst, np.asarray(byte_values, dtype=np.float64),
+        devices=devices, links=links, constraints=constraints,
+        param_bytes=split.get("param_bytes"), output_bytes=split.get("output_bytes"),
+        temp_bytes=split.get("temp_bytes"), node_meta=node_meta,
+        name=str(doc.get("name", "problem")), meta=meta,
+    )
+
+
+def _speed(value: Any, did: Any) -> float:
+    s = _number(value, f"device '{did}' speed")
+    if s <= 0:
+        raise ProblemError(f"device '{did}' has speed={value!r}; it must be > 0")
+    return s
+
+
+def _links_from_dict(doc: Any) -> Links:
+    if not isinstance(doc, dict):
+        raise FormatError("field 'links' must be an object with 'latency', 'bandwidth' and optional 'pairs'")
+    lat = _number(doc.get("latency", 0.0), "links latency")
+    bw = _number(doc.get("bandwidth", "inf"), "links bandwidth", allow_inf=True)
+    pairs = []
+    for i, pr in enumerate(doc.get("pairs", [])):
+        if not isinstance(pr, dict) or "src" not in pr or "dst" not in pr:
+            raise FormatError(f"link pair at position {i} needs 'src' and 'dst'")
+        what = f"link '{pr['src']}' -> '{pr['dst']}'"
+        pairs.append(LinkOverride(str(pr["src"]), str(pr["dst"]),
+                                  _number(pr.get("latency", lat), f"{what} latency"),
+                                  _number(pr.get("bandwidth", bw), f"{what} bandwidth", allow_inf=True)))
+    return Links(lat, bw, tuple(pairs))
+
+
+def _constraints_from_dict(doc: Any) -> Constraints:
+    if not isinstance(doc, dict):
+        raise FormatError("field 'constraints' must be an object with 'pin', 'colocate', 'forbid'")
+    unknown = set(doc) - {"pin", "colocate", "forbid"}
+    if unknown:
+        raise FormatError(f"unknown constraint kind(s) {sorted(unknown)}; known: pin, colocate, forbid")
+    pin = doc.get("pin", {})
+    colocate = doc.get("colocate", [])
+    forbid = doc.get("forbid", {})
+    if not isinstance(pin, dict):
+        raise FormatError("constraints 'pin' must map node ids to device ids")
+    if not isinstance(colocate, list) or not all(isinstance(g, list) for g in colocate):
+        raise FormatError("constraints 'colocate' must be a list of lists of node ids")
+    if not isinstance(forbid, dict) or not all(isinstance(v, list) for v in forbid.values()):
+        raise FormatError("constraints 'forbid' must map node ids to lists of device ids")
+    return Constraints(
+        pin={str(k): str(v) for k, v in pin.items()},
+        colocate=tuple(tuple(str(x) for x in g) for g in colocate),
+        forbid={str(k): tuple(str(x) for x in v) for k, v in forbid.items()},
+    )
+
+
+# ---------------------------------------------------------------------- writing
+def _num(x: float) -> Any:
+    """A JSON-safe number: "inf" for infinity, an int when the float is integral and exact."""
+    x = float(x)
+    if math.isinf(x):
+        return "inf"
+    if x.is_integer() and abs(x) < 2**53:
+        return int(x)
+    return x
+
+
+def links_to_dict(links: Links) -> dict[str, Any]:
+    out: dict[str, Any] = {"latency": _num(links.latency), "bandwidth": _num(links.bandwidth)}
+    if links.pairs:
+        out["pairs"] = [{"src": o.src, "dst": o.dst, "latency": _num(o.latency), "bandwidth": _num(o.bandwidth)}
+                        for o in links.pairs]
+    return out
+
+
+def constraints_to_dict(c: Constraints) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if c.pin:
+        out["pin"] = dict(c.pin)
+    if c.colocate:
+        out["colocate"] = [list(g) for g in c.colocate]
+    if c.forbid:
+        out["forbid"] = {k: list(v) for k, v in c.forbid.items()}
+    return out
+
+
+def _dumps(x: Any) -> str:
+    return json.dumps(x, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+
+
+def _document(header: list[tuple[str, Any]], lists: list[tuple[str, list[str], bool]],
+              footer: list[tuple[str, Any]]) -> str:
+    """Assemble a JSON object: scalar keys one per line, list keys one item per line."""
+    parts = [f"  {_dumps(k)}: {_dumps(v)}" for k, v in header]
+    for key, items, as_object in lists:
+        if not items:
+            parts.append(f"  {_dumps(key)}: {'{}' if as_object else '[]'}")
+        else:
+            open_, close = ("{", "}") if as_object else ("[", "]")
+            parts.append(f"  {_dumps(key)}: {open_}\n    " + ",\n    ".join(items) + f"\n  {close}")
+    parts += [f"  {_dumps(k)}: {_dumps(v)}" for k, v in footer]
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def problem_to_json(problem: Problem) -> str:
+    """The problem as an optpart-problem JSON document (deterministic text)."""
+    ids = problem.node_ids
+    time = problem.time.tolist()
+    mem = problem.memory.tolist()
+    split = None
+    if problem.has_split:
+        split = (problem.param_bytes.tolist(), problem.output_bytes.tolist(), problem.temp_bytes.tolist())
+    meta = problem.node_meta
+    node_lines = []
+    for i in range(problem.n_nodes):
+        nd: dict[str, Any] = {"id": ids[i], "time": time[i], "memory": _num(mem[i])}
+        if split is not None:
+            nd["param_bytes"], nd["output_bytes"], nd["temp_bytes"] = (_num(s[i]) for s in split)
+        if meta is not None and meta[i]:
+            for k, v in meta[i].items():
+                nd.setdefault(k, v)
+        node_lines.append(_dumps(nd))
+    src, dst, eb = problem.edge_src.tolist(), problem.edge_dst.tolist(), problem.edge_bytes.tolist()
+    edge_lines = [_dumps({"src": ids[s], "dst": ids[t], "bytes": _num(b)}) for s, t, b in zip(src, dst, eb)]
+    header: list[tuple[str, Any]] = [("format", PROBLEM_FORMAT), ("version", VERSION), ("name", problem.name)]
+    footer: list[tuple[str, Any]] = []
+    if problem.n_devices:
+        footer.append(("devices", [{"id": d.id, "memory": _num(d.memory), "speed": d.speed}
+                                   for d in problem.devices]))
+    if problem.links is not None:
+        footer.append(("links", links_to_dict(problem.links)))
+    if not problem.constraints.is_empty():
+        footer.append(("constraints", constraints_to_dict(problem.constraints)))
+    if problem.meta:
+        footer.append(("meta", {k: problem.meta[k] for k in sorted(problem.meta)}))
+    return _document(header, [("nodes", node_lines, False), ("edges", edge_lines, False)], footer)
+
+
+def result_to_json(result: Result, problem: Problem, include_wall_time: bool = True) -> str:
+    """The result as an optpart-result JSON document.
+
+    Deterministic apart from ``wall_seconds``; pass ``include_wall_time=False`` to drop it
+    when comparing bytes across runs.
+    """
+    header: list[tuple[str, Any]] = [
+        ("format", RESULT_FORMAT), ("version", VERSION), ("problem", result.problem),
+        ("solver", result.solver), ("status", result.status.value),
+    ]
+    has = result.status.has_solution
+    header += [
+        ("makespan", result.makespan if has else None),
+        ("lower_bound", result.lower_bound),
+        ("gap", result.gap if has else None),
+        ("memory_model", result.memory_model),
+    ]
+    if result.message:
+        header.append(("message", result.message))
+    lists = []
+    if has:
+        ids, devs = problem.node_ids, problem.device_ids
+        place = result.placement.tolist()
+        lists.append(("placement", [f"{_dumps(ids[i])}: {_dumps(devs[d])}" for i, d in enumerate(place)], True))
+        st, fi = result.start.tolist(), result.finish.tolist()
+        lists.append(("schedule", [f"{_dumps(ids[i])}: {_dumps({'start': st[i], 'finish': fi[i]})}"
+                                   for i in range(len(st))], True))
+    footer: list[tuple[str, Any]] = []
+    if has:
+        footer.append(("memory", {d: {"static": _num(s), "peak": _num(pk)} for d, s, pk in
+                                  zip(problem.device_ids, result.memory_static.tolist(),
+                                      result.memory_peak.tolist())}))
+    if result.options:
+        footer.append(("options", {k: result.options[k] for k in sorted(result.options)}))
+    if result.stats:
+        footer.append(("stats", {k: result.stats[k] for k in sorted(result.stats)}))
+    if include_wall_time:
+        footer.append(("wall_seconds", round(result.wall_seconds, 6)))
+    return _document(header, lists, footer)
+
+
+def result_from_dict(doc: Mapping[str, Any], problem: Problem) -> Result:
+    """Read an optpart-result document against its problem (ids are resolved to indices).
+
+    The schedule is optional: without it, the placement is scored by the canonical schedule.
+    The makespan and memory figures are recomputed from the placement and schedule; the
+    stored ones are ignored (``optpart evaluate`` prints both).
+    """
+    from ..evaluate import evaluate
+
+    _check_header(doc, RESULT_FORMAT)
+    for key in ("status", "solver"):
+        if key not in doc:
+            raise FormatError(f"missing field '{key}' in result")
+    try:
+        status = Status(doc["status"])
+    except ValueError:
+        raise FormatError(f"unknown status {doc['status']!r}; known: "
+                          f"{', '.join(s.value for s in Status)}") from None
+    if not status.has_solution:
+        return Result(problem=str(doc.get("problem", problem.name)), solver=str(doc["solver"]), status=status,
+                      lower_bound=float(doc.get("lower_bound") or 0.0), message=str(doc.get("message", "")))
+    if "placement" not in doc or not isinstance(doc["placement"], dict):
+        raise FormatError(f"result with status '{status.value}' has no 'placement' object")
+    placement = problem.placement_from_ids({str(k): str(v) for k, v in doc["placement"].items()})
+    start = None
+    if doc.get("schedule"):
+        sched = doc["schedule"]
+        start = np.zeros(problem.n_nodes)
+        for nid in problem.node_ids:
+            if nid not in sched or "start" not in sched[nid]:
+                raise FormatError(f"schedule has no start time for node '{nid}'")
+        start = np.array([float(sched[nid]["start"]) for nid in problem.node_ids])
+    result = evaluate(problem, placement, start, solver=str(doc["solver"]), status=status,
+                      lower_bound=float(doc.get("lower_bound") or 0.0),
+                      memory_model=str(doc.get("memory_model", "static")),
+                      message=str(doc.get("message", "")), options=doc.get("options") or {},
+                      stats=doc.get("stats") or {})
+    result.wall_seconds = float(doc.get("wall_seconds", 0.0))
+    return result

@@ -1,0 +1,174 @@
+"""Synthetic problems for tests, benchmarks and examples; every generator is seeded and deterministic.
+
+* :func:`layered_dag`: random layered DAG (the usual random task-graph model), with a
+  communication-to-computation ratio (CCR) setting tensor sizes against the link.
+* :func:`training_graph`: a DNN-like training step: a forward chain of layers (each a
+  small fork-join of operators), a loss, a backward pass mirroring the forward, and
+  one parameter-update node per layer colocated with that layer's weights.
+* :func:`chain` and :func:`fork_join`: the simplest shapes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .problem import Constraints, Device, Links, Problem
+
+__all__ = ["layered_dag", "training_graph", "chain", "fork_join", "uniform_devices"]
+
+
+def uniform_devices(k: int, memory: float = float("inf"), speed: float = 1.0) -> list[Device]:
+    """``k`` identical devices named ``dev0..dev{k-1}``."""
+    return [Device(f"dev{i}", memory, speed) for i in range(k)]
+
+
+def _links_for_ccr(time: np.ndarray, nbytes: np.ndarray, ccr: float, bandwidth: float, latency: float) -> Links:
+    """Links whose mean transfer time is ``ccr`` times the mean node time."""
+    mean_t = float(time.mean()) if time.size else 1.0
+    if ccr <= 0 or nbytes.size == 0 or nbytes.mean() == 0:
+        return Links(latency, float("inf"))
+    bw = float(nbytes.mean()) / max(ccr * mean_t - latency, 1e-12)
+    return Links(latency, bw if bandwidth <= 0 else bandwidth)
+
+
+def layered_dag(n: int, *, layers: int | None = None, edge_prob: float = 0.3, ccr: float = 1.0,
+                k: int | None = None, memory_slack: float | None = None, seed: int = 0,
+                name: str | None = None) -> Problem:
+    """A random layered DAG of ``n`` nodes.
+
+    Node times are uniform in [1, 10] (seconds, as in STG), memories uniform in [1, 100] MB,
+    tensor sizes uniform in [1, 100] MB; the link bandwidth is chosen so that the mean
+    transfer equals ``ccr`` times the mean node time (zero latency). Every node after the
+    first layer has at least one predecessor in the layer above. With ``k``, the problem
+    gets ``k`` identical devices of capacity ``memory_slack * total / k`` (unlimited when
+    ``memory_slack`` is None).
+    """
+    rng = np.random.default_rng(seed)
+    layers = layers or max(1, int(round(np.sqrt(n))))
+    sizes = np.full(layers, n // layers)
+    sizes[: n % layers] += 1
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    src: list[int] = []
+    dst: list[int] = []
+    for li in range(1, layers):
+        lo, hi = bounds[li - 1], bounds[li]
+        for v in range(bounds[li], bounds[li + 1]):
+            preds = [u for u in range(lo, hi) if rng.random() < edge_prob]
+            if not preds:
+                preds = [int(rng.integers(lo, hi))]
+            # occasional skip connection to an earlier layer
+            if li >= 2 and rng.random() < 0.1:
+                u = int(rng.integers(0, bounds[li - 1]))
+                if u not in preds:
+                    preds.append(u)
+            for u in preds:
+                src.append(u)
+                dst.append(v)
+    time = rng.integers(1, 11, size=n).astype(float)
+    memory = rng.integers(1, 101, size=n).astype(float) * 1e6
+    nbytes = rng.integers(1, 101, size=len(src)).astype(float) * 1e6
+    links = _links_for_ccr(time, nbytes, ccr, 0.0, 0.0)
+    devices = None
+    if k is not None:
+        cap = float("inf") if memory_slack is None else memory_slack * memory.sum() / k
+        devices = uniform_devices(k, cap)
+    return Problem.from_arrays([f"n{i}" for i in range(n)], time, memory, src, dst, nbytes,
+                               devices=devices, links=links, name=name or f"layered-{n}-s{seed}",
+                               meta={"generator": "layered_dag", "seed": seed, "ccr": ccr})
+
+
+def training_graph(n_layers: int, *, width: int = 2, ccr: float = 0.5, k: int | None = None,
+                   memory_slack: float | None = None, seed: int = 0, name: str | None = None) -> Problem:
+    """A DNN-like training step of ``n_layers`` layers, each ``width`` parallel operators.
+
+    Forward layer ``i``: operators ``f{i}.{j}`` joined by ``f{i}.out``. Backward mirrors it
+    (``b{i}.*``), reading the forward activations. The weights of layer ``i`` live on
+    ``w{i}`` (parameters + optimizer state), which feeds forward and backward and is
+    updated by ``u{i}``; ``w{i}``, ``u{i}`` and the backward weight-gradient node are
+    colocated. About ``(2 * width + 5) * n_layers`` nodes.
+    """
+    rng = np.random.default_rng(seed)
+    ids: list[str] = []
+    time: list[float] = []
+    memory: list[float] = []
+    index: dict[str, int] = {}
+    src: list[int] = []
+    dst: list[int] = []
+    nbytes: list[float] = []
+    colocate: list[tuple[str, ...]] = []
+
+    def node(nid: str, t: float, m: float) -> None:
+        index[nid] = len(ids)
+        ids.append(nid)
+        time.append(t)
+        memory.append(m)
+
+    def edge(a: str, b: str, size: float) -> None:
+        src.append(index[a])
+        dst.append(index[b])
+        nbytes.append(size)
+
+    act = lambda: float(rng.integers(4, 64)) * 2**20  # activation tensor bytes
+    node("input", 0.1, 64 * 2**20)
+    prev = "input"
+    for i in range(n_layers):
+        params = float(rng.integers(16, 256)) * 2**20
+        node(f"w{i}", 0.0, 4 * params)  # weights, gradient, two Adam moments
+        parts = []
+        for j in range(width):
+            node(f"f{i}.{j}", float(rng.uniform(0.5, 2.0)), act())
+            edge(prev, f"f{i}.{j}", act())
+            edge(f"w{i}", f"f{i}.{j}", params / width)
+            parts.append(f"f{i}.{j}")
+        node(f"f{i}.out", 0.2, act())
+        for pnode in parts:
+            edge(pnode, f"f{i}.out", act())
+        prev = f"f{i}.out"
+    node("loss", 0.2, 2**20)
+    edge(prev, "loss", act())
+    grad = "loss"
+    for i in reversed(range(n_layers)):
+        parts = []
+        for j in range(width):
+            node(f"b{i}.{j}", 2.0 * time[index[f"f{i}.{j}"]], act())
+            edge(grad, f"b{i}.{j}", act())
+            edge(f"f{i}.{j}", f"b{i}.{j}", act())  # saved activation
+            parts.append(f"b{i}.{j}")
+        node(f"b{i}.wgrad", 0.3, 2**20)
+        node(f"b{i}.out", 0.2, act())
+        for pnode in parts:
+            edge(pnode, f"b{i}.out", act())
+            edge(pnode, f"b{i}.wgrad", act())
+        node(f"u{i}", 0.1, 2**20)
+        edge(f"b{i}.wgrad", f"u{i}", act())
+        edge(f"w{i}", f"u{i}", 0.0)
+        colocate.append((f"w{i}", f"b{i}.wgrad", f"u{i}"))
+        grad = f"b{i}.out"
+    t = np.array(time)
+    b = np.array(nbytes)
+    links = _links_for_ccr(t, b, ccr, 0.0, 0.0)
+    devices = None
+    if k is not None:
+        mem = np.array(memory)
+        cap = float("inf") if memory_slack is None else memory_slack * mem.sum() / k
+        devices = uniform_devices(k, cap)
+    return Problem.from_arrays(ids, t, np.array(memory), src, dst, b, devices=devices, links=links,
+                               constraints=Constraints(colocate=tuple(colocate)),
+                               name=name or f"training-{n_layers}x{width}-s{seed}",
+                               meta={"generator": "training_graph", "seed": seed, "ccr": ccr})
+
+
+def chain(n: int, time: float = 1.0, memory: float = 1.0, nbytes: float = 0.0) -> Problem:
+    """A chain ``c0 -> c1 -> ... -> c{n-1}`` of equal nodes (no devices)."""
+    return Problem.from_arrays([f"c{i}" for i in range(n)], np.full(n, time), np.full(n, memory),
+                               list(range(n - 1)), list(range(1, n)), np.full(max(n - 1, 0), nbytes),
+                               name=f"chain-{n}")
+
+
+def fork_join(width: int, time: float = 1.0, memory: float = 1.0, nbytes: float = 0.0) -> Problem:
+    """``src`` -> ``width`` parallel nodes -> ``sink`` (no devices)."""
+    ids = ["src"] + [f"p{i}" for i in range(width)] + ["sink"]
+    src = [0] * width + list(range(1, width + 1))
+    dst = list(range(1, width + 1)) + [width + 1] * width
+    return Problem.from_arrays(ids, np.full(width + 2, time), np.full(width + 2, memory), src, dst,
+                               np.full(2 * width, nbytes), name=f"fork-join-{width}")

@@ -1,0 +1,124 @@
+"""Human units in and out: bytes (GiB, GB), bandwidth (GB/s, Gbit/s) and time (us, ms, s).
+
+Binary prefixes (KiB, MiB, GiB, TiB) are powers of 1024, decimal ones (kB, MB,
+GB, TB) powers of 1000, as in IEC 80000-13. A bare number is taken in the base
+unit (bytes, bytes per second, seconds).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .errors import OptpartError
+
+__all__ = [
+    "parse_bytes",
+    "parse_bandwidth",
+    "parse_time",
+    "format_bytes",
+    "format_time",
+    "format_bandwidth",
+]
+
+_BYTE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0}
+_NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf)\s*([A-Za-zµ/]*)\s*$")
+
+
+def _split(text: str | float | int, what: str) -> tuple[float, str]:
+    if isinstance(text, (int, float)):
+        return float(text), ""
+    m = _NUMBER.match(str(text))
+    if not m:
+        raise OptpartError(f"cannot read {what} {text!r}: expected a number with a unit, e.g. '16GiB'")
+    return float(m.group(1)), m.group(2)
+
+
+def _checked(value: float, text, what: str) -> float:
+    if math.isnan(value) or value < 0:
+        raise OptpartError(f"{what} {text!r} must be a non-negative number")
+    return value
+
+
+def parse_bytes(text: str | float | int) -> float:
+    """Read a size such as ``'16GiB'``, ``'2.5 GB'`` or ``1024`` into bytes."""
+    value, unit = _split(text, "size")
+    key = unit.lower()
+    if key not in _BYTE_UNITS:
+        raise OptpartError(f"unknown size unit {unit!r} in {text!r}; use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB")
+    return _checked(value * _BYTE_UNITS[key], text, "size")
+
+
+def parse_bandwidth(text: str | float | int) -> float:
+    """Read a bandwidth such as ``'25GB/s'``, ``'100Gbit/s'`` or ``'inf'`` into bytes per second."""
+    value, unit = _split(text, "bandwidth")
+    key = unit.lower()
+    if key.endswith("/s"):
+        key = key[:-2]
+    factor = None
+    if key.endswith("bit") or key.endswith("bps"):
+        prefix = key[:-3]
+        factor = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}.get(prefix)
+        factor = None if factor is None else factor / 8
+    elif key in _BYTE_UNITS:
+        factor = _BYTE_UNITS[key]
+    if factor is None:
+        raise OptpartError(f"unknown bandwidth unit {unit!r} in {text!r}; use e.g. GB/s, GiB/s or Gbit/s")
+    bw = _checked(value * factor, text, "bandwidth")
+    if bw == 0:
+        raise OptpartError(f"bandwidth {text!r} must be positive")
+    return bw
+
+
+def parse_time(text: str | float | int) -> float:
+    """Read a duration such as ``'10us'``, ``'1.5ms'`` or ``'60'`` into seconds."""
+    value, unit = _split(text, "time")
+    key = unit if unit in _TIME_UNITS else unit.lower()
+    if key not in _TIME_UNITS:
+        raise OptpartError(f"unknown time unit {unit!r} in {text!r}; use s, ms, us or ns")
+    return _checked(value * _TIME_UNITS[key], text, "time")
+
+
+def format_bytes(n: float) -> str:
+    """Bytes in binary units with three significant digits: ``17179869184 -> '16.0 GiB'``."""
+    if n is None or math.isnan(n):
+        return "-"
+    if math.isinf(n):
+        return "unlimited"
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def format_time(t: float) -> str:
+    """Seconds with an adapted unit: ``0.0123 -> '12.3 ms'``."""
+    if t is None or math.isnan(t):
+        return "-"
+    if math.isinf(t):
+        return "inf"
+    a = abs(t)
+    if a == 0:
+        return "0 s"
+    if a >= 1:
+        return f"{t:.6g} s"
+    if a >= 1e-3:
+        return f"{t * 1e3:.4g} ms"
+    if a >= 1e-6:
+        return f"{t * 1e6:.4g} us"
+    return f"{t * 1e9:.4g} ns"
+
+
+def format_bandwidth(bw: float) -> str:
+    """Bytes per second in decimal units: ``2.5e10 -> '25 GB/s'``."""
+    if math.isinf(bw):
+        return "unlimited"
+    for unit, size in (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if bw >= size:
+            return f"{bw / size:.4g} {unit}"
+    return f"{bw:.4g} B/s"

@@ -1,0 +1,100 @@
+"""The command line: solve, evaluate, info, solvers; bad input gives one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import optpart
+from optpart.cli import main
+
+from conftest import INSTANCES
+
+SMALL = INSTANCES / "small" / "mlp6-training.json"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "optpart", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_solve_prints_a_table_and_evaluate_rescores_the_same_makespan(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run("solve", str(SMALL), "--solver", "single", "--devices", "2", "--memory", "8GiB", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "makespan" in proc.stdout and "device" in proc.stdout and "static mem" in proc.stdout
+    written = json.loads(out.read_text())
+    assert written["status"] == "feasible"
+    proc = run("evaluate", str(SMALL), str(out), "--devices", "2", "--memory", "8GiB", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["makespan"] == written["makespan"]
+
+
+def test_solve_json_output_and_options(capsys):
+    code = main(["solve", str(SMALL), "--devices", "2", "--memory", "8GiB", "--speed", "1,2",
+                 "--bandwidth", "10GB/s", "--latency", "5us", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["placement"]["input"] == "dev1"  # the faster device
+
+
+def test_infeasible_is_one_line_and_exit_1(capsys):
+    code = main(["solve", str(SMALL), "--devices", "2", "--memory", "1GiB"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "infeasible" in err
+
+
+@pytest.mark.parametrize("content,needle", [
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 1}, '
+     '{"id": "b", "time": 1, "memory": 1}], "edges": [{"src": "a", "dst": "b"}, {"src": "b", "dst": "a"}]}', "cycle: node"),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 1}, '
+     '{"id": "a", "time": 1, "memory": 1}]}', "duplicate node id 'a'"),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 1}], '
+     '"edges": [{"src": "a", "dst": "q"}]}', "unknown node 'q'"),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": -2, "memory": 1}]}', "node 'a' has time=-2"),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": NaN, "memory": 1}]}', "node 'a' has time=nan"),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1}]}', "node 'a' has no field 'memory'"),
+    ('{"format": "optpart-problem", "version": 2, "nodes": []}', "version 2"),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 99}], '
+     '"devices": [{"id": "g", "memory": 10}]}', "node 'a' needs"),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 6}, '
+     '{"id": "b", "time": 1, "memory": 6}], "devices": [{"id": "g", "memory": 10}, {"id": "h", "memory": 10}], '
+     '"constraints": {"colocate": [["a", "b"]]}}', "colocation group of node 'a'"),
+])
+def test_bad_input_one_line_non_zero_exit_no_traceback(tmp_path, content, needle):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    proc = run("solve", str(path), "--devices", "2")
+    assert proc.returncode != 0
+    assert needle in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_usage_errors(capsys):
+    assert main(["solve", str(SMALL), "--solver", "nope", "--devices", "2"]) == 2
+    assert "unknown solver 'nope'; available: " in capsys.readouterr().err
+    assert main(["solve", str(SMALL)]) == 2
+    assert "has no devices" in capsys.readouterr().err
+    assert main(["solve", str(SMALL), "--devices", "2", "--memory", "16 parsecs"]) == 2
+    assert "unknown size unit" in capsys.readouterr().err
+    assert main(["solve", str(SMALL), "--devices", "2", "--option", "nope=1"]) == 2
+    assert "has no option 'nope'" in capsys.readouterr().err
+
+
+def test_info_and_solvers(capsys):
+    assert main(["info", str(SMALL), "--devices", "4", "--memory", "2GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "lower bound" in out and "nodes" in out
+    assert main(["info", str(SMALL), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["nodes"] == optpart.load(SMALL).n_nodes
+    assert main(["solvers"]) == 0
+    assert "single" in capsys.readouterr().out
+
+
+def test_units():
+    from optpart.units import parse_bandwidth, parse_bytes, parse_time
+    assert parse_bytes("16GiB") == 16 * 2**30 and parse_bytes("2GB") == 2e9 and parse_bytes(5) == 5
+    assert parse_bandwidth("25GB/s") == 25e9 and parse_bandwidth("100Gbit/s") == 12.5e9
+    assert parse_time("10us") == pytest.approx(1e-5) and parse_time("2ms") == pytest.approx(2e-3)

@@ -1,0 +1,153 @@
+"""The model and its validation: every bad input names its culprit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import optpart
+from optpart import Constraints, Device, Links, Problem, ProblemError
+
+
+def build(nodes, edges=(), devices=None, **kw):
+    return Problem.build(nodes=nodes, edges=edges, devices=devices, **kw)
+
+
+N2 = [{"id": "a", "time": 1, "memory": 1}, {"id": "b", "time": 1, "memory": 1}]
+
+
+def test_arrays_csr_and_topological_order():
+    p = build([{"id": x, "time": 1, "memory": 1} for x in "dcba"],
+              [{"src": "d", "dst": "a"}, {"src": "c", "dst": "a"}, {"src": "b", "dst": "c"}])
+    assert p.n_nodes == 4 and p.n_edges == 3
+    pos = {v: i for i, v in enumerate(p.topo.tolist())}
+    for s, t in zip(p.edge_src, p.edge_dst):
+        assert pos[s] < pos[t]
+    a = p.node_index["a"]
+    preds = sorted(p.node_ids[p.edge_src[e]] for e in p.in_edges[p.in_ptr[a]:p.in_ptr[a + 1]])
+    assert preds == ["c", "d"]
+    assert p.topo.tolist() == [0, 2, 1, 3]  # Kahn, FIFO in index order: d, b, then c, then a
+
+
+def test_cycle_names_a_node_on_it():
+    with pytest.raises(ProblemError, match=r"cycle: node '(b|c|d)'"):
+        build([{"id": x, "time": 1, "memory": 1} for x in "abcd"],
+              [{"src": "a", "dst": "b"}, {"src": "b", "dst": "c"}, {"src": "c", "dst": "d"},
+               {"src": "d", "dst": "b"}])
+
+
+def test_self_loop_is_a_cycle():
+    with pytest.raises(ProblemError, match="node 'a' has an edge to itself"):
+        build(N2, [{"src": "a", "dst": "a"}])
+
+
+def test_duplicate_id():
+    with pytest.raises(ProblemError, match="duplicate node id 'a'"):
+        build(N2 + [{"id": "a", "time": 1, "memory": 1}])
+
+
+def test_duplicate_edge():
+    with pytest.raises(ProblemError, match="duplicate edge 'a' -> 'b'"):
+        build(N2, [{"src": "a", "dst": "b"}, {"src": "a", "dst": "b", "bytes": 3}])
+
+
+def test_edge_to_unknown_node():
+    with pytest.raises(ProblemError, match="edge 'a' -> 'zz' names unknown node 'zz'"):
+        build(N2, [{"src": "a", "dst": "zz"}])
+
+
+@pytest.mark.parametrize("field,value", [("time", -1.0), ("time", math.nan), ("time", math.inf),
+                                         ("memory", -5), ("memory", math.nan)])
+def test_bad_node_numbers(field, value):
+    nodes = [dict(N2[0]), dict(N2[1])]
+    nodes[1][field] = value
+    with pytest.raises(ProblemError, match=f"node 'b' has {field}="):
+        build(nodes)
+
+
+def test_non_numeric_node_field():
+    with pytest.raises(ProblemError, match="node 'a' has time='fast'"):
+        build([{"id": "a", "time": "fast", "memory": 1}])
+
+
+def test_bad_edge_bytes():
+    with pytest.raises(ProblemError, match="edge 'a' -> 'b' has bytes=-1"):
+        build(N2, [{"src": "a", "dst": "b", "bytes": -1}])
+
+
+def test_bad_device_and_links():
+    with pytest.raises(ProblemError, match="device 'g' has speed=0"):
+        build(N2, devices=[{"id": "g", "memory": 1, "speed": 0}])
+    with pytest.raises(ProblemError, match="links bandwidth"):
+        build(N2, devices=[Device("g", 1)], links={"latency": 0, "bandwidth": -3})
+    with pytest.raises(ProblemError, match="unknown device 'nope'"):
+        build(N2, devices=[Device("g", 1), Device("h", 1)],
+              links={"latency": 0, "bandwidth": 1, "pairs": [{"src": "g", "dst": "nope", "latency": 0, "bandwidth": 1}]})
+
+
+def test_node_larger_than_every_device_is_infeasible_not_an_error():
+    p = build([{"id": "big", "time": 1, "memory": 100}, {"id": "b", "time": 1, "memory": 1}],
+              devices=[Device("g0", 50), Device("g1", 60)])
+    reason = p.infeasibility()
+    assert reason is not None and "node 'big'" in reason
+    r = optpart.solve(p, "single")
+    assert r.status is optpart.Status.INFEASIBLE and "node 'big'" in r.message and r.placement is None
+
+
+def test_colocation_group_that_fits_no_device():
+    p = build([{"id": x, "time": 1, "memory": 30} for x in "abc"], devices=[Device("g0", 70), Device("g1", 70)],
+              constraints={"colocate": [["a", "b", "c"]]})
+    assert "colocation group of node 'a'" in p.infeasibility()
+    assert optpart.solve(p, "single").status is optpart.Status.INFEASIBLE
+
+
+def test_total_memory_above_total_capacity():
+    p = build([{"id": x, "time": 1, "memory": 30} for x in "abc"], devices=[Device("g0", 40), Device("g1", 40)])
+    assert "all devices together hold" in p.infeasibility()
+
+
+def test_constraints_pin_forbid_colocate():
+    devs = [Device("g0", 10), Device("g1", 10), Device("g2", 10)]
+    p = build([{"id": x, "time": 1, "memory": 1} for x in "abcd"], devices=devs,
+              constraints={"pin": {"a": "g1"}, "colocate": [["a", "b"], ["b", "c"]], "forbid": {"d": ["g0", "g2"]}})
+    assert p.pin.tolist() == [1, 1, 1, -1]  # the group {a, b, c} inherits a's pin
+    assert len(p.groups) == 1 and p.groups[0].tolist() == [0, 1, 2]
+    assert p.allowed.tolist() == [[False, True, False]] * 4
+    with pytest.raises(ProblemError, match="pinned to several devices"):
+        build(N2, devices=devs, constraints={"pin": {"a": "g0", "b": "g1"}, "colocate": [["a", "b"]]})
+    with pytest.raises(ProblemError, match="pin names unknown node 'x'"):
+        build(N2, devices=devs, constraints={"pin": {"x": "g0"}})
+    with pytest.raises(ProblemError, match="unknown device 'g9'"):
+        build(N2, devices=devs, constraints={"pin": {"a": "g9"}})
+    with pytest.raises(ProblemError, match="pinned to device 'g0' that it is forbidden on"):
+        build(N2, devices=devs, constraints={"pin": {"a": "g0"}, "forbid": {"a": ["g0"]}})
+
+
+def test_transfer_times_use_pair_overrides():
+    devs = [Device("g0", 10), Device("g1", 10), Device("g2", 10)]
+    p = build(N2, [{"src": "a", "dst": "b", "bytes": 100}], devices=devs,
+              links={"latency": 1.0, "bandwidth": 10,
+                     "pairs": [{"src": "g0", "dst": "g1", "latency": 0.0, "bandwidth": 100}]})
+    assert p.transfer_times([0, 0]).tolist() == [0.0]
+    assert p.transfer_times([0, 1]).tolist() == [1.0]   # override
+    assert p.transfer_times([1, 0]).tolist() == [1.0]   # symmetric unless the reverse is given
+    assert p.transfer_times([0, 2]).tolist() == [11.0]  # uniform
+
+
+def test_with_devices_keeps_graph_and_colocation():
+    from optpart.generators import training_graph
+    g = training_graph(3)
+    assert g.n_devices == 0 and len(g.groups) == 3
+    p = g.with_devices(4, memory=2**34, speed=[1, 1, 2, 2])
+    assert p.n_devices == 4 and p.device_speed.tolist() == [1, 1, 2, 2]
+    assert len(p.groups) == 3 and p.n_nodes == g.n_nodes
+    assert np.array_equal(p.duration(np.full(p.n_nodes, 2)), g.time / 2)
+    with pytest.raises(ProblemError, match="no devices"):
+        optpart.solve(g, "single")
+
+
+def test_split_memory_defaults_static_to_the_sum():
+    p = build([{"id": "a", "time": 1, "param_bytes": 5, "output_bytes": 3, "temp_bytes": 2}])
+    assert p.memory.tolist() == [10.0] and p.has_split
