@@ -40,7 +40,9 @@ class SolverInfo:
 
     @property
     def installed(self) -> bool:
-        return all(importlib.util.find_spec(req) is not None for req in self.requires)
+        """True when its module and optional dependencies can be imported."""
+        return (importlib.util.find_spec(self.module) is not None
+                and all(importlib.util.find_spec(req) is not None for req in self.requires))
 
 
 def _registry(*infos: SolverInfo) -> dict[str, SolverInfo]:
@@ -49,12 +51,24 @@ def _registry(*infos: SolverInfo) -> dict[str, SolverInfo]:
 
 #: Every solver by name. Add a solver by adding its line here and its module beside this one.
 SOLVERS: dict[str, SolverInfo] = _registry(
+    SolverInfo("heuristic", "optpart.solvers.pardnn",
+               "ParDNN-style critical-path partitioner with schedule-aware refinement, always within memory"),
+    SolverInfo("cpsat", "optpart.solvers.cpsat",
+               "exact: OR-Tools CP-SAT, proven optimum or bound and gap", exact=True, requires=("ortools",)),
+    SolverInfo("milp", "optpart.solvers.milp",
+               "exact: MILP through PuLP (HiGHS, or CBC)", exact=True, requires=("pulp",)),
+    SolverInfo("heft", "optpart.solvers.heft",
+               "HEFT with insertion (Topcuoglu et al. 2002), memory-aware"),
+    SolverInfo("etf", "optpart.solvers.etf", "Baechi m-ETF: earliest task first with memory checks"),
+    SolverInfo("topo", "optpart.solvers.topo", "Baechi m-TOPO: topological fill, device after device"),
+    SolverInfo("metis", "optpart.solvers.metis",
+               "METIS balanced k-way partition (compute and memory weights)", requires=("pymetis",), extra="metis"),
     SolverInfo("single", "optpart.solvers.single",
                "no model parallelism: the whole graph on the fastest device that holds it"),
 )
 
 #: Other names users may type for a solver.
-ALIASES: dict[str, str] = {}
+ALIASES: dict[str, str] = {"pardnn": "heuristic"}
 
 
 def solver_names() -> list[str]:
@@ -77,6 +91,8 @@ def solver_info(name: str) -> SolverInfo:
 def get_solver(name: str):
     """The ``solve`` function of a solver, importing its module on first use."""
     info = solver_info(name)
+    if importlib.util.find_spec(info.module) is None:
+        raise SolverError(f"solver '{info.name}' is registered but its module {info.module} is missing")
     missing = [req for req in info.requires if importlib.util.find_spec(req) is None]
     if missing:
         hint = f": pip install 'optpart[{info.extra}]'" if info.extra else ""
