@@ -27,7 +27,7 @@ from .bounds import all_bounds
 from .errors import OptpartError
 from .evaluate import violations
 from .formats import load, load_result, read_text, result_to_json, save_result
-from .problem import Links, Problem
+from .problem import Device, Links, Problem
 from .result import Result
 from .solvers.registry import SOLVERS, solve, solver_names
 from .units import format_bandwidth, format_bytes, format_time, parse_bandwidth, parse_bytes, parse_time
@@ -93,12 +93,15 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
         speeds = problem.device_speed.tolist()
     else:
         speeds = [1.0] * k
-    if problem.n_devices == k:
-        from .problem import Device
-        devices = [Device(d.id, memory if args.memory is not None else d.memory, s)
-                   for d, s in zip(problem.devices, speeds)]
-        return problem.with_devices(devices, links=links, constraints=problem.constraints)
-    return problem.with_devices(k, memory=memory, speed=speeds, links=links)
+    # Keep the file's device ids (pins and link overrides name them); number any extra ones.
+    old = problem.devices
+    devices = [Device(old[i].id if i < len(old) else f"dev{i}",
+                      memory if args.memory is not None or i >= len(old) else old[i].memory, speeds[i])
+               for i in range(k)]
+    if len(old) > k:
+        links = Links(links.latency, links.bandwidth,
+                      tuple(o for o in links.pairs if o.src in {d.id for d in devices} and o.dst in {d.id for d in devices}))
+    return problem.with_devices(devices, links=links)
 
 
 def _parse_option(text: str) -> tuple[str, Any]:

@@ -491,7 +491,9 @@ class Problem:
         constraints: Constraints | None = None,
     ) -> "Problem":
         """The same graph on other devices: a list of :class:`Device`, or a count with one
-        capacity and speed (a scalar or one per device). Links default to the problem's own."""
+        capacity and speed (a scalar or one per device; devices are named ``dev0``, ``dev1``...).
+        Links and constraints default to the problem's own; constraints that name a device
+        missing from the new set are an error, never silently dropped."""
         if isinstance(devices, int):
             if devices < 1:
                 raise ProblemError(f"devices={devices} must be >= 1")
@@ -501,9 +503,11 @@ class Problem:
             devices = [Device(f"dev{i}", float(memory), speeds[i]) for i in range(devices)]
         q = self._copy_graph()
         q._set_devices(devices, links if links is not None else self.links)
-        keep = constraints if constraints is not None else (
-            self.constraints if all(d in q.device_index for d in _constraint_devices(self.constraints))
-            else Constraints(colocate=self.constraints.colocate))
+        keep = constraints if constraints is not None else self.constraints
+        missing = sorted(_constraint_devices(keep) - set(q.device_index))
+        if missing:
+            raise ProblemError(f"the constraints name device(s) {', '.join(map(repr, missing))}, which the new "
+                               f"devices ({', '.join(q.device_ids)}) do not include")
         q._set_constraints(keep)
         return q
 

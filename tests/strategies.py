@@ -1,0 +1,199 @@
+"""Hypothesis strategies for placement problems that look like real ones.
+
+Everything is drawn from small integers, so shrinking ends in small, readable
+counterexamples (few nodes, times 0-1, one device). Times, memories and bytes are
+integers and link bandwidths powers of two, so every transfer time is an exact
+binary fraction: exact solvers that scale times to integers stay exact.
+
+Shapes: chain, fork-join, layered random, series-parallel, and training-like
+graphs whose backward pass mirrors the forward, with each layer's weights
+colocated with their update.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+
+from optpart import Constraints, Device, LinkOverride, Links, Problem
+
+__all__ = ["SHAPES", "graphs", "problems", "tiny_problems", "placements"]
+
+SHAPES = ("chain", "fork_join", "layered", "series_parallel", "training")
+BANDWIDTHS = (1.0, 2.0, 4.0, 8.0, math.inf)
+
+
+@st.composite
+def _chain(draw, max_nodes: int):
+    n = draw(st.integers(1, max_nodes))
+    return n, [(i, i + 1) for i in range(n - 1)], []
+
+
+@st.composite
+def _fork_join(draw, max_nodes: int):
+    width = draw(st.integers(1, max(1, max_nodes - 2)))
+    n = width + 2
+    return n, [(0, i) for i in range(1, width + 1)] + [(i, n - 1) for i in range(1, width + 1)], []
+
+
+@st.composite
+def _layered(draw, max_nodes: int):
+    n = draw(st.integers(1, max_nodes))
+    layer = [0] + draw(st.lists(st.integers(0, 1), min_size=n - 1, max_size=n - 1))
+    layer = np.cumsum(layer).tolist()  # non-decreasing layer index per node
+    edges = []
+    for v in range(n):
+        earlier = [u for u in range(v) if layer[u] < layer[v]]
+        if not earlier:
+            continue
+        picks = draw(st.lists(st.sampled_from(earlier), min_size=1, max_size=min(3, len(earlier)), unique=True))
+        edges += [(u, v) for u in sorted(picks)]
+    return n, edges, []
+
+
+@st.composite
+def _series_parallel(draw, max_nodes: int):
+    # Start from one edge s -> t and repeatedly expand an edge in series or in parallel.
+    edges = [(0, 1)]
+    n = 2
+    while n < max_nodes and draw(st.booleans()):
+        i = draw(st.integers(0, len(edges) - 1))
+        u, w = edges[i]
+        m = n
+        n += 1
+        if draw(st.booleans()):       # series: u -> m -> w
+            edges[i] = (u, m)
+            edges.append((m, w))
+        else:                         # parallel: u -> m -> w beside u -> w
+            edges += [(u, m), (m, w)]
+    # relabel in a topological order so file order is natural
+    order = _topological(n, edges)
+    pos = {v: i for i, v in enumerate(order)}
+    return n, sorted({(pos[u], pos[w]) for u, w in edges}), []
+
+
+@st.composite
+def _training(draw, max_nodes: int):
+    layers = draw(st.integers(1, max(1, (max_nodes - 1) // 4)))
+    # per layer: w_i, f_i, b_i, u_i ; plus one loss node
+    ids = {}
+    for i in range(layers):
+        ids[f"w{i}"] = len(ids)
+        ids[f"f{i}"] = len(ids)
+    ids["loss"] = len(ids)
+    for i in reversed(range(layers)):
+        ids[f"b{i}"] = len(ids)
+        ids[f"u{i}"] = len(ids)
+    e = []
+    for i in range(layers):
+        e.append((ids[f"w{i}"], ids[f"f{i}"]))
+        if i:
+            e.append((ids[f"f{i - 1}"], ids[f"f{i}"]))
+        e.append((ids[f"f{i}"], ids[f"b{i}"]))
+        e.append((ids[f"b{i + 1}"] if i + 1 < layers else ids["loss"], ids[f"b{i}"]))
+        e.append((ids[f"b{i}"], ids[f"u{i}"]))
+        e.append((ids[f"w{i}"], ids[f"u{i}"]))
+    e.append((ids[f"f{layers - 1}"], ids["loss"]))
+    groups = [[ids[f"w{i}"], ids[f"u{i}"]] for i in range(layers)]
+    return len(ids), sorted(set(e)), groups
+
+
+def _topological(n: int, edges) -> list[int]:
+    indeg = [0] * n
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for u, w in edges:
+        indeg[w] += 1
+        succ[u].append(w)
+    order = [v for v in range(n) if indeg[v] == 0]
+    for v in order:
+        for w in succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                order.append(w)
+    return order
+
+
+_SHAPE_STRATEGIES = {"chain": _chain, "fork_join": _fork_join, "layered": _layered,
+                     "series_parallel": _series_parallel, "training": _training}
+
+
+@st.composite
+def graphs(draw, max_nodes: int = 10, shapes=SHAPES):
+    """``(n, edges, groups, time, memory, bytes)``: a DAG with integer costs."""
+    shape = draw(st.sampled_from(shapes))
+    n, edges, groups = draw(_SHAPE_STRATEGIES[shape](max_nodes))
+    time = draw(st.lists(st.integers(0, 10), min_size=n, max_size=n))
+    memory = draw(st.lists(st.integers(0, 100), min_size=n, max_size=n))
+    nbytes = draw(st.lists(st.integers(0, 16), min_size=len(edges), max_size=len(edges)))
+    return n, edges, groups, time, memory, nbytes
+
+
+@st.composite
+def problems(draw, max_nodes: int = 10, max_devices: int = 8, memory: tuple[str, ...] = ("loose", "tight", "just_enough"),
+             constraints: bool = True, pins: bool = True, shapes=SHAPES, per_pair_links: bool = True):
+    """A full problem: graph, 1..max_devices devices with mixed speeds and capacities,
+    uniform or per-pair links, and (optionally) colocation groups (``constraints``) and pins.
+
+    Memory regimes: ``loose`` (every device holds everything), ``tight`` (capacity
+    between total/K and about 1.3 x that), ``just_enough`` (every device holds
+    total/K plus the largest node or group: the heuristic's sufficient condition).
+    """
+    n, edges, groups, time, mem, nbytes = draw(graphs(max_nodes, shapes))
+    k = draw(st.integers(1, max_devices))
+    speeds = draw(st.lists(st.sampled_from([1.0, 1.0, 2.0, 0.5]), min_size=k, max_size=k))
+    if not constraints:
+        groups = []
+    total = float(sum(mem))
+    group_mem = [sum(mem[v] for v in g) for g in groups]
+    largest = max([max(mem, default=0)] + group_mem)
+    regime = draw(st.sampled_from(memory))
+    if regime == "loose":
+        caps = [total + 1.0] * k
+    elif regime == "just_enough":
+        caps = [math.ceil(total / k) + largest] * k
+    else:
+        caps = [math.ceil(total / k * draw(st.integers(100, 130)) / 100) for _ in range(k)]
+    devices = [Device(f"d{i}", float(caps[i]), speeds[i]) for i in range(k)]
+    latency = float(draw(st.integers(0, 2)))
+    bandwidth = draw(st.sampled_from(BANDWIDTHS))
+    pairs = []
+    if per_pair_links and k > 1 and draw(st.booleans()):
+        for a in range(k):
+            for b in range(k):
+                if a != b and draw(st.integers(0, 3)) == 0:
+                    pairs.append(LinkOverride(f"d{a}", f"d{b}", float(draw(st.integers(0, 2))),
+                                              draw(st.sampled_from(BANDWIDTHS))))
+    pin = {}
+    if constraints and pins and k > 1 and n and draw(st.booleans()):
+        grouped = {v for g in groups for v in g}
+        free = [v for v in range(n) if v not in grouped]
+        if free:
+            for v in draw(st.lists(st.sampled_from(free), max_size=2, unique=True)):
+                pin[f"v{v}"] = f"d{draw(st.integers(0, k - 1))}"
+    return Problem.from_arrays(
+        [f"v{i}" for i in range(n)], np.array(time, dtype=float), np.array(mem, dtype=float),
+        [u for u, _ in edges], [w for _, w in edges], np.array(nbytes, dtype=float),
+        devices=devices, links=Links(latency, bandwidth, tuple(pairs)),
+        constraints=Constraints(pin=pin, colocate=tuple(tuple(f"v{v}" for v in g) for g in groups)),
+        name=f"hyp-{regime}",
+    )
+
+
+def tiny_problems(max_nodes: int = 6, max_devices: int = 3, **kw):
+    """Problems small enough for the brute-force oracle and the exact solvers."""
+    return problems(max_nodes=max_nodes, max_devices=max_devices, **kw)
+
+
+@st.composite
+def placements(draw, problem: Problem):
+    """A placement that honours pins, forbids and colocation (memory not guaranteed)."""
+    allowed = problem.allowed
+    out = np.zeros(problem.n_nodes, dtype=np.int64)
+    for v in range(problem.n_nodes):
+        choices = np.flatnonzero(allowed[v]).tolist()
+        out[v] = draw(st.sampled_from(choices))
+    for g in problem.groups:
+        out[g] = out[g[0]]
+    return out
