@@ -1,0 +1,94 @@
+"""``topo``: Baechi's m-TOPO, topological fill of one device after another.
+
+m-TOPO (Jeon, Cho et al., "Baechi: Fast Device Placement of Machine Learning
+Graphs", ACM SoCC 2020, section 4.1) walks the graph in topological order and puts
+each node on the *current* device until that device's memory budget is reached,
+then moves on to the next device. The budget is an even share of the graph's
+memory, ``(1 + slack) * total / k`` (capped by the device's capacity), so the graph
+is cut into ``k`` consecutive stages; with heterogeneous capacities each device's
+share is proportional to its capacity. The method only places: the schedule is the
+canonical one (MODEL.md section 2).
+
+Constraints: a node of a colocation group whose group is already placed follows
+it; a pinned or restricted node (or a group's first member) takes the first device
+from the current one on that it may use and that has budget left, without moving
+the current device on. The budget is soft, capacity is hard: when no device has
+budget left for a node, it goes to the first device it may use with room (after
+the current one, then from the start), and the answer is ``unknown`` with the
+reason when none has room. Colocation groups reserve their whole memory when their
+first member is placed, so the placement never overflows.
+
+Complexity: O(V k + E) plus the canonical schedule's O((V + E) log V).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..problem import Problem
+from ..result import Status
+from ._listsched_common import MemoryBook
+from .base import Solution
+
+__all__ = ["solve"]
+
+
+def budgets(problem: Problem, slack: float) -> list[float]:
+    """Per-device memory budget: ``(1 + slack)`` times the device's share of the graph's memory."""
+    total = float(problem.memory.sum())
+    cap = problem.device_memory
+    k = problem.n_devices
+    if np.isfinite(cap).all() and cap.sum() > 0:
+        share = total * cap / cap.sum()
+    else:
+        share = np.full(k, total / k)
+    return np.minimum(cap, (1.0 + slack) * share).tolist()
+
+
+def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
+          hint: np.ndarray | None = None, slack: float = 0.1) -> Solution:
+    """Place ``problem`` with m-TOPO; see the module docstring.
+
+    Parameters
+    ----------
+    slack : float
+        Fraction by which a device may exceed its even share of the graph's memory
+        before m-TOPO moves on to the next device (default 0.1, >= 0).
+    """
+    if not (slack >= 0 and math.isfinite(slack)):
+        from ..errors import SolverError
+        raise SolverError(f"topo option slack={slack!r} must be a finite number >= 0")
+    n, k = problem.n_nodes, problem.n_devices
+    budget = budgets(problem, slack)
+    book = MemoryBook(problem)
+    used = book.used  # bytes placed (or reserved by groups) per device
+    place = [-1] * n
+    cur = 0
+    for v in problem.topo.tolist():
+        fixed = book.fixed_device(v)
+        if fixed >= 0:
+            d = fixed
+        else:
+            need = book.need(v)
+            free = len(book.allowed_list[v]) == k and book.group_of[v] < 0
+            d = -1
+            if free:
+                # The plain m-TOPO step: stay on the current device while its budget lasts.
+                while cur < k - 1 and used[cur] + need > budget[cur]:
+                    cur += 1
+                if used[cur] + need <= budget[cur] and book.fits(v, cur):
+                    d = cur
+            else:
+                d = next((e for e in book.allowed_list[v] if e >= cur and used[e] + need <= budget[e]
+                          and book.fits(v, e)), -1)
+            if d < 0:  # soft budget exhausted: any device with room, current one first
+                room = book.devices_for(v)
+                d = next((e for e in room if e >= cur), room[0] if room else -1)
+            if d < 0:
+                return Solution(Status.UNKNOWN, message=book.no_room_message(problem, v, "m-TOPO"))
+        book.place(v, d)
+        place[v] = d
+    return Solution(Status.FEASIBLE, placement=np.asarray(place, dtype=np.int64),
+                    stats={"budget_bytes": budget, "slack": slack})
