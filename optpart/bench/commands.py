@@ -1,0 +1,148 @@
+"""The ``bench``, ``report`` and ``plot`` subcommands of ``optpart`` (see ``docs/bench.md``).
+
+Registered through :data:`optpart.cli.COMMAND_MODULES`; each parser sets ``func``.
+The commands are thin: the work is in :mod:`~optpart.bench.sweep`,
+:mod:`~optpart.bench.report` and :mod:`~optpart.bench.plots`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import OptpartError
+
+__all__ = ["register"]
+
+
+def _list(text: str, kind: type, flag: str) -> list:
+    try:
+        values = [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise OptpartError(f"{flag} {text!r}: expected {kind.__name__} values separated by commas") from None
+    if not values:
+        raise OptpartError(f"{flag} {text!r}: no value given")
+    return values
+
+
+def _solver_options(items: list[str] | None) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for item in items or []:
+        head, sep, value = item.partition("=")
+        solver, dot, key = head.partition(".")
+        if not sep or not dot or not solver or not key:
+            raise OptpartError(f"--option {item!r}: expected SOLVER.KEY=VALUE, e.g. cpsat.workers=2")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        out.setdefault(solver.strip(), {})[key.strip()] = parsed
+    return out
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from . import db as _db
+    from .report import format_report, summarize
+    from .sweep import iter_instances, plan_sweep, run_sweep
+
+    files = iter_instances(args.instances)
+    if not files:
+        raise OptpartError("no problem files found in " + " ".join(args.instances))
+    devices = _list(args.devices, int, "--devices") if args.devices else None
+    scales = _list(args.memory_scale, float, "--memory-scale")
+    solvers = _list(args.solvers, str, "--solvers")
+    # --devices here is a list, so apply_device_arguments gets one count at a time.
+    device_args = argparse.Namespace(devices=None, memory=args.memory, speed=args.speed,
+                                     bandwidth=args.bandwidth, latency=args.latency)
+    specs = plan_sweep(files, solvers, devices=devices, memory_scales=scales, time_limit=args.time_limit,
+                       seed=args.seed, solver_options=_solver_options(args.option), device_args=device_args)
+    outcome = run_sweep(specs, args.db, executor=args.executor, jobs=args.jobs,
+                        retry_errors=args.retry_errors, progress=sys.stderr)
+    all_rows = _db.load_runs(args.db)
+    mine = _db.load_runs(args.db, keys=outcome.keys)
+    print(f"{outcome.planned} runs: {outcome.ran} run now, {outcome.skipped} already in {args.db}, "
+          f"{outcome.errors} errors")
+    print(format_report(summarize(mine, reference=all_rows), "markdown"), end="")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from . import db as _db
+    from .report import format_report, summarize
+
+    text = format_report(summarize(_db.load_runs(args.db)), args.format)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"report written to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from . import plots
+
+    path = Path(args.source)
+    if plots.is_sqlite(path):
+        plots.save_figure(plots.plot_gaps(args.source), args.out)
+    else:
+        if not args.problem:
+            raise OptpartError(f"{path} is a result file: give its problem with --problem FILE")
+        from ..cli import apply_device_arguments
+        from ..formats import load, load_result
+
+        problem = load(args.problem)
+        if any(getattr(args, a) is not None for a in ("devices", "memory", "speed", "bandwidth", "latency")) \
+                or problem.n_devices == 0 or problem.links is None:
+            problem = apply_device_arguments(problem, args)
+        result = load_result(args.source, problem)
+        if not result.ok:
+            raise OptpartError(f"{path}: status '{result.status.value}' has no schedule to draw")
+        plots.save_figure(plots.plot_schedule(problem, result), args.out)
+    print(f"plot written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``bench``, ``report`` and ``plot`` to the ``optpart`` command."""
+    from ..cli import add_device_arguments
+    from .report import FORMATS
+
+    p = subparsers.add_parser("bench", help="run solvers over instances x device counts x memory scales into SQLite",
+                              description="Run the cross product of instances, solvers, device counts and memory "
+                                          "scales; one row per run in an SQLite file. Rerunning skips finished runs.")
+    p.add_argument("instances", nargs="+", metavar="INSTANCE", help="problem files, or directories of them")
+    p.add_argument("--solvers", "-s", default="single", metavar="A,B", help="solver names (default single)")
+    add_device_arguments(p)
+    # add_device_arguments defines --devices K; here it is a list of counts.
+    for action in p._actions:
+        if action.dest == "devices":
+            action.type, action.metavar = str, "K[,K...]"
+            action.help = "device counts to sweep, e.g. 2,4,8 (default: each instance's own)"
+    p.add_argument("--memory-scale", default="1.0", metavar="S[,S...]",
+                   help="capacity = S x the instance's capacity, or S x total memory / K when unlimited (default 1.0)")
+    p.add_argument("--time-limit", "-t", type=float, metavar="S", help="seconds per run")
+    p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
+    p.add_argument("--option", "-o", action="append", metavar="SOLVER.KEY=VALUE", help="solver option, repeatable")
+    p.add_argument("--db", default="results.sqlite", help="results database (default results.sqlite)")
+    p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--executor", default="local", metavar="local|inline|dask://HOST:PORT",
+                   help="where runs execute (default: a local process pool of --jobs workers)")
+    p.add_argument("--retry-errors", action="store_true", help="rerun the runs recorded as errors")
+    p.set_defaults(func=_cmd_bench)
+
+    p = subparsers.add_parser("report", help="summarise a results database per solver and setting")
+    p.add_argument("db", help="results database written by optpart bench")
+    p.add_argument("--format", "-f", choices=FORMATS, default="markdown")
+    p.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(func=_cmd_report)
+
+    p = subparsers.add_parser("plot", help="draw a result's schedule and memory, or a database's gaps (PNG, SVG, PDF)")
+    p.add_argument("source", help="a result JSON (needs --problem) or a results database")
+    p.add_argument("--problem", "-p", metavar="FILE", help="the problem of a result file")
+    add_device_arguments(p)
+    p.add_argument("--out", "-o", required=True, metavar="FILE", help="image file, e.g. gantt.png")
+    p.set_defaults(func=_cmd_plot)

@@ -1,0 +1,144 @@
+"""The results database of a sweep: one SQLite file, one row per run.
+
+Why SQLite: it is in the standard library, a single file is easy to move around,
+and with write-ahead logging (WAL) a reader (``optpart report``, a notebook) can
+look at the file while a sweep writes to it. Each finished run is committed on
+its own, so killing a sweep loses at most the runs in flight and never leaves a
+half-written row: SQLite commits are atomic (https://www.sqlite.org/atomiccommit.html,
+https://www.sqlite.org/wal.html).
+
+Only one process writes: the one that runs the sweep. Workers return plain
+dictionaries and never touch the file.
+
+A run is identified by ``(problem_hash, solver, options)``: the SHA-256 of the
+problem's optpart JSON (devices and memory limits included, so the device count
+and memory scale are part of it), the solver name, and the solver options as
+canonical JSON (sorted keys, e.g. ``{"seed": 0, "time_limit": 60.0}``). A
+rerun of the same sweep skips every identity already in the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..errors import OptpartError
+
+__all__ = ["SCHEMA_VERSION", "COLUMNS", "connect", "options_key", "done_keys", "insert_run", "load_runs"]
+
+#: Bumped when the columns change meaning; a file with another version is refused.
+SCHEMA_VERSION = 1
+
+#: Columns of the ``runs`` table, in order, with their SQL types.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("problem_hash", "TEXT NOT NULL"),     # sha256 hex of the problem JSON bytes (devices applied)
+    ("problem", "TEXT NOT NULL"),          # problem name
+    ("source", "TEXT"),                    # file the problem came from, when any
+    ("n_nodes", "INTEGER"),
+    ("n_edges", "INTEGER"),
+    ("solver", "TEXT NOT NULL"),
+    ("options", "TEXT NOT NULL"),          # canonical JSON of the solver options
+    ("devices", "INTEGER NOT NULL"),       # device count K
+    ("memory_scale", "REAL NOT NULL"),
+    ("capacity_bytes", "REAL"),            # smallest device capacity after scaling
+    ("status", "TEXT NOT NULL"),           # optimal | feasible | infeasible | unknown | error
+    ("makespan", "REAL"),                  # seconds; NULL without a placement
+    ("lower_bound", "REAL"),               # seconds
+    ("gap", "REAL"),                       # (makespan - lower_bound) / makespan; NULL without a placement
+    ("memory", "TEXT"),                    # JSON {device id: {"static": bytes, "peak": bytes}}
+    ("memory_model", "TEXT"),
+    ("wall_seconds", "REAL"),
+    ("message", "TEXT"),                   # the solver's message (e.g. why infeasible)
+    ("version", "TEXT NOT NULL"),          # optpart version that produced the row
+    ("timestamp", "TEXT NOT NULL"),        # ISO 8601, UTC, when the row was written
+    ("error", "TEXT"),                     # exception text when status is 'error'
+)
+
+_NAMES = tuple(name for name, _ in COLUMNS)
+
+
+def options_key(options: Mapping[str, Any]) -> str:
+    """The canonical JSON of solver options: sorted keys, no spaces, None values dropped."""
+    clean = {k: options[k] for k in sorted(options) if options[k] is not None}
+    return json.dumps(clean, sort_keys=True, separators=(",", ":"))
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """Open (creating when needed) a results database in WAL mode and check its schema.
+
+    Raises
+    ------
+    OptpartError
+        When the file is not an SQLite database or holds another schema version.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise OptpartError(f"{path} is a directory, not a results database")
+    try:
+        con = sqlite3.connect(str(path), timeout=30.0)
+        con.row_factory = sqlite3.Row
+        con.execute("PRAGMA journal_mode=WAL")
+        # NORMAL is safe against a killed process in WAL mode (only power loss may drop the last commits).
+        con.execute("PRAGMA synchronous=NORMAL")
+        cols = ",\n  ".join(f"{name} {kind}" for name, kind in COLUMNS)
+        with con:
+            con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            con.execute(f"CREATE TABLE IF NOT EXISTS runs (\n  id INTEGER PRIMARY KEY,\n  {cols},\n"
+                        "  UNIQUE (problem_hash, solver, options)\n)")
+            con.execute("CREATE INDEX IF NOT EXISTS runs_setting ON runs (solver, devices, memory_scale)")
+            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        found = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise OptpartError(f"{path}: not an optpart results database ({exc})") from None
+    if found != str(SCHEMA_VERSION):
+        con.close()
+        raise OptpartError(f"{path}: results schema version {found}, this optpart reads version {SCHEMA_VERSION}")
+    return con
+
+
+def done_keys(con: sqlite3.Connection, *, include_errors: bool = True) -> set[tuple[str, str, str]]:
+    """Identities ``(problem_hash, solver, options)`` already in the database."""
+    sql = "SELECT problem_hash, solver, options FROM runs"
+    if not include_errors:
+        sql += " WHERE status != 'error'"
+    return {(r[0], r[1], r[2]) for r in con.execute(sql)}
+
+
+def insert_run(con: sqlite3.Connection, row: Mapping[str, Any]) -> None:
+    """Write one run and commit at once; a row with the same identity is replaced.
+
+    Raises
+    ------
+    OptpartError
+        When ``row`` lacks a required column or names an unknown one.
+    """
+    unknown = set(row) - set(_NAMES)
+    if unknown:
+        raise OptpartError(f"unknown result columns: {', '.join(sorted(unknown))}")
+    for name, kind in COLUMNS:
+        if "NOT NULL" in kind and row.get(name) is None:
+            raise OptpartError(f"result row misses the required column '{name}'")
+    values = [row.get(name) for name in _NAMES]
+    with con:  # one transaction per run: committed on exit
+        con.execute(f"INSERT OR REPLACE INTO runs ({', '.join(_NAMES)}) VALUES ({', '.join('?' * len(_NAMES))})",
+                    values)
+
+
+def load_runs(path_or_con: str | Path | sqlite3.Connection,
+              keys: Iterable[tuple[str, str, str]] | None = None) -> list[dict[str, Any]]:
+    """Every run as a dictionary (ordered by id), optionally only those with the given identities."""
+    own = not isinstance(path_or_con, sqlite3.Connection)
+    if own and not Path(path_or_con).exists():
+        raise OptpartError(f"no such results database: {path_or_con}")
+    con = connect(path_or_con) if own else path_or_con
+    try:
+        rows = [dict(r) for r in con.execute("SELECT * FROM runs ORDER BY id")]
+    finally:
+        if own:
+            con.close()
+    if keys is not None:
+        wanted = set(keys)
+        rows = [r for r in rows if (r["problem_hash"], r["solver"], r["options"]) in wanted]
+    return rows

@@ -1,0 +1,134 @@
+"""Summaries of a results database: one line per solver and setting (device count, memory scale).
+
+For each problem (one ``problem_hash``: graph, devices and memory limits) the
+*best known* makespan is the smallest any run in the reference rows found, and the
+*best bound* the largest lower bound any run proved (every solver's bound is a
+proven bound, MODEL.md section 4). A line then gives:
+
+* ``runs``: number of runs; ``errors``: runs that raised;
+* ``feasible``: share of runs with a valid placement (status optimal or feasible);
+* ``optimal``: share proven optimal;
+* ``ms/best geo`` and ``ms/best max``: makespan over the best known, geometric mean and
+  maximum over the runs with a placement (1.0 = as good as the best known);
+* ``gap mean``: mean of ``(makespan - best bound) / makespan`` over those runs;
+* ``wall median``: median wall time in seconds, over every run.
+
+Ratios use the geometric mean because they are ratios (Fleming and Wallace, "How not
+to lie with statistics: the correct way to summarize benchmark results", CACM 1986).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..errors import OptpartError
+
+__all__ = ["FORMATS", "best_known", "summarize", "format_report"]
+
+FORMATS = ("markdown", "csv", "json")
+
+_HEADER = [("solver", "solver"), ("devices", "devices"), ("memory_scale", "mem scale"), ("runs", "runs"),
+           ("errors", "errors"), ("feasible", "feasible"), ("optimal", "optimal"),
+           ("rel_geomean", "ms/best geo"), ("rel_max", "ms/best max"), ("gap_mean", "gap mean"),
+           ("wall_median_s", "wall median (s)")]
+
+_SOLVED = ("optimal", "feasible")
+
+
+def best_known(rows: Iterable[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
+    """``{problem_hash: (best makespan, best lower bound)}``; best makespan is inf when none was found."""
+    best: dict[str, list[float]] = {}
+    for r in rows:
+        entry = best.setdefault(r["problem_hash"], [math.inf, 0.0])
+        if r["status"] in _SOLVED and r["makespan"] is not None:
+            entry[0] = min(entry[0], float(r["makespan"]))
+        if r["status"] != "error" and r["lower_bound"] is not None:
+            entry[1] = max(entry[1], float(r["lower_bound"]))
+    return {h: (m, b) for h, (m, b) in best.items()}
+
+
+def _ratio(makespan: float, best: float) -> float:
+    if best <= 0:
+        return 1.0 if makespan <= 0 else math.inf
+    return makespan / best
+
+
+def summarize(rows: Sequence[Mapping[str, Any]],
+              reference: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One dictionary per (solver, devices, memory scale), sorted by devices, scale, solver.
+
+    ``reference`` (default: ``rows``) gives the best known makespans and bounds, so a
+    report on one sweep can still compare with everything else in the database.
+    """
+    best = best_known(reference if reference is not None else rows)
+    groups: dict[tuple[str, int, float], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["solver"], int(r["devices"]), float(r["memory_scale"])), []).append(r)
+    out = []
+    for (solver, k, scale) in sorted(groups, key=lambda g: (g[1], g[2], g[0])):
+        rs = groups[(solver, k, scale)]
+        solved = [r for r in rs if r["status"] in _SOLVED and r["makespan"] is not None]
+        ratios, gaps = [], []
+        for r in solved:
+            m = float(r["makespan"])
+            bm, bb = best.get(r["problem_hash"], (m, 0.0))
+            ratios.append(_ratio(m, min(bm, m)))
+            gaps.append(0.0 if m <= 0 else max(0.0, (m - min(bb, m)) / m))
+        walls = [float(r["wall_seconds"]) for r in rs if r["wall_seconds"] is not None]
+        finite = [x for x in ratios if math.isfinite(x) and x > 0]
+        out.append({
+            "solver": solver, "devices": k, "memory_scale": scale, "runs": len(rs),
+            "errors": sum(r["status"] == "error" for r in rs),
+            "feasible": len(solved) / len(rs),
+            "optimal": sum(r["status"] == "optimal" for r in rs) / len(rs),
+            "rel_geomean": math.exp(statistics.fmean(math.log(x) for x in finite)) if finite else None,
+            "rel_max": max(ratios) if ratios else None,
+            "gap_mean": statistics.fmean(gaps) if gaps else None,
+            "wall_median_s": statistics.median(walls) if walls else None,
+        })
+    return out
+
+
+def _cell(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if key in ("feasible", "optimal", "gap_mean"):
+        return f"{100 * value:.1f}%"
+    if key in ("rel_geomean", "rel_max"):
+        return f"{value:.3f}"
+    if key == "memory_scale":
+        return f"{value:g}"
+    if key == "wall_median_s":
+        return f"{value:.3g}"
+    return str(value)
+
+
+def format_report(summary: Sequence[Mapping[str, Any]], fmt: str = "markdown") -> str:
+    """The summary as a Markdown table, CSV (raw numbers) or JSON (raw numbers).
+
+    Raises
+    ------
+    OptpartError
+        For a format not in :data:`FORMATS`.
+    """
+    if fmt == "json":
+        return json.dumps(list(summary), indent=2) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow([k for k, _ in _HEADER])
+        for row in summary:
+            writer.writerow(["" if row[k] is None else row[k] for k, _ in _HEADER])
+        return buf.getvalue()
+    if fmt != "markdown":
+        raise OptpartError(f"report format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    header = [title for _, title in _HEADER]
+    cells = [[_cell(k, row[k]) for k, _ in _HEADER] for row in summary]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(header)]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)]) + "\n"
