@@ -35,7 +35,7 @@ from .units import format_bandwidth, format_bytes, format_time, parse_bandwidth,
 __all__ = ["main", "build_parser", "add_device_arguments", "apply_device_arguments", "COMMAND_MODULES"]
 
 #: Modules that add subcommands: each has ``register(subparsers)``.
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = ["optpart.bench.commands", "optpart.importcli"]
 
 #: Links used when neither the file nor the command line gives any.
 DEFAULT_BANDWIDTH = "25GB/s"

@@ -1,0 +1,454 @@
+"""Import a PyTorch ``nn.Module`` as a placement problem: one node per ATen operator.
+
+How the graph is traced (torch 2.3 and later; checked on 2.13):
+
+* parameters, buffers and example inputs become **meta tensors**, so no weight
+  is allocated: a 1.5 B-parameter model traces in a few hundred MiB;
+* a training step ``loss, grads = torch.func.grad_and_value(loss_of_params)(params)``
+  is traced by ``torch.fx.experimental.proxy_tensor.make_fx(..., tracing_mode="fake")``,
+  the tracer that ``torch.export`` and AOTAutograd are built on. The result is one
+  flat ATen graph with the forward *and* the backward operators (``torch.export``
+  alone gives the forward; ``make_fx`` of a ``torch.func`` transform gives the joint
+  graph without needing a real autograd pass);
+* every ``call_function`` node keeps its FX name as node id. Multi-output
+  operators' ``getitem`` projections are folded into edges.
+
+Phases: forward nodes are the loss and what it does not depend on; backward nodes
+are the descendants of the loss (autograd seeds the backward with ``ones_like(loss)``);
+for each trainable parameter one **optimizer** node ``update.<param name>`` is added
+(an Adam-like step, priced by the bytes it moves).
+
+Costs (:class:`~optpart.formats.costmodel.CostModel`, ``docs/costmodel.md``): FLOPs per
+node from ``torch.utils.flop_counter``'s formula registry applied to the traced
+shapes (matmuls, convolutions, attention; elementwise ops count 0 FLOPs and are priced
+by the memory-bound term); edge bytes are the tensor's bytes.
+
+Memory (static model): an update node holds its parameter, gradient and optimizer
+state; a forward operator holds the activations the backward pass reads from it
+(its output when a backward node consumes it, views charged to the tensor they
+alias, each storage once); an input node holds the batch. The peak-model split
+gives ``param_bytes`` (state held all step) and ``output_bytes`` (the tensor a node
+produces; 0 for views). A parameter read by several operators (a tied embedding,
+an unrolled RNN cell) is charged once, on its update node, and every operator that
+reads it, directly or through a view, is colocated with that node.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import FormatError
+from ..problem import Constraints, Device, Links, Problem
+from .costmodel import CostModel
+
+__all__ = ["from_torch", "cross_entropy", "VIEW_OPS", "SHAPE_ONLY_OPS"]
+
+#: ATen operators that only change tensor metadata: they alias their first input.
+VIEW_OPS = frozenset({
+    "t", "view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "permute", "transpose", "expand",
+    "slice", "select", "alias", "detach", "as_strided", "split", "split_with_sizes", "unbind", "chunk",
+    "diagonal", "unfold", "view_as", "expand_as", "narrow", "lift_fresh", "lift_fresh_copy", "_reshape_alias",
+    "numpy_T", "flatten", "unflatten", "movedim", "squeeze_", "unsqueeze_", "t_", "transpose_",
+})
+
+#: ATen operators that read only the shape and dtype of their tensor input, never its data.
+SHAPE_ONLY_OPS = frozenset({
+    "ones_like", "zeros_like", "empty_like", "full_like", "rand_like", "randn_like",
+    "new_zeros", "new_ones", "new_empty", "new_full", "sym_size", "sym_numel", "sym_stride",
+})
+
+
+def cross_entropy(logits, target):
+    """Mean cross-entropy written as log-softmax plus gather.
+
+    ``torch.nn.functional.cross_entropy`` lowers to ``nll_loss``, whose backward has no
+    meta kernel on some torch versions; this form traces on meta tensors everywhere.
+    """
+    import torch
+
+    logp = torch.log_softmax(logits.reshape(-1, logits.shape[-1]).float(), dim=-1)
+    return -logp.gather(1, target.reshape(-1, 1)).mean()
+
+
+def _extra_flops(nd) -> int | None:
+    """FLOPs of operators that ``torch.utils.flop_counter`` has no formula for.
+
+    The CPU flash-attention kernels (what ``scaled_dot_product_attention`` becomes when
+    traced with CPU fake tensors) count with torch's generic SDPA formulas: ``4 b h s t d``
+    forward and 2.5 times that backward, which recomputes the attention matrix (Dao et al.,
+    "FlashAttention", NeurIPS 2022, section 3.1).
+    """
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+
+    name = getattr(getattr(nd.target, "overloadpacket", None), "__name__", "")
+    shapes = [tuple(a.meta["val"].shape) for a in nd.args if hasattr(a, "meta") and hasattr(a.meta.get("val"), "shape")]
+    if name == "_scaled_dot_product_flash_attention_for_cpu" and len(shapes) >= 3:
+        return int(sdpa_flop_count(*shapes[:3]))
+    if name == "_scaled_dot_product_flash_attention_for_cpu_backward" and len(shapes) >= 4:
+        return int(sdpa_backward_flop_count(*shapes[:4]))
+    return None
+
+
+def _to_fake(t, mode, device):
+    """A fake tensor with ``t``'s shape and dtype on ``device``: no storage is allocated."""
+    import torch
+
+    if isinstance(t, torch.Tensor):
+        with mode:
+            return torch.empty(t.shape, dtype=t.dtype, device=device)
+    return t
+
+
+def _tensors(val) -> list:
+    """The tensors in a traced value (a tensor, or a tuple/list of them)."""
+    import torch
+
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (tuple, list)):
+        return [x for x in val if isinstance(x, torch.Tensor)]
+    return []
+
+
+def from_torch(
+    module,
+    example_inputs: Sequence[Any],
+    *,
+    training: bool = True,
+    loss_fn: Callable[..., Any] | None = None,
+    targets: Sequence[Any] = (),
+    cost_model: CostModel | None = None,
+    devices: int | Sequence[Device] | None = None,
+    memory: float = math.inf,
+    name: str | None = None,
+) -> Problem:
+    """Trace ``module`` on ``example_inputs`` and return its operator graph as a :class:`Problem`.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model. Build large ones under ``with torch.device("meta"):`` so no weight is
+        allocated; real parameters are converted to meta tensors (only shapes and dtypes
+        are read).
+    example_inputs : sequence of tensors
+        Positional inputs of ``module.forward``; only shapes and dtypes matter.
+    training : bool
+        Trace one training step (forward, backward, one optimizer node per parameter)
+        when True; the forward pass only (no gradients, no optimizer state) when False.
+    loss_fn : callable, optional
+        ``loss_fn(output, *targets) -> scalar``. Default: the output itself when it is
+        a scalar, else its sum. Use :func:`cross_entropy` for classification.
+    targets : sequence of tensors
+        Extra inputs of ``loss_fn`` (labels); they become input nodes.
+    cost_model : CostModel, optional
+        Prices operators and tensors; stored in ``problem.meta["cost_model"]``.
+    devices, memory : optional
+        Devices to attach (a count with one capacity, or a list); default: none.
+    name : str, optional
+        Problem name; default the module's class name (plus ``-training``).
+
+    Returns
+    -------
+    Problem
+        Nodes in FX order (inputs first), links from the cost model, colocation groups
+        for shared parameters, node metadata ``op``, ``flops``, ``phase``.
+
+    Raises
+    ------
+    FormatError
+        When torch is missing or the module cannot be traced (the tracer's message is kept).
+    """
+    try:
+        import torch
+        from torch.fx.experimental.proxy_tensor import make_fx
+        from torch.utils.flop_counter import flop_registry
+    except ImportError:  # pragma: no cover - exercised only without torch
+        raise FormatError("importing a PyTorch model needs torch: pip install 'optpart[torch]'") from None
+    cm = cost_model or CostModel()
+    pnames, pvals = zip(*module.named_parameters()) if any(True for _ in module.parameters()) else ((), ())
+    bnames, bvals = zip(*module.named_buffers()) if any(True for _ in module.buffers()) else ((), ())
+    # Fake tensors on the CPU device: code that makes tensors inside forward (torch.arange
+    # for positions) lands on the same device, and no storage is ever allocated.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    params = [_to_fake(p, mode, "cpu") for p in pvals]
+    buffers = [_to_fake(b, mode, "cpu") for b in bvals]
+    inputs = [_to_fake(x, mode, "cpu") for x in example_inputs]
+    tgts = [_to_fake(x, mode, "cpu") for x in targets]
+    n_in = len(inputs)
+
+    def loss_of(param_list, buffer_list, *xs):
+        state = dict(zip(pnames, param_list))
+        state.update(zip(bnames, buffer_list))
+        out = torch.func.functional_call(module, state, tuple(xs[:n_in]))
+        if loss_fn is not None:
+            return loss_fn(out, *xs[n_in:])
+        return out if out.dim() == 0 else out.sum()
+
+    def train_step(param_list, buffer_list, *xs):
+        grads, loss = torch.func.grad_and_value(loss_of)(param_list, buffer_list, *xs)
+        return (loss, *grads)
+
+    def forward(param_list, buffer_list, *xs):
+        state = dict(zip(pnames, param_list))
+        state.update(zip(bnames, buffer_list))
+        return torch.func.functional_call(module, state, tuple(xs[:n_in]))
+
+    if training and not params:
+        raise FormatError(f"{type(module).__name__} has no parameters to train; use training=False")
+    fn = train_step if training else forward
+    try:
+        gm = make_fx(fn, tracing_mode="fake")(list(params), list(buffers), *inputs, *tgts)
+    except Exception as exc:
+        raise FormatError(f"cannot trace {type(module).__name__}: {type(exc).__name__}: {exc}") from None
+    gm.graph.eliminate_dead_code()
+    label = name or (type(module).__name__ + ("-training" if training else ""))
+    return _graph_to_problem(gm.graph, list(pnames), list(bnames), n_in + len(tgts), training, cm,
+                             flop_registry, devices, memory, label)
+
+
+def _graph_to_problem(graph, pnames, bnames, n_inputs, training, cm, flop_registry, devices, memory, name):
+    import torch
+
+    nodes = list(graph.nodes)
+    placeholders = [nd for nd in nodes if nd.op == "placeholder"]
+    if len(placeholders) != len(pnames) + len(bnames) + n_inputs:
+        raise FormatError(f"traced graph has {len(placeholders)} inputs; expected {len(pnames)} parameters, "
+                          f"{len(bnames)} buffers and {n_inputs} inputs")
+    param_of = {nd: i for i, nd in enumerate(placeholders[:len(pnames)])}
+    kind: dict[Any, str] = {}
+    for nd in placeholders[:len(pnames)]:
+        kind[nd] = "param"
+    for nd in placeholders[len(pnames):len(pnames) + len(bnames)]:
+        kind[nd] = "buffer"
+    for nd in placeholders[len(pnames) + len(bnames):]:
+        kind[nd] = "input"
+    out_node = next(nd for nd in nodes if nd.op == "output")
+    outs = out_node.args[0]
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+
+    def nbytes(t) -> float:
+        return float(t.numel()) * cm.element_bytes(str(t.dtype).replace("torch.", ""))
+
+    # Values: a node, or (node, index) behind a getitem. `source` resolves getitems.
+    def source(nd):
+        if nd.op == "call_function" and nd.target is operator.getitem:
+            base, idx = nd.args[0], nd.args[1]
+            b, _ = source(base)
+            return b, idx
+        return nd, None
+
+    def value_bytes(nd) -> float:
+        val = nd.meta.get("val")
+        return float(sum(nbytes(t) for t in _tensors(val)))
+
+    def opname(nd) -> str:
+        t = nd.target
+        packet = getattr(t, "overloadpacket", None)
+        return str(t) if packet is None else f"aten.{packet.__name__}.{t._overloadname}"
+
+    def is_view(nd) -> bool:
+        packet = getattr(nd.target, "overloadpacket", None)
+        return packet is not None and packet.__name__ in VIEW_OPS
+
+    def shape_only(nd) -> bool:
+        packet = getattr(nd.target, "overloadpacket", None)
+        return packet is not None and packet.__name__ in SHAPE_ONLY_OPS
+
+    # Kept nodes: placeholders for inputs and buffers, every call_function except getitem.
+    ops = [nd for nd in nodes if nd.op == "call_function" and nd.target is not operator.getitem]
+    kept = [nd for nd in placeholders if kind[nd] != "param"] + ops
+    # Phases: backward = strict descendants of the loss (training only).
+    phase: dict[Any, str] = {nd: "forward" for nd in kept}
+    if training:
+        loss_node, _ = source(outs[0])
+        stack, seen = list(loss_node.users), set()
+        while stack:
+            u = stack.pop()
+            if u in seen or u.op == "output":
+                continue
+            seen.add(u)
+            stack.extend(u.users)
+        for nd in ops:
+            if nd in seen:
+                phase[nd] = "backward"
+    # Storage roots: a view aliases the root of its first tensor input.
+    root: dict[Any, tuple] = {}
+
+    def root_of(nd):
+        base, idx = source(nd)
+        key = (base, idx)
+        if key in root:
+            return root[key]
+        if base.op == "call_function" and is_view(base):
+            first = next((a for a in base.all_input_nodes), None)
+            r = root_of(first) if first is not None else key
+        else:
+            r = key
+        root[key] = r
+        return r
+
+    # Parameter alias sets: views of a parameter (recursively) belong to it.
+    owner_param: dict[Any, int] = dict(param_of)
+    for nd in ops:
+        if is_view(nd):
+            ins = [source(a)[0] for a in nd.all_input_nodes]
+            if ins and ins[0] in owner_param:
+                owner_param[nd] = owner_param[ins[0]]
+    for nd in [n for n in nodes if n.op == "call_function" and n.target is operator.getitem]:
+        b, _ = source(nd)
+        if b in owner_param:
+            owner_param[nd] = owner_param[b]
+    # Colocation: every kept operator that reads a parameter (or a view of it).
+    readers: list[list[Any]] = [[] for _ in pnames]
+    for nd in ops:
+        seen_p = set()
+        if nd in owner_param and nd not in param_of:
+            seen_p.add(owner_param[nd])
+        for a in nd.all_input_nodes:
+            if a in owner_param:
+                seen_p.add(owner_param[a])
+        for p in sorted(seen_p):
+            readers[p].append(nd)
+    # Saved activations: forward values read by a backward node, charged to their storage root once.
+    saved: dict[tuple, float] = {}
+    if training:
+        for nd in ops:
+            if phase[nd] != "backward" or shape_only(nd):
+                continue
+            for a in nd.all_input_nodes:
+                b, _ = source(a)
+                if b.op == "placeholder" or phase.get(b) != "forward":
+                    continue
+                r = root_of(a)
+                if r[0].op == "placeholder" or r in saved:
+                    continue
+                rn, ri = r
+                val = rn.meta.get("val")
+                ts = _tensors(val)
+                saved[r] = nbytes(ts[ri]) if ri is not None and ri < len(ts) else float(sum(nbytes(t) for t in ts))
+    saved_on: dict[Any, float] = {}
+    for (rn, _), b in saved.items():
+        saved_on[rn] = saved_on.get(rn, 0.0) + b
+
+    # ------------------------------------------------------------------ nodes
+    index = {nd: i for i, nd in enumerate(kept)}
+    ids: list[str] = []
+    time, mem, pbytes, obytes, meta = [], [], [], [], []
+    for nd in kept:
+        if nd.op == "placeholder":
+            pos = placeholders.index(nd)
+            if kind[nd] == "buffer":
+                nid = f"buffer.{bnames[pos - len(pnames)]}"
+            else:
+                nid = f"input.{pos - len(pnames) - len(bnames)}"
+            b = value_bytes(nd)
+            ids.append(nid)
+            time.append(0.0)
+            mem.append(b)
+            pbytes.append(b)
+            obytes.append(0.0)
+            meta.append({"op": kind[nd], "flops": 0, "phase": "forward"})
+            continue
+        view = is_view(nd)
+        out_b = value_bytes(nd)
+        in_b = 0.0
+        for a in ([] if shape_only(nd) else nd.all_input_nodes):
+            b, idx = source(a)
+            if idx is None:
+                in_b += value_bytes(b)
+            else:
+                in_b += nbytes(_tensors(b.meta.get("val"))[idx])
+        flops = 0
+        packet = getattr(nd.target, "overloadpacket", None)
+        if packet in flop_registry and not view:
+            args = torch.fx.node.map_arg(nd.args, lambda a: a.meta.get("val"))
+            kwargs = torch.fx.node.map_arg(nd.kwargs, lambda a: a.meta.get("val"))
+            try:
+                flops = int(flop_registry[packet](*args, **kwargs, out_val=nd.meta.get("val")))
+            except Exception as exc:
+                raise FormatError(f"cannot count the FLOPs of node '{nd.name}' ({opname(nd)}): {exc}") from None
+        elif not view:
+            flops = _extra_flops(nd) or 0
+        ids.append(nd.name)
+        time.append(cm.op_time(flops, in_b + out_b, kernel=not view))
+        s = saved_on.get(nd, 0.0)
+        mem.append(s)
+        pbytes.append(0.0)
+        obytes.append(0.0 if view else out_b)
+        meta.append({"op": opname(nd), "flops": flops, "phase": phase[nd]})
+    # Parameter holders: the update node (training) or the first reader (inference).
+    colocate: list[tuple[str, ...]] = []
+    pvals = [p.meta.get("val") for p in placeholders[:len(pnames)]]
+    grads = [source(g)[0] if g is not None else None for g in outs[1:]] if training else []
+    update_edges: list[tuple[int, int, float]] = []
+    for p, pname in enumerate(pnames):
+        t = pvals[p]
+        dtype = str(t.dtype).replace("torch.", "")
+        numel = int(t.numel())
+        group = [ids[index[r]] for r in readers[p]]
+        if training:
+            uid = f"update.{pname}"
+            ids.append(uid)
+            state = cm.training_state_bytes(numel, dtype)
+            time.append(cm.op_time(0, cm.update_bytes_moved(numel, dtype)))
+            mem.append(state)
+            pbytes.append(state)
+            obytes.append(0.0)
+            meta.append({"op": "optimizer.update", "flops": 0, "phase": "optimizer", "param": pname,
+                         "numel": numel})
+            g = grads[p] if p < len(grads) else None
+            if g is not None and g in index:
+                update_edges.append((index[g], len(ids) - 1, nbytes(t)))
+            group = [uid] + group
+        elif readers[p]:
+            holder = index[readers[p][0]]
+            b = numel * cm.element_bytes(dtype)
+            mem[holder] += b
+            pbytes[holder] += b
+        if len(group) > 1:
+            colocate.append(tuple(group))
+    # ------------------------------------------------------------------ edges
+    edge_bytes: dict[tuple[int, int], float] = {}
+    for nd in ops:
+        c = index[nd]
+        seen_vals = set()
+        for a in nd.all_input_nodes:
+            b, idx = source(a)
+            if b not in index or (b, idx) in seen_vals:
+                continue
+            seen_vals.add((b, idx))
+            size = value_bytes(b) if idx is None else nbytes(_tensors(b.meta.get("val"))[idx])
+            if shape_only(nd):
+                size = 0.0  # a dependency, but no data crosses it
+            key = (index[b], c)
+            edge_bytes[key] = edge_bytes.get(key, 0.0) + size
+    for s, d, b in update_edges:
+        edge_bytes[(s, d)] = edge_bytes.get((s, d), 0.0) + b
+    keys = sorted(edge_bytes)
+    src = np.array([k[0] for k in keys], dtype=np.int64)
+    dst = np.array([k[1] for k in keys], dtype=np.int64)
+    eb = np.array([edge_bytes[k] for k in keys], dtype=np.float64)
+    total_flops = int(sum(m["flops"] for m in meta))
+    param_total = float(sum(int(v.numel()) * cm.element_bytes(str(v.dtype).replace("torch.", "")) for v in pvals))
+    problem_meta = {
+        "source": "torch", "training": bool(training), "cost_model": cm.to_dict(),
+        "total_flops": total_flops, "parameter_bytes": param_total,
+        "parameters": int(sum(int(v.numel()) for v in pvals)),
+    }
+    dev = None
+    if devices is not None:
+        dev = ([Device(f"dev{i}", float(memory)) for i in range(devices)] if isinstance(devices, int)
+               else list(devices))
+    return Problem.from_arrays(
+        ids, np.array(time), np.array(mem), src, dst, eb,
+        devices=dev, links=Links(cm.link_latency, cm.link_bandwidth),
+        constraints=Constraints(colocate=tuple(colocate)),
+        param_bytes=np.array(pbytes), output_bytes=np.array(obytes), temp_bytes=None,
+        node_meta=meta, name=name, meta=problem_meta,
+    )

@@ -1,0 +1,136 @@
+"""The ``optpart import`` command: a real model in, an optpart problem file out.
+
+``optpart import model.onnx -o problem.json`` reads an ONNX model;
+``optpart import package.module:function -o problem.json`` calls ``function()``, which
+returns ``(module, example_inputs)`` or a dict with keys ``module``, ``inputs`` and
+optionally ``targets`` and ``loss_fn``, and traces it with PyTorch. Every cost model
+value can be set (``--peak-flops 312TFLOP/s --efficiency 0.5 ...``); devices given
+with ``--devices/--memory`` are written into the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import sys
+from pathlib import Path
+
+from .errors import FormatError, OptpartError
+from .formats import save
+from .formats.costmodel import CostModel
+from .units import format_bytes, parse_bytes
+
+__all__ = ["register", "cost_model_from_args", "add_cost_model_arguments", "import_model"]
+
+_COST_FLAGS = (
+    ("--peak-flops", "peak_flops", "RATE", "peak compute of a speed-1 device, e.g. 312TFLOP/s"),
+    ("--efficiency", "efficiency", "F", "fraction of the peak reached by large kernels, in (0, 1]"),
+    ("--min-op-time", "min_op_time", "T", "floor on a kernel's run time (launch overhead), e.g. 5us"),
+    ("--memory-bandwidth", "memory_bandwidth", "BW", "device memory bandwidth, e.g. 900GB/s"),
+    ("--link-bandwidth", "link_bandwidth", "BW", "bandwidth of the links written to the file, e.g. 25GB/s"),
+    ("--link-latency", "link_latency", "T", "latency of the links written to the file, e.g. 10us"),
+    ("--optimizer-bytes-per-param", "optimizer_bytes_per_param", "B",
+     "optimizer state per parameter element in bytes (Adam fp32: 8, SGD: 0)"),
+)
+
+
+def add_cost_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The cost model flags; defaults are :class:`CostModel`'s."""
+    g = parser.add_argument_group("cost model (docs/costmodel.md; defaults: one V100-class fp32 device)")
+    defaults = CostModel()
+    for flag, field, metavar, text in _COST_FLAGS:
+        g.add_argument(flag, dest=f"cm_{field}", metavar=metavar, help=f"{text} (default {getattr(defaults, field)!r})")
+
+
+def cost_model_from_args(args: argparse.Namespace) -> CostModel:
+    """A :class:`CostModel` with the flags the command line gave."""
+    return CostModel().replace(**{field: getattr(args, f"cm_{field}", None) for _, field, _, _ in _COST_FLAGS})
+
+
+def _parse_shape(text: str) -> tuple[str, list[int]]:
+    if "=" not in text:
+        raise OptpartError(f"--input-shape {text!r}: expected NAME=D1xD2x..., e.g. data_0=32x3x224x224")
+    name, dims = text.split("=", 1)
+    try:
+        return name.strip(), [int(d) for d in dims.lower().replace(",", "x").split("x")]
+    except ValueError:
+        raise OptpartError(f"--input-shape {text!r}: dimensions must be integers") from None
+
+
+def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
+                 input_shapes: dict[str, list[int]] | None = None, name: str | None = None):
+    """Import ``spec`` (an ``.onnx`` path or ``module:function``) as a :class:`~optpart.Problem`."""
+    if spec.endswith(".onnx") or Path(spec).is_file():
+        from .formats.onnx_import import from_onnx
+
+        return from_onnx(spec, training=bool(training), cost_model=cost_model, input_shapes=input_shapes,
+                         name=name)
+    if ":" not in spec:
+        raise FormatError(f"cannot import {spec!r}: give an .onnx file or a PyTorch factory 'package.module:function'")
+    if input_shapes:
+        raise OptpartError("--input-shape applies to ONNX models; a PyTorch factory makes its own inputs")
+    mod_name, fn_name = spec.split(":", 1)
+    try:
+        sys.path.insert(0, str(Path.cwd()))
+        try:
+            factory = getattr(importlib.import_module(mod_name), fn_name)
+        finally:
+            sys.path.pop(0)
+    except (ImportError, AttributeError) as exc:
+        raise FormatError(f"cannot load the model factory {spec!r}: {exc}") from None
+    made = factory()
+    if isinstance(made, dict):
+        if "module" not in made or "inputs" not in made:
+            raise FormatError(f"{spec}() returned a dict without 'module' and 'inputs' (it has {sorted(made)})")
+        module, inputs = made["module"], made["inputs"]
+        extra = {k: made[k] for k in ("targets", "loss_fn") if k in made}
+    elif isinstance(made, (tuple, list)) and len(made) == 2:
+        module, inputs = made
+        extra = {}
+    else:
+        raise FormatError(f"{spec}() must return (module, example_inputs) or a dict with 'module' and 'inputs'")
+    from .formats.torch_import import from_torch
+
+    return from_torch(module, tuple(inputs), training=True if training is None else training,
+                      cost_model=cost_model, name=name or fn_name, **extra)
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from .problem import Device
+
+    cm = cost_model_from_args(args)
+    shapes = dict(_parse_shape(s) for s in args.input_shape or [])
+    problem = import_model(args.model, training=args.training, cost_model=cm, input_shapes=shapes or None,
+                           name=args.name)
+    if args.devices is not None:
+        if args.devices < 1:
+            raise OptpartError(f"--devices {args.devices} must be at least 1")
+        cap = parse_bytes(args.memory) if args.memory is not None else math.inf
+        problem = problem.with_devices([Device(f"dev{i}", cap) for i in range(args.devices)],
+                                       links=problem.links, constraints=problem.constraints)
+    elif args.memory is not None:
+        raise OptpartError("--memory needs --devices K")
+    save(problem, args.out)
+    meta = problem.meta
+    print(f"{problem.name}: {problem.n_nodes} nodes, {problem.n_edges} edges, "
+          f"{meta.get('total_flops', 0) / 1e9:.4g} GFLOP, parameters {format_bytes(meta.get('parameter_bytes', 0))}, "
+          f"memory {format_bytes(float(problem.memory.sum()))}, work {problem.time.sum():.4g} s -> {args.out}")
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``optpart import`` to the command line."""
+    p = subparsers.add_parser("import", help="turn an ONNX model or a PyTorch module into a problem file")
+    p.add_argument("model", help="an .onnx file, or 'package.module:function' returning (torch module, example inputs)")
+    p.add_argument("-o", "--out", required=True, metavar="FILE", help="problem file to write (.json or .json.gz)")
+    p.add_argument("--training", action=argparse.BooleanOptionalAction, default=None,
+                   help="one training step (forward, backward, optimizer) or the forward pass only "
+                        "(default: training for PyTorch, inference for ONNX)")
+    p.add_argument("--input-shape", action="append", metavar="NAME=DIMS",
+                   help="override an ONNX input's shape, e.g. data_0=32x3x224x224 (repeatable)")
+    p.add_argument("--name", help="problem name (default: the file or function name)")
+    p.add_argument("--devices", "-k", type=int, metavar="K", help="write K devices into the file")
+    p.add_argument("--memory", "-m", metavar="SIZE", help="capacity of each device, e.g. 16GiB")
+    add_cost_model_arguments(p)
+    p.set_defaults(func=_cmd_import)
