@@ -14,7 +14,8 @@ import numpy as np
 
 from .problem import Constraints, Device, Links, Problem
 
-__all__ = ["layered_dag", "training_graph", "chain", "fork_join", "uniform_devices"]
+__all__ = ["layered_dag", "training_graph", "chain", "fork_join", "uniform_devices", "planted_dag",
+           "large_training_graph"]
 
 
 def uniform_devices(k: int, memory: float = float("inf"), speed: float = 1.0) -> list[Device]:
@@ -172,3 +173,127 @@ def fork_join(width: int, time: float = 1.0, memory: float = 1.0, nbytes: float 
     dst = list(range(1, width + 1)) + [width + 1] * width
     return Problem.from_arrays(ids, np.full(width + 2, time), np.full(width + 2, memory), src, dst,
                                np.full(2 * width, nbytes), name=f"fork-join-{width}")
+
+
+def planted_dag(n: int, k: int = 4, *, ccr: float = 1.0, preds: int = 2, window: int = 64,
+                seed: int = 0, name: str | None = None) -> Problem:
+    """A random DAG whose optimal makespan is known: a planted schedule with no idle time.
+
+    Each of ``k`` identical devices runs ``n / k`` nodes back to back from 0 to ``L``
+    (node times uniform in [1, 10], then scaled per device so that each device's sum is
+    ``L``). Every node gets up to ``preds`` predecessors, drawn among the ``window``
+    nodes (on any device) that finished last before its data would have to leave:
+    a transfer (``bytes / bandwidth``, the bandwidth set so that the mean transfer is
+    ``ccr`` times the mean node time) always arrives by its planted start. The planted schedule is thus valid, and since every
+    device is busy for all of ``[0, L]`` the work bound ``L`` is met: the optimum is
+    exactly ``L`` (stored in ``meta["optimum"]``). Capacities are the planted loads
+    plus 5%, so the planted placement fits. Nodes are numbered by planted start time.
+    """
+    rng = np.random.default_rng(seed)
+    per = np.full(k, n // k)
+    per[: n % k] += 1
+    dev = np.repeat(np.arange(k), per)
+    t = rng.uniform(1.0, 10.0, size=n)
+    sums = np.bincount(dev, weights=t, minlength=k)
+    length = float(sums.max())
+    t = t * (length / sums)[dev]
+    start = np.zeros(n)
+    offs = np.concatenate([[0], np.cumsum(per)])
+    for d in range(k):
+        seg = t[offs[d]:offs[d + 1]]
+        start[offs[d]:offs[d + 1]] = np.concatenate([[0.0], np.cumsum(seg)[:-1]])
+    order = np.lexsort((dev, start))           # renumber nodes by planted start
+    t, dev, start = t[order], dev[order], start[order]
+    fin = start + t
+    memory = rng.uniform(1e6, 1e8, size=n)
+    mean_t = float(t.mean())
+    mean_b = 5e7
+    bw = mean_b / (ccr * mean_t) if ccr > 0 else float("inf")
+    # predecessors whose data would arrive in time even from another device
+    by_finish = np.argsort(fin, kind="stable")
+    fin_sorted = fin[by_finish]
+    xs, xd, xb = [], [], []
+    for _ in range(max(1, preds)):
+        b = rng.uniform(1e6, 1e8, size=n)
+        c = b / bw
+        cnt = np.searchsorted(fin_sorted, start - c, side="right")   # nodes finished by S - c
+        pick = cnt - 1 - rng.integers(0, window, size=n)
+        ok = pick >= 0
+        u = by_finish[np.maximum(pick, 0)]
+        xs.append(u[ok])
+        xd.append(np.flatnonzero(ok))
+        xb.append(b[ok])
+    s = np.concatenate(xs)
+    dd = np.concatenate(xd)
+    nb = np.concatenate(xb)
+    key, first = np.unique(s * n + dd, return_index=True)
+    s, dd, nb = key // n, key % n, nb[first]
+    load = np.bincount(dev, weights=memory, minlength=k)
+    devices = [Device(f"dev{i}", float(load[i] * 1.05)) for i in range(k)]
+    return Problem.from_arrays([f"p{i}" for i in range(n)], t, memory, s, dd, nb, devices=devices,
+                               links=Links(0.0, bw), name=name or f"planted-{n}-k{k}-c{ccr:g}-s{seed}",
+                               meta={"generator": "planted_dag", "seed": seed, "ccr": ccr,
+                                     "optimum": length, "planted_placement": dev.tolist()})
+
+
+def large_training_graph(n_target: int, seed: int = 0, *, k: int | None = None, memory_slack: float = 1.5,
+                         ccr: float = 0.3, name: str | None = None) -> Problem:
+    """A stacked transformer-like training step of about ``n_target`` nodes, built with numpy.
+
+    Each layer has a forward block (``in -> q,k,v -> scores -> softmax -> mix -> proj ->
+    add -> norm -> mlp1 -> act -> mlp2 -> out``, 13 operators), a backward block mirroring
+    it (gradients flow back along every forward edge, and each backward operator reads
+    its forward operator's saved activation), six weight nodes feeding their forward and
+    backward operators and six update nodes, each colocated with its weight. 38 nodes per
+    layer; layers are chained (forward out -> next in; backward in -> previous out).
+    With ``k``, ``k`` identical devices of capacity ``memory_slack * total / k``.
+    """
+    rng = np.random.default_rng(seed)
+    f_names = ["in", "q", "k", "v", "scores", "softmax", "mix", "proj", "add", "norm", "mlp1", "act", "mlp2"]
+    nf = len(f_names)
+    f_edges = [(0, 1), (0, 2), (0, 3), (1, 4), (2, 4), (4, 5), (5, 6), (3, 6), (6, 7), (7, 8), (0, 8),
+               (8, 9), (9, 10), (10, 11), (11, 12), (9, 12)]
+    weighted = [1, 2, 3, 7, 10, 12]          # forward ops with a weight
+    nw = len(weighted)
+    per = 2 * nf + 2 * nw                    # fwd, bwd, weights, updates
+    layers = max(1, int(round(n_target / per)))
+    n = layers * per
+    base_time = np.array([0.2, 1, 1, 1, 1.5, 0.5, 1.5, 1, 0.2, 0.3, 2, 0.4, 2])
+    loc_s, loc_d = [], []
+    for a, b in f_edges:                      # forward
+        loc_s.append(a); loc_d.append(b)
+    for a, b in f_edges:                      # backward: grad of b -> grad of a
+        loc_s.append(nf + b); loc_d.append(nf + a)
+    for i in range(nf):                       # saved activations
+        loc_s.append(i); loc_d.append(nf + i)
+    for j, op in enumerate(weighted):         # weights feed fwd and bwd; bwd feeds update
+        w, u = 2 * nf + j, 2 * nf + nw + j
+        loc_s += [w, w, nf + op, w]
+        loc_d += [op, nf + op, u, u]
+    loc_s = np.array(loc_s)
+    loc_d = np.array(loc_d)
+    off = (np.arange(layers) * per)[:, None]
+    src = (loc_s[None, :] + off).ravel()
+    dst = (loc_d[None, :] + off).ravel()
+    if layers > 1:                            # chain layers: fwd out -> next in, bwd next in -> bwd out
+        lo = np.arange(layers - 1) * per
+        src = np.concatenate([src, lo + nf - 1, lo + per + nf])
+        dst = np.concatenate([dst, lo + per, lo + 2 * nf - 1])
+    time_s = np.concatenate([base_time, 2 * base_time, np.zeros(nw), np.full(nw, 0.1)])
+    time_s = np.tile(time_s, layers) * rng.uniform(0.8, 1.25, size=n) * 1e-4
+    act = rng.uniform(4, 64, size=n) * 2**20
+    params = rng.uniform(4, 64, size=n) * 2**20
+    kind = np.tile(np.concatenate([np.zeros(nf), np.ones(nf), np.full(nw, 2), np.full(nw, 3)]), layers)
+    memory = np.where(kind == 2, 4 * params, np.where(kind == 3, 2**20, act))
+    nbytes = act[src]
+    links = _links_for_ccr(time_s, nbytes, ccr, 0.0, 0.0)
+    w_ids = (np.arange(layers)[:, None] * per + 2 * nf + np.arange(nw)[None, :]).ravel()
+    ids = [f"v{i}" for i in range(n)]
+    colocate = tuple((ids[w], ids[w + nw]) for w in w_ids.tolist())
+    devices = None
+    if k is not None:
+        devices = uniform_devices(k, float(memory_slack * memory.sum() / k))
+    return Problem.from_arrays(ids, time_s, memory, src, dst, nbytes, devices=devices, links=links,
+                               constraints=Constraints(colocate=colocate),
+                               name=name or f"large-training-{n}-s{seed}",
+                               meta={"generator": "large_training_graph", "seed": seed, "layers": layers})

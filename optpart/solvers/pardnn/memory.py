@@ -1,0 +1,172 @@
+"""Phase 4, the *memory step*, and the constraint projection before it.
+
+* :func:`memory_units`: colocation groups and single nodes as the units that move together.
+* :func:`project_constraints`: pins go to their device, a colocation group to the device
+  holding most of its run time among those it may use, a node on a forbidden device to
+  the allowed device holding most of its neighbours' bytes.
+* :func:`repair_memory`: ParDNN's memory step (Qararyah et al. 2021, section 4.4): while
+  a device is over capacity, move units off it, best *memory freed per communication
+  added* first, each to the allowed device with the most free room that holds it.
+* :func:`greedy_fill`: the fallback that makes the guarantee provable: pinned units
+  first, then the others in decreasing memory, each to its current device if it has
+  room, else to the allowed device with the most free room.
+
+**Guarantee** (static model). Let ``M`` be the total memory, ``k`` the devices and
+``s`` the largest unit (node or colocation group). If every device ``d`` has capacity
+``C_d >= M / k + s``, there are no forbidden devices, and the pinned units fit their
+devices on their own, then :func:`greedy_fill` always succeeds, in *any* order of the
+free units: when a free unit of size ``x <= s`` finds no device with room, every device
+holds more than ``C_d - x >= M / k`` bytes, so more than ``M`` bytes are placed while
+the unit itself is not, a contradiction. Forbidden devices break this argument (a
+node allowed on one device only is a pin in disguise and counts as one); then the
+fill may fail and the solver answers ``unknown``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...problem import Problem
+from .schedule import Graph
+
+__all__ = ["memory_units", "project_constraints", "repair_memory", "greedy_fill"]
+
+_REL = 1e-9  # relative slack when comparing bytes with a capacity (the checker allows 1e-9 too)
+
+
+def _fits(used: float, need: float, cap: float) -> bool:
+    return used + need <= cap * (1 + _REL) if cap > 0 else used + need <= 0.0
+
+
+def memory_units(problem: Problem) -> tuple[list[int], list[list[int]], list[float]]:
+    """``(unit_of, members, unit_memory)``: groups are units ``0..G-1``, then one unit per free node."""
+    n = problem.n_nodes
+    groups = problem.groups
+    unit_of = problem.group_of.copy()
+    free = np.flatnonzero(unit_of < 0)
+    unit_of[free] = len(groups) + np.arange(free.size)
+    members = [g.tolist() for g in groups] + free[:, None].tolist()
+    mem = np.bincount(unit_of, weights=problem.memory, minlength=len(members)) if n else np.zeros(0)
+    return unit_of.tolist(), members, mem.tolist()
+
+
+def project_constraints(problem: Problem, g: Graph, place: list[int]) -> list[int]:
+    """The nearest placement that respects pins, forbids and colocation."""
+    if not problem.has_constraints:
+        return place
+    place = list(place)
+    allowed = problem.allowed
+    pin = problem.pin.tolist()
+    for members in problem.groups:
+        ok = allowed[members[0]]
+        share = np.bincount(np.asarray([place[v] for v in members.tolist()]),
+                            weights=problem.time[members], minlength=g.k)
+        share = share + 1e-12 * np.bincount(np.asarray([place[v] for v in members.tolist()]), minlength=g.k)
+        share[~ok] = -1.0
+        d = int(np.argmax(share))
+        for v in members.tolist():
+            place[v] = d
+    bad = np.flatnonzero(~allowed[np.arange(g.n), np.asarray(place)]).tolist()
+    for v in bad:
+        if pin[v] >= 0:
+            place[v] = pin[v]
+            continue
+        talk = [0.0] * g.k
+        for i in range(g.out_ptr[v], g.out_ptr[v + 1]):
+            talk[place[g.succ[i]]] += g.out_bytes[i] + 1e-9
+        for i in range(g.in_ptr[v], g.in_ptr[v + 1]):
+            talk[place[g.pred[i]]] += g.in_bytes[i] + 1e-9
+        ok = allowed[v].tolist()
+        place[v] = max((d for d in range(g.k) if ok[d]), key=lambda d: (talk[d], -d))
+    return place
+
+
+def repair_memory(problem: Problem, g: Graph, place: list[int], capacity: list[float], units=None
+                  ) -> list[int] | None:
+    """Move units off over-full devices (memory freed per communication added); None if stuck.
+    ``units`` is :func:`memory_units` of the problem (computed when not given)."""
+    k = g.k
+    unit_of, members, unit_mem = units if units is not None else memory_units(problem)
+    place = list(place)
+    used = np.bincount(np.asarray(place, dtype=np.int64), weights=problem.memory, minlength=k).tolist()
+    over = [d for d in range(k) if not _fits(used[d], 0.0, capacity[d])]
+    if not over:
+        return place
+    allowed = problem.allowed
+    pinned = problem.pin >= 0
+    # Communication a unit adds when it leaves its device: transfers of its edges that are now local.
+    src, dst = problem.edge_src, problem.edge_dst
+    pl = np.asarray(place, dtype=np.int64)
+    cost_e = g.mean_lat + problem.edge_bytes * g.mean_inv_bw
+    local = pl[src] == pl[dst]
+    ua, ub = np.asarray(unit_of)[src], np.asarray(unit_of)[dst]
+    internal = ua == ub
+    w = np.where(local & ~internal, cost_e, 0.0)
+    added = np.bincount(ua, weights=w, minlength=len(members)) + np.bincount(ub, weights=w, minlength=len(members))
+    first = np.asarray([m[0] for m in members], dtype=np.int64)
+    unit_dev_np = pl[first]
+    umem = np.asarray(unit_mem)
+    movable = (umem > 0) & ~pinned[first]
+    ratio = umem / (added + 1e-12)
+    unit_dev = unit_dev_np.tolist()
+    for d in over:
+        sel = np.flatnonzero((unit_dev_np == d) & movable)
+        cand = sel[np.lexsort((sel, -ratio[sel]))].tolist()
+        for u in cand:
+            if _fits(used[d], 0.0, capacity[d]):
+                break
+            ok = allowed[members[u][0]].tolist()
+            best, best_room = -1, None
+            for e in range(k):
+                if e != d and ok[e] and _fits(used[e], unit_mem[u], capacity[e]):
+                    room = capacity[e] - used[e]
+                    if best_room is None or room > best_room:
+                        best, best_room = e, room
+            if best < 0:
+                continue
+            for v in members[u]:
+                place[v] = best
+            used[d] -= unit_mem[u]
+            used[best] += unit_mem[u]
+            unit_dev[u] = best
+        if not _fits(used[d], 0.0, capacity[d]):
+            return None
+    return place
+
+
+def greedy_fill(problem: Problem, place: list[int] | None, capacity: list[float], units=None,
+                best_fit: bool = False) -> list[int] | None:
+    """Pinned units first, then the rest by decreasing memory, each to its current device when
+    it has room, else to the allowed device with the most free room (with ``best_fit``: the
+    least room that still holds it, which packs tight instances better). None if a unit finds none."""
+    k = problem.n_devices
+    unit_of, members, unit_mem = units if units is not None else memory_units(problem)
+    allowed = problem.allowed
+    pin = problem.pin.tolist()
+    used = [0.0] * k
+    out = [-1] * problem.n_nodes
+    n_units = len(members)
+    key_pinned = [0 if pin[members[u][0]] >= 0 else 1 for u in range(n_units)]
+    order = sorted(range(n_units), key=lambda u: (key_pinned[u], -unit_mem[u], u))
+    for u in order:
+        first = members[u][0]
+        ok = allowed[first].tolist()
+        need = unit_mem[u]
+        d = -1
+        if place is not None and ok[place[first]] and _fits(used[place[first]], need, capacity[place[first]]):
+            d = place[first]
+        else:
+            best_room = None
+            for e in range(k):
+                if ok[e] and _fits(used[e], need, capacity[e]):
+                    room = capacity[e] - used[e]
+                    if best_fit:
+                        room = -room
+                    if best_room is None or room > best_room:
+                        d, best_room = e, room
+        if d < 0:
+            return None
+        used[d] += need
+        for v in members[u]:
+            out[v] = d
+    return out
