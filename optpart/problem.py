@@ -446,20 +446,30 @@ class Problem:
             return 0.0
         return float(self.latency[a, b] + self.edge_bytes[edge] / self.bandwidth[a, b])
 
-    def infeasibility(self) -> str | None:
+    def infeasibility(self, memory_model: str = "static") -> str | None:
         """A reason why no placement can fit memory and constraints, or None if none is obvious.
 
-        Checks, in order: a node larger than every device it may use, a colocation
-        group larger than every device it may use, a node with no allowed device,
-        and total memory above total capacity.
+        Checks, in order: a colocation group larger than every device it may use, a
+        node with no allowed device, a node larger than every device it may use, and
+        total memory above total capacity. Under the ``peak`` model only what is held
+        for certain counts: a running node holds its parameters, temporaries and output
+        (its static memory); a group holds all its parameters plus its largest running
+        node; all devices together hold at least every parameter.
         """
         if self.n_devices == 0:
             return None
+        if memory_model not in ("static", "peak"):
+            raise ProblemError(f"memory_model={memory_model!r}; use 'static' or 'peak'")
+        peak = memory_model == "peak"
         cap = self.device_memory
         allowed = self.allowed
         room = np.where(allowed, cap[None, :], -1.0).max(axis=1)
         for members in self.groups:
-            total = float(self.memory[members].sum())
+            if peak:
+                running = self.output_bytes[members] + self.temp_bytes[members]
+                total = float(self.param_bytes[members].sum() + running.max())
+            else:
+                total = float(self.memory[members].sum())
             if total > room[members[0]]:
                 from .units import format_bytes
                 return (f"colocation group of node '{self.node_ids[members[0]]}' ({members.size} nodes) needs "
@@ -475,7 +485,8 @@ class Problem:
             v = int(np.flatnonzero(too_big)[0])
             return (f"node '{self.node_ids[v]}' needs {format_bytes(self.memory[v])} but the largest device "
                     f"it may use has {format_bytes(room[v])}")
-        need, total_cap = float(self.memory.sum()), float(cap.sum())
+        need = float((self.param_bytes if peak else self.memory).sum())
+        total_cap = float(cap.sum())
         if need > total_cap:
             from .units import format_bytes
             return f"the graph needs {format_bytes(need)} but all devices together hold {format_bytes(total_cap)}"

@@ -151,3 +151,17 @@ def test_with_devices_keeps_graph_and_colocation():
 def test_split_memory_defaults_static_to_the_sum():
     p = build([{"id": "a", "time": 1, "param_bytes": 5, "output_bytes": 3, "temp_bytes": 2}])
     assert p.memory.tolist() == [10.0] and p.has_split
+
+
+def test_peak_screening_counts_only_what_is_surely_held():
+    # Static memory (2 x 10) exceeds the one device (15), but under peak only the
+    # parameters (2 x 1) are surely held all step: no proof of infeasibility.
+    p = Problem.build(nodes=[{"id": "a", "time": 1, "param_bytes": 1, "output_bytes": 9},
+                             {"id": "b", "time": 1, "param_bytes": 1, "output_bytes": 9}],
+                      devices=[Device("g", 15)])
+    assert "all devices together hold" in p.infeasibility()
+    assert p.infeasibility("peak") is None
+    big = Problem.build(nodes=[{"id": "a", "time": 1, "param_bytes": 10, "temp_bytes": 9}], devices=[Device("g", 15)])
+    assert "node 'a' needs" in big.infeasibility("peak")
+    with pytest.raises(ProblemError, match="memory_model='liveness'"):
+        p.infeasibility("liveness")

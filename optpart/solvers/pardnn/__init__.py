@@ -64,7 +64,7 @@ _BOTH_SIZE = 150_000       # nodes + edges up to which both constructions run at
 _JUSTIFY_SIZE = 250_000    # ... up to which schedules are double-justified at effort 1
 _JUSTIFIED_SCORE_NODES = 300
 _VARIANT_SIZE = 80_000     # nodes + edges up to which extra EFT priority orders are tried
-_NOISY_ORDERS = 24         # noisy orders per unit of effort (fewer on larger graphs)  # graphs up to which the improvement scores justified schedules
+_NOISY_ORDERS = 24         # noisy orders per unit of effort (fewer on larger graphs)
 
 
 def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_evals: int = 20,
