@@ -159,7 +159,8 @@ def solve(problem: Problem, solver: str = "single", *, time_limit: float | None 
     record = {"time_limit": time_limit, "seed": seed, **options}
     record = {k: v for k, v in record.items() if v is not None}
     t0 = time.perf_counter()
-    reason = problem.infeasibility(options.get("memory_model", "static"))
+    model = options.get("memory_model", "static")
+    reason = problem.infeasibility(model if model in ("static", "peak") else "static")  # solvers reject bad ones
     if reason is not None:
         return Result(problem=problem.name, solver=info.name, status=Status.INFEASIBLE,
                       lower_bound=problem_lower_bound(problem), wall_seconds=time.perf_counter() - t0,
