@@ -1,0 +1,373 @@
+"""Helpers shared by the exact solvers ``cpsat`` and ``milp``.
+
+* :func:`durations` / :func:`transfer_table`: run time of every (node, device) pair and
+  transfer time of every (edge, device pair), in seconds, computed exactly as the
+  evaluator does (``time / speed``, ``latency + bytes / bandwidth``).
+* :class:`TimeGrid`: the integer time grid CP-SAT needs. When every duration and
+  transfer is an integer multiple of ``1 / scale`` for a small ``scale`` (STG: integer
+  times and free links, scale 1) the grid is exact. Otherwise quantities are rounded
+  *up* (so an integer schedule stays valid in seconds) and the grid records the most
+  rounding a chain of the schedule can accumulate, which is subtracted from the solver's
+  bound to keep it a valid lower bound of the real problem.
+* :func:`device_classes`: devices that are interchangeable (same memory, speed, allowed
+  nodes, and links unchanged by swapping them), for symmetry breaking.
+* :func:`relabel`: a placement with devices of each class renumbered in order of first
+  use, the form symmetry breaking keeps.
+* :func:`tighten_schedule`: earliest start times in seconds for a placement and a
+  per-device order, which never start a node later than the order's own schedule.
+* :func:`heads_tails`: longest paths before/after every node at the fastest allowed speed.
+* :func:`reachability`: which node pairs the DAG orders (bitsets as Python ints).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..problem import Problem
+
+__all__ = [
+    "durations",
+    "transfer_table",
+    "uniform_transfers",
+    "TimeGrid",
+    "time_grid",
+    "integral_memory",
+    "device_classes",
+    "relabel",
+    "tighten_schedule",
+    "heads_tails",
+    "reachability",
+    "heuristic_hint",
+]
+
+
+def durations(problem: Problem) -> np.ndarray:
+    """``n x k`` run times in seconds; ``inf`` where the node may not run on the device."""
+    dur = problem.time[:, None] / problem.device_speed[None, :]
+    return np.where(problem.allowed, dur, np.inf)
+
+
+def transfer_table(problem: Problem) -> np.ndarray:
+    """``m x k x k`` transfer times in seconds of every edge between every device pair (0 on one device)."""
+    k = problem.n_devices
+    lat = problem.latency
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_byte = np.where(np.isinf(problem.bandwidth), 0.0, 1.0 / problem.bandwidth)
+    c = lat[None, :, :] + problem.edge_bytes[:, None, None] * per_byte[None, :, :]
+    c[:, np.arange(k), np.arange(k)] = 0.0
+    return c
+
+
+def uniform_transfers(comm: np.ndarray) -> np.ndarray:
+    """Per edge, True when its transfer time is the same between every pair of distinct devices."""
+    k = comm.shape[1] if comm.ndim == 3 else 0
+    if comm.shape[0] == 0 or k < 2:
+        return np.ones(comm.shape[0], dtype=bool)
+    off = ~np.eye(k, dtype=bool)
+    vals = comm[:, off]
+    return (vals == vals[:, :1]).all(axis=1)
+
+
+@dataclass(frozen=True)
+class TimeGrid:
+    """Integer time units of ``1 / scale`` seconds.
+
+    ``exact`` is True when every duration and transfer is a whole number of units, so
+    the integer model is the real problem. Otherwise ``slack_units`` bounds how many
+    units a chain of nodes and transfers can gain by rounding up: any real schedule
+    rounded onto the grid (same placement and order) ends at most that much later.
+    """
+
+    scale: float
+    exact: bool
+    slack_units: float
+
+    def up(self, seconds: np.ndarray) -> np.ndarray:
+        """Seconds to units, rounded up (exact quantities are kept as they are)."""
+        x = np.asarray(seconds, dtype=np.float64) * self.scale
+        r = np.rint(x)
+        close = np.abs(x - r) <= 1e-9 * np.maximum(1.0, np.abs(x))
+        return np.where(close, r, np.ceil(x)).astype(np.int64)
+
+    def bound_seconds(self, bound_units: float) -> float:
+        """A valid lower bound in seconds from a lower bound in units of the rounded-up model."""
+        b = (float(bound_units) - self.slack_units) / self.scale
+        return max(0.0, b * (1 - 1e-12))
+
+
+_EXACT_SCALES = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 250, 256, 500, 1000,
+                 10**4, 10**5, 10**6)
+
+
+def _integral(x: np.ndarray) -> bool:
+    r = np.rint(x)
+    return bool((np.abs(x - r) <= 1e-9 * np.maximum(1.0, np.abs(x))).all())
+
+
+def time_grid(dur: np.ndarray, comm: np.ndarray, horizon_s: float, resolution: float = 2e-7,
+              max_units: float = 2e9, upper_s: float | None = None) -> TimeGrid:
+    """Choose the time grid for durations ``dur`` (n x k) and transfers ``comm`` (m x k x k).
+
+    An exact scale is used when one of a few round scales makes every finite quantity an
+    integer and keeps the makespan's upper end ``upper_s`` (default: every node and
+    transfer in sequence) below ``max_units``. Otherwise the scale makes the largest
+    possible rounding loss (one unit per node and per edge of a chain, at most ``2 n - 1``)
+    about ``resolution`` of ``horizon_s`` (a lower bound of the makespan), within the same cap.
+    """
+    n = dur.shape[0]
+    qd = dur[np.isfinite(dur)]
+    qc = comm.reshape(-1)
+    q = np.concatenate([qd, qc])
+    q = q[q > 0]
+    horizon_s = max(float(horizon_s), 1e-12)
+    if upper_s is None:
+        upper_s = float(np.where(np.isfinite(dur), dur, 0.0).max(axis=1).sum()) if n else 0.0
+        if comm.size:
+            upper_s += float(comm.reshape(comm.shape[0], -1).max(axis=1).sum())
+    upper_s = max(float(upper_s), horizon_s)
+    for s in _EXACT_SCALES:
+        if upper_s * s > max_units:
+            break
+        if q.size == 0 or _integral(q * s):
+            return TimeGrid(float(s), True, 0.0)
+    # Inexact: a power of ten (so integral quantities stay integral) fine enough that the
+    # worst rounding loss of a chain (below one unit per rounded node and edge) is about
+    # `resolution` of the horizon's lower end.
+    want = (2 * n) / (resolution * horizon_s)
+    scale = 10.0 ** math.ceil(math.log10(want))
+    while scale > 1e-6 and upper_s * scale > max_units:
+        scale /= 10.0
+    return TimeGrid(scale, False, _slack(dur, comm, scale))
+
+
+def _slack(dur: np.ndarray, comm: np.ndarray, scale: float) -> float:
+    """Most units a chain of distinct nodes and edges gains by rounding up on ``scale``."""
+    n = dur.shape[0]
+    x = np.where(np.isfinite(dur), dur, 0.0) * scale
+    err_nodes = np.where(np.isfinite(dur), np.ceil(x) - x, 0.0)
+    err_nodes[np.abs(np.rint(x) - x) <= 1e-9 * np.maximum(1.0, np.abs(x))] = 0.0
+    total = float(err_nodes.max(axis=1).sum()) if n else 0.0
+    if comm.size:
+        y = comm * scale
+        err = np.ceil(y) - y
+        err[np.abs(np.rint(y) - y) <= 1e-9 * np.maximum(1.0, np.abs(y))] = 0.0
+        per_edge = np.sort(err.reshape(comm.shape[0], -1).max(axis=1))[::-1]
+        total += float(per_edge[: max(n - 1, 0)].sum())
+    # Any path through the schedule (precedence and device order) visits each node once
+    # and uses at most n - 1 transfers; one unit of margin covers float error.
+    return total + 1.0
+
+
+def integral_memory(problem: Problem) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Integer node memories and device capacities for an integer model.
+
+    When every node memory is a whole number of ``1/s`` bytes for ``s`` in 1, 10, ..., 1e6
+    (whole bytes: the usual case), memories become those integers and capacities are
+    rounded down, which is exact: a sum of integers is at most ``c`` iff it is at most
+    ``floor(c)`` (``exact=True``; sums stay below 2**53). Otherwise memories are scaled so that the total
+    reaches ~1e12 and rounded up: a placement that fits the integer rows fits the real
+    ones, but the rows may exclude a placement that fits exactly at the limit, so the
+    solver may then claim neither optimality nor infeasibility. Infinite capacities map
+    to -1 (no row).
+    """
+    mem = problem.memory
+    cap = problem.device_memory
+    finite = np.isfinite(cap)
+    cap0 = np.where(finite, cap, 0.0)
+    top = float(max(mem.max(initial=0.0), cap0.max(initial=0.0), 1e-300))
+    total = float(mem.sum()) + top
+    for s in (1, 10, 100, 1000, 10**4, 10**5, 10**6):
+        if total * s >= 2**53:  # keep every sum of a memory row exact and far from overflow
+            break
+        if _integral(mem * s):
+            m_int = np.rint(mem * s).astype(np.int64)
+            c_int = np.where(finite, np.floor(cap0 * s), -1).astype(np.int64)
+            return m_int, c_int, True
+    s = 1e12 / max(total, 1e-300)
+    m_int = np.ceil(mem * s - 1e-9).astype(np.int64)
+    c_int = np.where(finite, np.floor(cap0 * s), -1).astype(np.int64)
+    return m_int, c_int, False
+
+
+def device_classes(problem: Problem) -> list[list[int]]:
+    """Groups (of size >= 2) of interchangeable devices, each sorted by index.
+
+    Two devices are interchangeable when they have the same memory and speed, the same
+    allowed nodes (no pin or forbid tells them apart), and swapping them leaves the
+    latency and bandwidth matrices unchanged. Swapping two such devices in any placement
+    and schedule gives a placement and schedule of the same makespan.
+    """
+    k = problem.n_devices
+    lat, bw, allowed = problem.latency, problem.bandwidth, problem.allowed
+    mem, speed = problem.device_memory, problem.device_speed
+
+    def swappable(a: int, b: int) -> bool:
+        if mem[a] != mem[b] or speed[a] != speed[b]:
+            return False
+        if not np.array_equal(allowed[:, a], allowed[:, b]):
+            return False
+        perm = np.arange(k)
+        perm[a], perm[b] = b, a
+        for mat in (lat, bw):
+            if not np.array_equal(mat[np.ix_(perm, perm)], mat):
+                return False
+        return True
+
+    classes: list[list[int]] = []
+    assigned = [False] * k
+    for a in range(k):
+        if assigned[a]:
+            continue
+        cls = [a]
+        for b in range(a + 1, k):
+            if not assigned[b] and swappable(a, b):
+                cls.append(b)
+        # swappable is checked against the class head; transpositions with one common
+        # member generate the whole symmetric group, so the class is interchangeable.
+        for b in cls:
+            assigned[b] = True
+        if len(cls) > 1:
+            classes.append(cls)
+    return classes
+
+
+def relabel(placement: np.ndarray, classes: list[list[int]], order: np.ndarray) -> np.ndarray:
+    """Renumber the devices of each class in order of first use along ``order`` (node ids)."""
+    out = np.asarray(placement, dtype=np.int64).copy()
+    for cls in classes:
+        members = set(cls)
+        mapping: dict[int, int] = {}
+        for v in np.asarray(order).tolist():
+            d = int(placement[v])
+            if d in members and d not in mapping:
+                mapping[d] = cls[len(mapping)]
+        for d in cls:  # unused devices take the remaining labels
+            if d not in mapping:
+                mapping[d] = cls[len(mapping)]
+        for v in range(out.size):
+            d = int(placement[v])
+            if d in mapping:
+                out[v] = mapping[d]
+    return out
+
+
+def tighten_schedule(problem: Problem, placement: np.ndarray, key: np.ndarray,
+                     key_end: np.ndarray) -> np.ndarray:
+    """Earliest start times (seconds) keeping, on every device, the order of a given schedule.
+
+    ``key``/``key_end`` are any valid schedule's starts and finishes (in any unit); nodes
+    are taken by ``(start, finish, topological position)``, so predecessors and earlier
+    nodes of the same device come first (a zero-time node sharing its start with a longer
+    one on its device runs before it). Every start is as early as the precedence,
+    transfers and the device order allow; if ``key`` (scaled) was itself a valid
+    schedule with durations and transfers at least the real ones, no start increases.
+    """
+    n = problem.n_nodes
+    rank = np.empty(n, dtype=np.int64)
+    rank[problem.topo] = np.arange(n)
+    # Take nodes by (start, finish, rank) among those whose predecessors are done: the
+    # sorted order itself when the key is a valid schedule, and still topological when a
+    # solver's tolerance puts a successor a hair before its predecessor.
+    import heapq
+    ks = np.asarray(key, dtype=np.float64).tolist()
+    ke = np.asarray(key_end, dtype=np.float64).tolist()
+    rk = rank.tolist()
+    out_ptr = problem.out_ptr.tolist()
+    succ = problem.edge_dst[problem.out_edges].tolist()
+    indeg = np.diff(problem.in_ptr).tolist()
+    heap = [(ks[v], ke[v], rk[v], v) for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        v = heapq.heappop(heap)[3]
+        order.append(v)
+        for i in range(out_ptr[v], out_ptr[v + 1]):
+            w = succ[i]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, (ks[w], ke[w], rk[w], w))
+    placement = np.asarray(placement, dtype=np.int64)
+    dur = problem.duration(placement).tolist()
+    comm = problem.transfer_times(placement)
+    in_ptr = problem.in_ptr.tolist()
+    pred = problem.edge_src[problem.in_edges].tolist()
+    pcomm = comm[problem.in_edges].tolist()
+    place = placement.tolist()
+    free = [0.0] * problem.n_devices
+    start = [0.0] * n
+    finish = [0.0] * n
+    for v in order:
+        s = free[place[v]]
+        for i in range(in_ptr[v], in_ptr[v + 1]):
+            r = finish[pred[i]] + pcomm[i]
+            if r > s:
+                s = r
+        start[v] = s
+        finish[v] = s + dur[v]
+        free[place[v]] = finish[v]
+    return np.asarray(start, dtype=np.float64)
+
+
+def heads_tails(problem: Problem, min_dur: list) -> tuple[list, list]:
+    """Longest path ending just before each node (head) and starting just after it (tail).
+
+    ``min_dur`` is each node's smallest possible duration (any unit); communication is 0.
+    """
+    n = problem.n_nodes
+    in_ptr = problem.in_ptr.tolist()
+    pred = problem.edge_src[problem.in_edges].tolist()
+    out_ptr = problem.out_ptr.tolist()
+    succ = problem.edge_dst[problem.out_edges].tolist()
+    head = [0] * n
+    for v in problem.topo.tolist():
+        best = 0
+        for i in range(in_ptr[v], in_ptr[v + 1]):
+            u = pred[i]
+            x = head[u] + min_dur[u]
+            if x > best:
+                best = x
+        head[v] = best
+    tail = [0] * n
+    for v in problem.topo[::-1].tolist():
+        best = 0
+        for i in range(out_ptr[v], out_ptr[v + 1]):
+            w = succ[i]
+            x = tail[w] + min_dur[w]
+            if x > best:
+                best = x
+        tail[v] = best
+    return head, tail
+
+
+def reachability(problem: Problem) -> list[int]:
+    """Descendants of every node as a Python-int bitset (bit ``w`` set when a path ``v -> w`` exists)."""
+    n = problem.n_nodes
+    out_ptr = problem.out_ptr.tolist()
+    succ = problem.edge_dst[problem.out_edges].tolist()
+    desc = [0] * n
+    for v in problem.topo[::-1].tolist():
+        bits = 0
+        for i in range(out_ptr[v], out_ptr[v + 1]):
+            w = succ[i]
+            bits |= desc[w] | (1 << w)
+        desc[v] = bits
+    return desc
+
+
+def heuristic_hint(problem: Problem, seed: int = 0, time_limit: float = 5.0) -> np.ndarray | None:
+    """A placement from the ``heft`` solver when it is installed and finds one, else None."""
+    from .registry import SOLVERS
+    info = SOLVERS.get("heft")
+    if info is None or not info.installed:
+        return None
+    try:
+        from .registry import solve
+        res = solve(problem, "heft", time_limit=time_limit, seed=seed)
+    except Exception:  # a heuristic that fails only costs the hint  # noqa: BLE001
+        return None
+    if not res.ok or res.placement is None:
+        return None
+    return np.asarray(res.placement, dtype=np.int64)
