@@ -535,8 +535,27 @@ class Problem:
         return q
 
     def __repr__(self) -> str:
-        return (f"Problem(name={self.name!r}, n_nodes={self.n_nodes}, n_edges={self.n_edges}, "
-                f"n_devices={self.n_devices})")
+        """Sizes for large problems; every node, edge and device for small ones (readable
+        counterexamples when a property test fails)."""
+        if self.n_nodes > 20 or self.n_edges > 40:
+            return (f"Problem(name={self.name!r}, n_nodes={self.n_nodes}, n_edges={self.n_edges}, "
+                    f"n_devices={self.n_devices})")
+        g = lambda x: f"{float(x):g}"
+        ids = self.node_ids
+        nodes = ", ".join(f"{ids[v]}(t={g(self.time[v])}, m={g(self.memory[v])})" for v in range(self.n_nodes))
+        edges = ", ".join(f"{ids[s]}->{ids[t]}({g(b)} B)" for s, t, b in
+                          zip(self.edge_src.tolist(), self.edge_dst.tolist(), self.edge_bytes.tolist()))
+        devices = ", ".join(f"{d.id}(mem={g(d.memory)}, speed={g(d.speed)})" for d in self.devices)
+        parts = [f"name={self.name!r}", f"nodes=[{nodes}]", f"edges=[{edges}]", f"devices=[{devices}]"]
+        if self.links is not None:
+            lk = self.links
+            parts.append(f"links=(latency={g(lk.latency)}, bandwidth={g(lk.bandwidth)}"
+                         + (f", {len(lk.pairs)} pair overrides)" if lk.pairs else ")"))
+        if not self.constraints.is_empty():
+            c = self.constraints
+            parts.append(f"constraints=(pin={dict(c.pin)}, colocate={[list(x) for x in c.colocate]}, "
+                         f"forbid={ {k: list(v) for k, v in c.forbid.items()} })")
+        return "Problem(" + ", ".join(parts) + ")"
 
     # ------------------------------------------------------------------ conveniences
     def placement_from_ids(self, mapping: Mapping[str, str]) -> np.ndarray:
