@@ -161,8 +161,11 @@ def test_exact_solvers_agree_with_brute_force(problem):
 
 
 # ------------------------------------------------------------------ 5. heuristic gap to the optimum
-#: Largest heuristic gap to the cpsat optimum seen on small random problems, plus margin.
-#: Measured by: python benchmarks/heuristic_quality.py --part cpsat  (see docs/heuristic.md).
+#: g: the heuristic's makespan is at most (1 + g) x the cpsat optimum. Measured by
+#:     python benchmarks/heuristic_quality.py --part cpsat
+#: on 237 random problems of 10-20 nodes (K 2-4, CCR 0.1-5, loose and tight memory), default
+#: effort: mean gap 1.73%, p95 8.54%, max 28.98%. g is that maximum plus a margin; tightening
+#: it is progress.
 HEURISTIC_GAP_BOUND = 0.35
 
 

@@ -111,9 +111,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     if memory_model not in ("static", "peak"):
         raise SolverError(f"cpsat: memory_model={memory_model!r} must be 'static' or 'peak'")
-    if memory_model == "peak" and problem.has_split:
-        raise SolverError("cpsat: memory_model='peak' is modelled only when peak equals static memory "
-                          "(no param/output/temp split); this problem has the split")
+    # Peak memory differs from static only with the split; without it the static rows are exact.
+    peak = memory_model == "peak" and problem.has_split
     if workers < 1:
         raise SolverError(f"cpsat: workers={workers} must be >= 1")
     n, k = problem.n_nodes, problem.n_devices
@@ -126,6 +125,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     comm_s = xc.transfer_table(problem)
     lb_s = problem_lower_bound(problem)
     mem, cap, mem_exact = xc.integral_memory(problem)
+    if peak:
+        pk_param, pk_out, pk_temp, cap, mem_exact = _peak_bytes(problem)
     classes = xc.device_classes(problem)
 
     # Hint placement: given, else a heuristic; relabelled to first-use order of each class.
@@ -138,7 +139,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     upper_s = None
     if hint_p is not None:
         hint_p = xc.relabel(hint_p, classes, topo)
-        if not _fits(problem, hint_p, mem, cap):
+        if not _fits(problem, hint_p, mem, np.full(k, -1, dtype=np.int64) if peak else cap):
             hint_p = None
         else:
             upper_s = 1.01 * float(canonical_schedule(problem, hint_p)[1].max())
@@ -155,12 +156,13 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     hint_start = None
     if hint_p is not None:
         hint_start = _integer_schedule(problem, hint_p, dur, comm)
+    if hint_p is not None and not peak:  # under peak the hint's schedule may not fit memory
         horizon = min(horizon, int(max(hint_start[v] + dur[v, hint_p[v]] for v in range(n))))
 
     model = cp_model.CpModel()
     min_dur = [int(dur[v][allowed[v]].min()) for v in range(n)]
     head, tail = xc.heads_tails(problem, min_dur)
-    pooled = _pooled(problem, classes, comm, mem, cap, min_dur)
+    pooled = False if peak else _pooled(problem, classes, comm, mem, cap, min_dur)
 
     # Variables: assignment literals (shared inside colocation groups), start, end.
     x: dict[tuple[int, int], object] = {}
@@ -247,8 +249,11 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                 if terms:
                     model.Add(S[w] >= E[u] + sum(terms)).OnlyEnforceIf(x[u, a])
 
-    # Static memory per device.
-    for d in range(k):
+    # Memory: peak (liveness) through cumulatives, else static rows per device.
+    if peak:
+        _add_peak_memory(model, problem, x, S, E, makespan, dur, comm, horizon,
+                         pk_param, pk_out, pk_temp, cap, grid.exact)
+    for d in ([] if peak else range(k)):
         if cap[d] < 0:
             continue
         nodes = [v for v in range(n) if allowed[v, d] and mem[v] > 0]
