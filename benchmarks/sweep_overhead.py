@@ -30,7 +30,7 @@ from _common import random_dag, table
 import optpart  # noqa: E402
 from optpart.bench import db as bdb  # noqa: E402
 from optpart.bench import plan_sweep, run_sweep, summarize  # noqa: E402
-from optpart.bench.timeline_memory import memory_timeline  # noqa: E402
+from optpart.evaluate import memory_timeline  # noqa: E402
 from optpart.generators import layered_dag  # noqa: E402
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "canonical_schedule",
     "static_memory",
     "peak_memory",
+    "memory_timeline",
     "problem_lower_bound",
     "evaluate",
     "violations",
@@ -162,6 +163,59 @@ def static_memory(problem: Problem, placement) -> np.ndarray:
     return np.bincount(placement, weights=problem.memory, minlength=problem.n_devices).astype(np.float64)
 
 
+def _liveness_events(problem: Problem, placement: np.ndarray, start, finish):
+    """Memory events of the liveness model: ``(base, makespan, ev_dev, ev_time, ev_delta, bounds)``.
+
+    ``base`` holds each device's ``param_bytes`` (held all step). The events change the
+    rest, sorted by device, then time, then kind: at equal times removals of proper
+    intervals come first, then additions, then removals of zero-length intervals;
+    ``bounds[d]:bounds[d+1]`` are device ``d``'s events.
+    """
+    n, k = problem.n_nodes, problem.n_devices
+    base = np.bincount(placement, weights=problem.param_bytes, minlength=k).astype(np.float64)
+    start = np.asarray(start, dtype=np.float64)
+    finish = np.asarray(finish, dtype=np.float64)
+    makespan = float(finish.max()) if n else 0.0
+    empty = np.zeros(0)
+    if n == 0 or not problem.has_split:
+        return base, makespan, empty, empty, empty, np.zeros(k + 1, dtype=np.int64)
+    out_b, tmp_b = problem.output_bytes, problem.temp_bytes
+    src, dst = problem.edge_src, problem.edge_dst
+    a, b = placement[src], placement[dst]
+    comm = problem.transfer_times(placement)
+    # The output of u lives on d(u) until its last local consumer ends or its last transfer out lands.
+    end = np.full(n, -np.inf)
+    local = a == b
+    np.maximum.at(end, src[local], finish[dst[local]])
+    np.maximum.at(end, src[~local], finish[src[~local]] + comm[~local])
+    end[np.isinf(end)] = makespan
+    devs, begs, ends, sizes = [placement, placement], [start, start], [end, finish], [out_b, tmp_b]
+    # A received copy lives on the consumer's device from its first arrival to its last use there.
+    remote = ~local
+    if remote.any():
+        key = src[remote] * k + b[remote]
+        uniq, inv = np.unique(key, return_inverse=True)
+        arrive = np.full(uniq.size, np.inf)
+        np.minimum.at(arrive, inv, finish[src[remote]] + comm[remote])
+        last = np.full(uniq.size, -np.inf)
+        np.maximum.at(last, inv, finish[dst[remote]])
+        devs.append(uniq % k)
+        begs.append(arrive)
+        ends.append(np.maximum(last, arrive))
+        sizes.append(out_b[uniq // k])
+    dev, beg, fin, size = (np.concatenate(x) for x in (devs, begs, ends, sizes))
+    keep = size > 0
+    dev, beg, fin, size = dev[keep], beg[keep], fin[keep], size[keep]
+    instant = fin <= beg
+    ev_dev = np.concatenate([dev, dev])
+    ev_time = np.concatenate([beg, fin])
+    ev_order = np.concatenate([np.ones(size.size), np.where(instant, 2, 0)])
+    ev_delta = np.concatenate([size, -size])
+    order = np.lexsort((ev_order, ev_time, ev_dev))
+    ev_dev, ev_time, ev_delta = ev_dev[order], ev_time[order], ev_delta[order]
+    return base, makespan, ev_dev, ev_time, ev_delta, np.searchsorted(ev_dev, np.arange(k + 1))
+
+
 def peak_memory(problem: Problem, placement, start: np.ndarray, finish: np.ndarray) -> np.ndarray:
     """Peak bytes per device under the liveness model of MODEL.md section 3.
 
@@ -173,66 +227,33 @@ def peak_memory(problem: Problem, placement, start: np.ndarray, finish: np.ndarr
     ``t`` and one allocated at ``t`` do not add up; a zero-length interval counts at its instant.
     """
     placement = _as_placement(problem, placement)
-    n, k = problem.n_nodes, problem.n_devices
-    base = np.bincount(placement, weights=problem.param_bytes, minlength=k).astype(np.float64)
-    if n == 0 or not problem.has_split:
-        return base
-    start = np.asarray(start, dtype=np.float64)
-    finish = np.asarray(finish, dtype=np.float64)
-    makespan = float(finish.max())
-    out_b, tmp_b = problem.output_bytes, problem.temp_bytes
-    src, dst = problem.edge_src, problem.edge_dst
-    a, b = placement[src], placement[dst]
-    comm = problem.transfer_times(placement)
-    # Output tensor of u on d(u).
-    end = np.full(n, -np.inf)
-    local = a == b
-    np.maximum.at(end, src[local], finish[dst[local]])
-    np.maximum.at(end, src[~local], finish[src[~local]] + comm[~local])
-    end[np.isinf(end)] = makespan
-    dev_list = [placement, placement]
-    beg_list = [start, start]
-    end_list = [end, finish]
-    size_list = [out_b, tmp_b]
-    # Received copies, one per (producer, remote device).
-    remote = ~local
-    if remote.any():
-        key = src[remote] * k + b[remote]
-        uniq, inv = np.unique(key, return_inverse=True)
-        arrive = np.full(uniq.size, np.inf)
-        np.minimum.at(arrive, inv, finish[src[remote]] + comm[remote])
-        last = np.full(uniq.size, -np.inf)
-        np.maximum.at(last, inv, finish[dst[remote]])
-        producer = uniq // k
-        dev_list.append(uniq % k)
-        beg_list.append(arrive)
-        end_list.append(np.maximum(last, arrive))
-        size_list.append(out_b[producer])
-    dev = np.concatenate(dev_list)
-    beg = np.concatenate(beg_list)
-    fin = np.concatenate(end_list)
-    size = np.concatenate(size_list)
-    keep = size > 0
-    dev, beg, fin, size = dev[keep], beg[keep], fin[keep], size[keep]
-    if size.size == 0:
-        return base
-    instant = fin <= beg
-    # Events: removals of proper intervals (order 0), additions (1), removals of instants (2).
-    ev_dev = np.concatenate([dev, dev])
-    ev_time = np.concatenate([beg, fin])
-    ev_order = np.concatenate([np.ones(size.size), np.where(instant, 2, 0)])
-    ev_delta = np.concatenate([size, -size])
-    order = np.lexsort((ev_order, ev_time, ev_dev))
-    ev_dev, ev_delta = ev_dev[order], ev_delta[order]
-    running = np.cumsum(ev_delta)
-    peak = np.zeros(k)
-    bounds = np.searchsorted(ev_dev, np.arange(k + 1))
-    for d in range(k):
+    base, _, _, _, ev_delta, bounds = _liveness_events(problem, placement, start, finish)
+    peak = np.zeros(problem.n_devices)
+    for d in range(problem.n_devices):
         lo, hi = bounds[d], bounds[d + 1]
         if hi > lo:
-            offset = running[lo - 1] if lo > 0 else 0.0
-            peak[d] = max(0.0, float(running[lo:hi].max() - offset))
+            peak[d] = max(0.0, float(np.cumsum(ev_delta[lo:hi]).max()))
     return base + peak
+
+
+def memory_timeline(problem: Problem, placement, start, finish) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Bytes in use over time on each device under the liveness model: ``[(times, bytes), ...]``.
+
+    ``bytes[i]`` is the level from ``times[i]`` on (draw with ``drawstyle="steps-post"``).
+    The first point is ``(0, params)``, the ``param_bytes`` held all step; the last is at
+    the makespan. A zero-length interval appears as a spike (two points at one time).
+    ``max(bytes)`` of a device equals its :func:`peak_memory`.
+    """
+    placement = _as_placement(problem, placement)
+    base, makespan, _, ev_time, ev_delta, bounds = _liveness_events(problem, placement, start, finish)
+    out = []
+    for d in range(problem.n_devices):
+        lo, hi = int(bounds[d]), int(bounds[d + 1])
+        level = np.cumsum(ev_delta[lo:hi])
+        times = np.concatenate([[0.0], ev_time[lo:hi], [makespan]])
+        values = base[d] + np.concatenate([[0.0], level, [level[-1] if level.size else 0.0]])
+        out.append((times, np.maximum(values, base[d])))
+    return out
 
 
 def problem_lower_bound(problem: Problem) -> float:

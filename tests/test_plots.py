@@ -7,7 +7,7 @@ import pytest
 
 import optpart
 from optpart.bench.sweep import plan_sweep, run_sweep
-from optpart.bench.timeline_memory import memory_timeline
+from optpart.evaluate import memory_timeline
 from optpart.cli import main
 from optpart.generators import layered_dag
 

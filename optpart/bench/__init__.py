@@ -9,7 +9,7 @@ extra, imported only when plotting). Re-exports only.
 from .db import connect, load_runs
 from .report import format_report, summarize
 from .sweep import RunSpec, SweepOutcome, plan_sweep, problem_hash, run_sweep, scale_memory
-from .timeline_memory import memory_timeline
+from ..evaluate import memory_timeline
 
 __all__ = ["plan_sweep", "run_sweep", "RunSpec", "SweepOutcome", "scale_memory", "problem_hash",
            "connect", "load_runs", "summarize", "format_report", "memory_timeline"]

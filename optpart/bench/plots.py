@@ -6,7 +6,7 @@ the non-interactive Agg backend unless a backend was already chosen (a notebook'
 * :func:`plot_schedule`: one bar per node on its device's row, a line from producer
   to consumer row for each cross-device edge (from the producer's finish to the
   tensor's arrival; left out above ``max_transfers``), and below it the memory in use
-  per device over time (:func:`~optpart.bench.timeline_memory.memory_timeline`), the
+  per device over time (:func:`~optpart.evaluate.memory_timeline`), the
   static level as a dashed line and the capacity as a dotted one.
 * :func:`plot_gaps`: per solver, the distribution of the gap to the best lower bound
   and of the makespan over the best known (box plots), from a results database.
@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import OptpartError
 from ..problem import Problem
 from ..result import Result
-from .timeline_memory import memory_timeline
+from ..evaluate import memory_timeline
 
 __all__ = ["plot_schedule", "plot_gaps", "figure_problems", "save_figure", "is_sqlite", "memory_timeline"]
 
