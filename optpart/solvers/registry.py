@@ -62,7 +62,8 @@ SOLVERS: dict[str, SolverInfo] = _registry(
     SolverInfo("etf", "optpart.solvers.etf", "Baechi m-ETF: earliest task first with memory checks"),
     SolverInfo("topo", "optpart.solvers.topo", "Baechi m-TOPO: topological fill, device after device"),
     SolverInfo("metis", "optpart.solvers.metis",
-               "METIS balanced k-way partition (compute and memory weights)", requires=("pymetis",), extra="metis"),
+               "METIS balanced k-way partition (compute and memory weights)", requires=("pymetis", "scipy"),
+               extra="metis"),
     SolverInfo("single", "optpart.solvers.single",
                "no model parallelism: the whole graph on the fastest device that holds it"),
 )
