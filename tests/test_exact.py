@@ -173,7 +173,7 @@ def test_unknown_option_and_bad_values_are_errors(name):
         optpart.solve(p, name, **bad)
 
 
-def test_cpsat_peak_memory_only_where_it_equals_static():
+def test_cpsat_peak_memory_with_and_without_the_split():
     p = layered_dag(8, k=2, memory_slack=1.2, seed=2)
     r = optpart.solve(p, "cpsat", memory_model="peak", time_limit=20)
     assert r.memory_model == "peak"
@@ -181,8 +181,9 @@ def test_cpsat_peak_memory_only_where_it_equals_static():
     split = optpart.Problem.build(
         nodes=[{"id": "a", "time": 1, "param_bytes": 1, "output_bytes": 2, "temp_bytes": 0}],
         devices=[Device("x", 10)])
-    with pytest.raises(optpart.SolverError, match="peak"):
-        optpart.solve(split, "cpsat", memory_model="peak")
+    r = optpart.solve(split, "cpsat", memory_model="peak", time_limit=20)
+    assert r.status is optpart.Status.OPTIMAL and r.memory_model == "peak" and r.makespan == 1.0
+    optpart.check(split, r)
 
 
 def test_hint_is_used_and_symmetric_devices_are_detected():

@@ -13,6 +13,10 @@ The model, top-down (names as in the code):
   ``x[u, a] -> S[w] >= E[u] + sum_b c(a, b) x[w, b]``, which is exact because exactly
   one ``x[w, b]`` holds and ``c(a, a) = 0``.
 * Static memory: ``sum_v memory(v) x[v, d] <= memory(d)`` per device.
+* Peak memory (``memory_model="peak"`` on a graph with the param/output/temp split): one
+  ``AddCumulative`` per device, of capacity ``memory(d) - sum_v param(v) x[v, d]``, over
+  optional intervals for temporaries, outputs and received copies (see
+  :func:`_add_peak_memory`). Starts are then CP-SAT's own, not tightened afterwards.
 * Objective: the makespan ``M >= E[v]``. Redundant rows that tighten the bound: the load
   of each device, the total load over all devices, heads and tails (critical path
   at the fastest speed) on every start.
@@ -41,8 +45,12 @@ Statuses: ``optimal`` (proven as above), ``feasible`` (with the bound), ``infeas
 Options: ``deterministic`` (default True: one thread, CP-SAT's interleaved portfolio,
 the same answer run after run), ``workers`` (parallel CP-SAT workers when
 ``deterministic=False``, default 4), ``log`` (print the CP-SAT search log), ``memory_model``
-(``"static"``; ``"peak"`` only for problems without the peak split, where peak equals
-static), ``use_hint`` (default True: compute a ``heft`` hint when none is given).
+(``"static"`` or ``"peak"``; without the peak split both are the static rows), ``use_hint``
+(default True: compute a ``heft`` hint when none is given).
+
+Under ``"peak"`` the model is exact when the time grid is exact and no zero-time node holds
+or receives memory; otherwise it is conservative and ``optimal``/``infeasible`` are not
+claimed (``feasible``/``unknown`` instead, with only the generic lower bound).
 
 References: Laborie, Rogerie, Shaw, Vilim, "IBM ILOG CP optimizer for scheduling",
 Constraints 23 (2018) (optional intervals); Perron, Didier, Gay, "The CP-SAT-LP solver",
@@ -95,7 +103,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     log : bool
         Print CP-SAT's progress log.
     memory_model : {"static", "peak"}
-        ``"peak"`` is accepted only when the problem has no peak split (peak == static).
+        ``"peak"``: liveness memory of MODEL.md section 3 (equal to static without the split).
     use_hint : bool
         When no ``hint`` is given, start from a ``heft`` placement if that solver exists.
     parameters : dict, optional
@@ -221,6 +229,21 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             whole.append(model.NewIntervalVar(S[v], size, E[v], f"I_{v}"))
         model.AddCumulative(whole, [1] * n, k)
 
+    if peak:
+        # NoOverlap ignores zero-size intervals, and the schedule is not re-sequenced after
+        # solving under peak: keep zero-time nodes out of the inside of runs on their device.
+        for w in range(n):
+            if min_dur[w] > 0 or problem.time[w] > 0:
+                continue
+            for u in range(n):
+                common = [d for d in range(k) if allowed[w, d] and allowed[u, d]]
+                if u == w or not common or int(dur[u][allowed[u]].max()) == 0:
+                    continue
+                before = model.NewBoolVar(f"zb_{w}_{u}")
+                for d in common:
+                    model.Add(S[w] <= S[u]).OnlyEnforceIf([before, x[w, d], x[u, d]])
+                    model.Add(S[w] >= E[u]).OnlyEnforceIf([before.Not(), x[w, d], x[u, d]])
+
     # Precedence with communication delays.
     uniform = xc.uniform_transfers(comm) if comm.size else np.ones(0, dtype=bool)
     src, dst = problem.edge_src.tolist(), problem.edge_dst.tolist()
@@ -337,25 +360,36 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         stats["branches"] = int(solver.NumBranches())
     if code == cp_model.MODEL_INVALID:
         raise SolverError(f"cpsat built an invalid model for '{problem.name}': {model.Validate()}")
+    # Under peak on an inexact time grid the model is conservative (rounded-up times change
+    # liveness), so neither its bound nor its infeasibility carries over to the real problem.
+    # A zero-time node gives zero-length intervals; real times may then separate two of
+    # them by less than one grid unit, which the integer model cannot, so again no proof.
+    bound_valid = not peak or (grid.exact and not _has_instants(problem))
+    stats["peak_model"] = peak
     if code == cp_model.INFEASIBLE:
-        if mem_exact:
+        if mem_exact and bound_valid:
             return Solution(Status.INFEASIBLE, message="CP-SAT proved that no placement fits memory and "
                             "constraints", stats=stats, memory_model=memory_model)
         return Solution(Status.UNKNOWN, message="CP-SAT found no placement within the conservatively "
-                        "rounded memory rows", stats=stats, memory_model=memory_model)
+                        + ("modelled peak memory" if peak else "rounded memory rows"),
+                        stats=stats, memory_model=memory_model)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         if hint_p is not None and hint_start is not None:
             # Nothing better than the hint: return it, valid, with CP-SAT's bound.
             ends = hint_start + dur[np.arange(n), hint_p]
             start = xc.tighten_schedule(problem, hint_p, hint_start, ends)
+            if peak and not _peak_fits(problem, hint_p, start):
+                return Solution(Status.UNKNOWN, message=f"CP-SAT found no placement within {limit:g} s",
+                                lower_bound=grid.bound_seconds(solver.BestObjectiveBound()) if bound_valid else 0.0,
+                                stats=stats, memory_model=memory_model)
             stats["from_hint"] = True
             return Solution(Status.FEASIBLE, placement=hint_p, start=start,
-                            lower_bound=grid.bound_seconds(solver.BestObjectiveBound()),
+                            lower_bound=grid.bound_seconds(solver.BestObjectiveBound()) if bound_valid else 0.0,
                             message=f"CP-SAT found no solution within {limit:g} s; this is the hint "
                                     "placement with CP-SAT's bound", stats=stats, memory_model=memory_model)
         return Solution(Status.UNKNOWN, message=f"CP-SAT found no placement within {limit:g} s",
                         lower_bound=(grid.bound_seconds(solver.BestObjectiveBound())
-                                     if code == cp_model.UNKNOWN else 0.0),
+                                     if code == cp_model.UNKNOWN and bound_valid else 0.0),
                         stats=stats, memory_model=memory_model)
 
     s_int = np.array([solver.Value(S[v]) for v in range(n)], dtype=np.float64)
@@ -366,22 +400,266 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         for v in range(n):
             place[v] = next(d for d in range(k) if allowed[v, d] and solver.BooleanValue(x[v, d]))
     e_int = s_int + dur[np.arange(n), place]
-    start = xc.tighten_schedule(problem, place, s_int, e_int)
+    if peak:
+        # Keep CP-SAT's own start times: moving starts earlier (as tightening does) changes
+        # which tensors are live together. Every real interval lies inside its model interval.
+        start = s_int / grid.scale
+        if not _peak_fits(problem, place, start):
+            # Float rounding at equal times (an end a hair after a start) can add up two
+            # tensors the model kept apart: shift nodes by tiny offsets that put every end
+            # before the starts it meets in the integer schedule, else try the tightened one.
+            stats["peak_float_fix"] = True
+            start = next((c for c in (_separate_ties(problem, place, s_int, e_int, comm, grid.scale),
+                                      xc.tighten_schedule(problem, place, s_int, e_int))
+                          if c is not None and _peak_fits(problem, place, c)), None)
+        if start is None:
+            # Only float rounding of the times in seconds can get here; never return it.
+            stats["peak_check_failed"] = True
+            return Solution(Status.UNKNOWN, message="CP-SAT's schedule exceeds peak memory once converted "
+                            "to seconds (floating-point rounding at equal times)",
+                            lower_bound=grid.bound_seconds(solver.BestObjectiveBound()) if bound_valid else 0.0,
+                            stats=stats, memory_model=memory_model)
+    else:
+        start = xc.tighten_schedule(problem, place, s_int, e_int)
     real_ms = float((start + problem.duration(place)).max())
-    bound = grid.bound_seconds(solver.BestObjectiveBound())
+    bound = grid.bound_seconds(solver.BestObjectiveBound()) if bound_valid else 0.0
     if code == cp_model.OPTIMAL and grid.exact:
         bound = max(bound, solver.ObjectiveValue() / grid.scale)
     bound = min(bound, real_ms)
     stats["objective_units"] = solver.ObjectiveValue()
-    proven = (code == cp_model.OPTIMAL and mem_exact
+    proven = (code == cp_model.OPTIMAL and mem_exact and bound_valid
               and real_ms <= bound + 9e-7 * max(real_ms, 1e-12))
     message = ""
     if code == cp_model.OPTIMAL and not proven:
         message = (f"CP-SAT proved its model optimal on a time grid of 1/{grid.scale:g} s; rounding "
-                   "leaves the gap shown" if mem_exact else
+                   "leaves the gap shown" if mem_exact and bound_valid else
+                   "CP-SAT proved its model optimal, but peak memory is modelled conservatively here "
+                   "(zero-time nodes holding memory, or an inexact time grid)" if mem_exact else
                    "CP-SAT proved its model optimal, but memory rows were rounded conservatively")
     return Solution(Status.OPTIMAL if proven else Status.FEASIBLE, placement=place, start=start,
                     lower_bound=bound, message=message, stats=stats, memory_model=memory_model)
+
+
+def _peak_bytes(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """Integer ``param``/``output``/``temp`` bytes and capacities for the peak model.
+
+    Exact (as :func:`~optpart.solvers._exact_common.integral_memory`) when every figure is a
+    whole number of ``1/s`` bytes for ``s`` in 1, 10, ..., 1e6; otherwise bytes are rounded
+    up and capacities down on a scale near 1e12, which is conservative (``exact=False``).
+    Infinite capacities map to -1 (no constraint).
+    """
+    arrs = [np.asarray(a, dtype=np.float64) for a in (problem.param_bytes, problem.output_bytes,
+                                                       problem.temp_bytes)]
+    cap = problem.device_memory
+    finite = np.isfinite(cap)
+    cap0 = np.where(finite, cap, 0.0)
+    allb = np.concatenate(arrs)
+    # Worst sum on a device: every param, every output (produced and received), every temp.
+    total = float(arrs[0].sum() + 2 * arrs[1].sum() + arrs[2].sum()) + float(cap0.max(initial=0.0)) + 1.0
+    for s in (1, 10, 100, 1000, 10**4, 10**5, 10**6):
+        if total * s >= 2**53:
+            break
+        if xc._integral(allb * s):
+            ints = [np.rint(a * s).astype(np.int64) for a in arrs]
+            c_int = np.where(finite, np.floor(cap0 * s), -1).astype(np.int64)
+            return ints[0], ints[1], ints[2], c_int, True
+    s = 1e12 / total
+    ints = [np.ceil(a * s - 1e-9).astype(np.int64) for a in arrs]
+    c_int = np.where(finite, np.floor(cap0 * s), -1).astype(np.int64)
+    return ints[0], ints[1], ints[2], c_int, False
+
+
+def _separate_ties(problem: Problem, place: np.ndarray, s_int: np.ndarray, e_int: np.ndarray,
+                   comm: np.ndarray, scale: float) -> np.ndarray | None:
+    """CP-SAT's starts in seconds plus tiny offsets so that, on every device, a tensor
+    interval ending at integer time ``t`` ends (in floating point) no later than one
+    starting at ``t``: each node whose time makes such an end gets a smaller offset than
+    the node whose time makes the start. None when those orders form a cycle."""
+    n, k = problem.n_nodes, problem.n_devices
+    src, dst = problem.edge_src.tolist(), problem.edge_dst.tolist()
+    pl = [int(d) for d in place]
+    si = [int(v) for v in s_int]
+    ei = [int(v) for v in e_int]
+    ci = [int(comm[e, pl[src[e]], pl[dst[e]]]) for e in range(len(src))]
+    out, tmp = problem.output_bytes, problem.temp_bytes
+    span = max(ei, default=0)
+    span_nodes = {v for v in range(n) if ei[v] == span}
+    cons: list[list[int]] = [[] for _ in range(n)]
+    for e in range(len(src)):
+        cons[src[e]].append(e)
+    ivs = []  # (device, start, end, start node, end nodes)
+    for v in range(n):
+        if tmp[v] > 0:
+            ivs.append((pl[v], si[v], ei[v], v, {v}))
+        if out[v] <= 0:
+            continue
+        ends = [(ei[dst[e]] if pl[dst[e]] == pl[v] else ei[v] + ci[e],
+                 dst[e] if pl[dst[e]] == pl[v] else v) for e in cons[v]]
+        if not ends:
+            ivs.append((pl[v], si[v], span, v, set(span_nodes)))
+        else:
+            top = max(t for t, _ in ends)
+            ivs.append((pl[v], si[v], top, v, {u for t, u in ends if t == top}))
+        for d in range(k):
+            es = [e for e in cons[v] if pl[dst[e]] == d and d != pl[v]]
+            if es:
+                arrive = min(ei[v] + ci[e] for e in es)
+                ends = [(ei[dst[e]], dst[e]) for e in es] + [(arrive, v)]
+                top = max(t for t, _ in ends)
+                ivs.append((d, arrive, top, v, {u for t, u in ends if t == top}))
+    succ: list[set[int]] = [set() for _ in range(n)]
+    by_start: dict[tuple[int, int], set[int]] = {}
+    for d, b, _, sv, _ in ivs:
+        by_start.setdefault((d, b), set()).add(sv)
+    for v in range(n):  # a zero-time node sharing its start with a run on its device goes first
+        if ei[v] == si[v]:
+            for u in range(n):
+                if u != v and pl[u] == pl[v] and si[u] == si[v] and ei[u] > si[u]:
+                    succ[v].add(u)
+    for d, b, f, _, enodes in ivs:
+        if f > b:
+            for sv in by_start.get((d, f), ()):
+                for u in enodes:
+                    if u != sv:
+                        succ[u].add(sv)
+    indeg = [0] * n
+    for u in range(n):
+        for v in succ[u]:
+            indeg[v] += 1
+    level = [0] * n
+    queue = [v for v in range(n) if indeg[v] == 0]
+    seen = 0
+    while queue:
+        u = queue.pop()
+        seen += 1
+        for v in succ[u]:
+            level[v] = max(level[v], level[u] + 1)
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                queue.append(v)
+    if seen < n:
+        return None
+    unit = 1.0 / scale
+    step = min(1e-12 * max(span * unit, 1.0), 0.01 * unit / (n + 1))
+    return s_int / scale + np.asarray(level, dtype=np.float64) * step
+
+
+def _has_instants(problem: Problem) -> bool:
+    """Can a tensor interval have zero length (a zero-time node holding or receiving memory)?"""
+    held = (problem.output_bytes > 0) | (problem.temp_bytes > 0)
+    fed = np.zeros(problem.n_nodes, dtype=bool)
+    fed[problem.edge_dst[problem.output_bytes[problem.edge_src] > 0]] = True
+    return bool(((problem.time <= 0) & (held | fed)).any())
+
+
+def _peak_fits(problem: Problem, placement: np.ndarray, start: np.ndarray) -> bool:
+    """Does the schedule respect peak memory, with the tolerance of :func:`optpart.violations`?"""
+    from ..evaluate import peak_memory
+    finish = start + problem.duration(placement)
+    used = peak_memory(problem, placement, start, finish)
+    cap = problem.device_memory
+    return bool((used <= cap * (1 + 1e-9) + 1e-9).all())
+
+
+def _add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan, dur: np.ndarray,
+                     comm: np.ndarray, horizon: int, param: np.ndarray, out: np.ndarray,
+                     temp: np.ndarray, cap: np.ndarray, exact_time: bool) -> None:
+    """Peak (liveness) memory of MODEL.md section 3 as one cumulative per device.
+
+    Capacity ``cap(d) - sum param(v) x[v, d]``; optional intervals (all on integer time):
+
+    * temp of ``v`` on ``d``: ``[S(v), E(v))``, present iff ``x[v, d]``;
+    * output of ``u`` on ``d(u)``: ``[S(u), O(u))`` with ``O(u) >= E(w)`` for each consumer
+      ``w`` on ``d(u)``, ``O(u) >= E(u) + c`` for each consumer elsewhere (per-pair delay),
+      ``O(u) >= makespan`` without consumers;
+    * copy of ``u`` received on ``e``: present iff ``u`` is not on ``e`` and a consumer is;
+      ``[A, B)`` with ``F(u) <= A <= F(u) + c(u, w)`` and ``B >= E(w)`` for each consumer ``w`` on ``e``.
+
+    Ends are only bounded below and the copy's start only above, so a model interval
+    contains the real one and the solver may take it equal: the model is exact. A
+    zero-length interval (counted at its instant by :func:`~optpart.evaluate.peak_memory`)
+    becomes one unit long: with integer endpoints, a half-open interval overlaps
+    ``[t, t + 1)`` iff it contains ``t``, so this is exact too. On an inexact (rounded-up)
+    time grid, where real times are earlier than the model's, a copy starts at ``S(u)``
+    and ends one unit after its last consumer: conservative, and checked after solving.
+    A copy whose consumer on ``e`` takes zero time also ends one unit after that consumer
+    (it may be an instant at the first arrival, which the start's bound alone can miss):
+    conservative, and such graphs get no proof (see :func:`_has_instants`).
+    """
+    n, k = problem.n_nodes, problem.n_devices
+    allowed = problem.allowed
+    h1 = horizon + 1
+    items: list[list[tuple]] = [[] for _ in range(k)]
+    cons: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for e, (u, w) in enumerate(zip(problem.edge_src.tolist(), problem.edge_dst.tolist())):
+        cons[u].append((e, w))
+    for v in range(n):
+        devs = [d for d in range(k) if allowed[v, d]]
+        if temp[v] > 0:
+            for d in devs:
+                if cap[d] >= 0:
+                    iv = model.NewOptionalFixedSizeIntervalVar(S[v], max(int(dur[v, d]), 1), x[v, d], f"pt_{v}_{d}")
+                    items[d].append((iv, int(temp[v])))
+        if out[v] <= 0:
+            continue
+        if any(cap[d] >= 0 for d in devs):
+            o_end = model.NewIntVar(0, h1, f"po_end_{v}")
+            model.Add(o_end >= E[v])
+            model.Add(o_end >= S[v] + 1)
+            if not cons[v]:
+                model.Add(o_end >= makespan)
+            for e, w in cons[v]:
+                for a in devs:
+                    if allowed[w, a]:
+                        model.Add(o_end >= E[w]).OnlyEnforceIf([x[v, a], x[w, a]])
+                    terms = [int(comm[e, a, b]) * x[w, b] for b in range(k)
+                             if b != a and allowed[w, b] and comm[e, a, b] > 0]
+                    if terms:
+                        model.Add(o_end >= E[v] + sum(terms)).OnlyEnforceIf(x[v, a])
+            size = model.NewIntVar(1, h1, f"po_len_{v}")
+            for d in devs:
+                if cap[d] >= 0:
+                    iv = model.NewOptionalIntervalVar(S[v], size, o_end, x[v, d], f"po_{v}_{d}")
+                    items[d].append((iv, int(out[v])))
+        for d in range(k):  # copies received on d
+            if cap[d] < 0:
+                continue
+            ws = [(e, w) for e, w in cons[v] if allowed[w, d]]
+            others = [a for a in devs if a != d]
+            if not ws or not others:
+                continue
+            r = model.NewBoolVar(f"pr_{v}_{d}")
+            here = [x[v, d]] if allowed[v, d] else []
+            if here:
+                model.AddImplication(r, x[v, d].Not())
+            model.AddBoolOr([x[w, d] for _, w in ws] + [r.Not()])
+            for _, w in ws:
+                model.AddBoolOr([x[w, d].Not(), r] + here)
+            a_beg = model.NewIntVar(0, horizon, f"pa_{v}_{d}")
+            a_end = model.NewIntVar(0, h1, f"pb_{v}_{d}")
+            if exact_time:
+                model.Add(a_beg >= E[v])
+                for e, w in ws:
+                    for a in others:
+                        model.Add(a_beg <= E[v] + int(comm[e, a, d])).OnlyEnforceIf([x[v, a], x[w, d]])
+            else:
+                model.Add(a_beg == S[v])
+            for _, w in ws:
+                # A zero-time consumer may finish at the first arrival: the copy is then an
+                # instant there, while the start above may lie earlier; cover that instant.
+                pad = 0 if exact_time and dur[w, d] > 0 else 1
+                model.Add(a_end >= E[w] + pad).OnlyEnforceIf(x[w, d])
+            model.Add(a_end >= a_beg + 1)
+            size = model.NewIntVar(1, h1, f"pc_len_{v}_{d}")
+            items[d].append((model.NewOptionalIntervalVar(a_beg, size, a_end, r, f"pc_{v}_{d}"), int(out[v])))
+    for d in range(k):
+        if cap[d] < 0:
+            continue
+        held = [int(param[v]) * x[v, d] for v in range(n) if allowed[v, d] and param[v] > 0]
+        room = model.NewIntVar(0, int(cap[d]), f"room_{d}")
+        model.Add(room == int(cap[d]) - sum(held))
+        if items[d]:
+            model.AddCumulative([iv for iv, _ in items[d]], [q for _, q in items[d]], room)
 
 
 def _fits(problem: Problem, placement: np.ndarray, mem: np.ndarray, cap: np.ndarray) -> bool:
