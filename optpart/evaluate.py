@@ -24,6 +24,7 @@ import numpy as np
 
 from .bounds import lower_bound as _generic_lower_bound
 from .errors import ProblemError, ScheduleError
+from .paths import bottom_levels_by_edge
 from .problem import Problem
 from .result import Result, Status
 
@@ -57,20 +58,9 @@ def bottom_levels(problem: Problem, placement: np.ndarray, duration: np.ndarray 
                   transfer: np.ndarray | None = None) -> np.ndarray:
     """Bottom level of every node under a placement: its run time plus the heaviest
     (transfer + bottom level) over its successors. The canonical schedule's priority."""
-    dur = (problem.duration(placement) if duration is None else duration).tolist()
-    comm = (problem.transfer_times(placement) if transfer is None else transfer)
-    out_ptr = problem.out_ptr.tolist()
-    succ = problem.edge_dst[problem.out_edges].tolist()
-    ecomm = comm[problem.out_edges].tolist()
-    bl = dur[:]
-    for v in problem.topo[::-1].tolist():
-        best = 0.0
-        for i in range(out_ptr[v], out_ptr[v + 1]):
-            x = ecomm[i] + bl[succ[i]]
-            if x > best:
-                best = x
-        bl[v] = dur[v] + best
-    return np.asarray(bl, dtype=np.float64)
+    dur = problem.duration(placement) if duration is None else duration
+    comm = problem.transfer_times(placement) if transfer is None else transfer
+    return bottom_levels_by_edge(problem, dur, comm)
 
 
 def canonical_schedule(problem: Problem, placement, priority: np.ndarray | None = None

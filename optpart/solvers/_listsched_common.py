@@ -18,6 +18,7 @@ from bisect import bisect_right
 
 import numpy as np
 
+from ..paths import bottom_levels_by_edge
 from ..problem import Problem
 from ..units import format_bytes
 
@@ -64,19 +65,7 @@ def upward_rank(problem: Problem, wbar: np.ndarray, cbar: np.ndarray) -> np.ndar
     It is the length of the longest path from ``v`` to an exit node under mean costs,
     i.e. the node's bottom level; O(V + E).
     """
-    out_ptr = problem.out_ptr.tolist()
-    succ = problem.edge_dst[problem.out_edges].tolist()
-    ec = cbar[problem.out_edges].tolist()
-    w = wbar.tolist()
-    rank = w[:]
-    for v in problem.topo[::-1].tolist():
-        best = 0.0
-        for i in range(out_ptr[v], out_ptr[v + 1]):
-            x = ec[i] + rank[succ[i]]
-            if x > best:
-                best = x
-        rank[v] = w[v] + best
-    return np.asarray(rank, dtype=np.float64)
+    return bottom_levels_by_edge(problem, wbar, cbar)
 
 
 class MemoryBook:

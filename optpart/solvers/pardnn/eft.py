@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...paths import bottom_levels_csr
 from .schedule import Graph, earliest_gap, occupy_gap, priority_order
 
 __all__ = ["upward_rank", "eft_schedule"]
@@ -30,16 +31,7 @@ __all__ = ["upward_rank", "eft_schedule"]
 
 def upward_rank(g: Graph) -> list[float]:
     """HEFT's upward rank with mean run times and mean transfer times."""
-    out_ptr, succ, cm, mt = g.out_ptr, g.succ, g.out_comm_mean, g.mean_time
-    rank = [0.0] * g.n
-    for v in g.topo[::-1].tolist():
-        best = 0.0
-        for i in range(out_ptr[v], out_ptr[v + 1]):
-            x = cm[i] + rank[succ[i]]
-            if x > best:
-                best = x
-        rank[v] = mt[v] + best
-    return rank
+    return bottom_levels_csr(g.topo.tolist(), g.out_ptr, g.succ, g.mean_time, g.out_comm_mean)
 
 
 def eft_schedule(g: Graph, allowed: np.ndarray, unit_of: list[int], unit_memory: list[float],

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...paths import bottom_levels_csr
 from .schedule import Graph
 
 __all__ = ["levels", "slice_paths"]
@@ -36,14 +37,7 @@ def levels(g: Graph) -> tuple[list[float], list[float]]:
     n = g.n
     out_ptr, succ, cm, mt = g.out_ptr, g.succ, g.out_comm_mean, g.mean_time
     topo = g.topo.tolist()
-    bottom = [0.0] * n
-    for v in reversed(topo):
-        best = 0.0
-        for i in range(out_ptr[v], out_ptr[v + 1]):
-            x = cm[i] + bottom[succ[i]]
-            if x > best:
-                best = x
-        bottom[v] = mt[v] + best
+    bottom = bottom_levels_csr(topo, out_ptr, succ, mt, cm)
     top = [0.0] * n
     for v in topo:
         tv = top[v] + mt[v]
