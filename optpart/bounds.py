@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .paths import top_levels_csr
 from .problem import Problem
 
 __all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "lower_bound", "all_bounds"]
@@ -37,18 +38,10 @@ def critical_path_bound(problem: Problem) -> float:
     """Longest path with zero communication and every node at its fastest allowed speed."""
     if problem.n_nodes == 0:
         return 0.0
-    dur = _fastest_durations(problem).tolist()
-    finish = [0.0] * problem.n_nodes
-    in_ptr = problem.in_ptr.tolist()
-    pred = problem.edge_src[problem.in_edges].tolist()
-    for v in problem.topo.tolist():
-        best = 0.0
-        for i in range(in_ptr[v], in_ptr[v + 1]):
-            f = finish[pred[i]]
-            if f > best:
-                best = f
-        finish[v] = best + dur[v]
-    return float(max(finish))
+    dur = _fastest_durations(problem)
+    top = top_levels_csr(problem.topo.tolist(), problem.out_ptr.tolist(),
+                         problem.edge_dst[problem.out_edges].tolist(), dur.tolist())
+    return float((np.asarray(top, dtype=np.float64) + dur).max())
 
 
 def work_bound(problem: Problem) -> float:

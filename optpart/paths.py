@@ -1,10 +1,13 @@
-"""Longest paths in the DAG: bottom levels under any node and edge weights.
+"""Longest paths in the DAG: top and bottom levels under any node and edge weights.
 
 The bottom level of ``v`` is the weight of the heaviest path that starts at ``v``:
 ``bl(v) = w(v) + max over out-edges (v, x) of (c(v, x) + bl(x))``. It is the
 canonical schedule's priority (weights: run times and transfers under a placement),
 HEFT's upward rank (mean costs; Topcuoglu et al. 2002) and ParDNN's slicing key.
-One reverse sweep of a topological order, O(V + E), plain loops over integer ids.
+The top level is the weight of the heaviest path that ends just before ``v``:
+``tl(v) = max over in-edges (u, v) of (tl(u) + w(u) + c(u, v))``; with zero edge weights
+``max(tl + w)`` is the critical-path lower bound. One sweep of a topological order,
+O(V + E), plain loops over integer ids. Integer weights give integer levels.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 
 from .problem import Problem
 
-__all__ = ["bottom_levels_csr", "bottom_levels_by_edge"]
+__all__ = ["bottom_levels_csr", "bottom_levels_by_edge", "top_levels_csr"]
 
 
 def bottom_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequence[int],
@@ -24,7 +27,7 @@ def bottom_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequenc
     ``out_ptr[v]:out_ptr[v+1]`` are the successors of ``v`` and their edge weights."""
     bl = list(node_weight)
     for v in reversed(topo):
-        best = 0.0
+        best = 0
         for i in range(out_ptr[v], out_ptr[v + 1]):
             x = out_weight[i] + bl[succ[i]]
             if x > best:
@@ -40,3 +43,17 @@ def bottom_levels_by_edge(problem: Problem, node_weight: np.ndarray, edge_weight
                                np.asarray(node_weight, dtype=np.float64).tolist(),
                                np.asarray(edge_weight, dtype=np.float64)[problem.out_edges].tolist())
     return np.asarray(levels, dtype=np.float64)
+
+
+def top_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequence[int],
+                   node_weight: Sequence[float], out_weight: Sequence[float] | None = None) -> list[float]:
+    """Top levels from the same CSR lists; ``out_weight`` None means free edges."""
+    top = [0] * len(node_weight)
+    for v in topo:
+        tv = top[v] + node_weight[v]
+        for i in range(out_ptr[v], out_ptr[v + 1]):
+            w = succ[i]
+            x = tv if out_weight is None else tv + out_weight[i]
+            if x > top[w]:
+                top[w] = x
+    return top

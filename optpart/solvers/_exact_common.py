@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..paths import bottom_levels_csr, top_levels_csr
 from ..problem import Problem
 
 __all__ = [
@@ -316,29 +317,13 @@ def heads_tails(problem: Problem, min_dur: list) -> tuple[list, list]:
 
     ``min_dur`` is each node's smallest possible duration (any unit); communication is 0.
     """
-    n = problem.n_nodes
-    in_ptr = problem.in_ptr.tolist()
-    pred = problem.edge_src[problem.in_edges].tolist()
+    topo = problem.topo.tolist()
     out_ptr = problem.out_ptr.tolist()
     succ = problem.edge_dst[problem.out_edges].tolist()
-    head = [0] * n
-    for v in problem.topo.tolist():
-        best = 0
-        for i in range(in_ptr[v], in_ptr[v + 1]):
-            u = pred[i]
-            x = head[u] + min_dur[u]
-            if x > best:
-                best = x
-        head[v] = best
-    tail = [0] * n
-    for v in problem.topo[::-1].tolist():
-        best = 0
-        for i in range(out_ptr[v], out_ptr[v + 1]):
-            w = succ[i]
-            x = tail[w] + min_dur[w]
-            if x > best:
-                best = x
-        tail[v] = best
+    head = top_levels_csr(topo, out_ptr, succ, min_dur)
+    bottom = bottom_levels_csr(topo, out_ptr, succ, min_dur, [0] * len(succ))
+    tail = [max((bottom[succ[i]] for i in range(out_ptr[v], out_ptr[v + 1])), default=0)
+            for v in range(problem.n_nodes)]
     return head, tail
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...paths import bottom_levels_csr
+from ...paths import bottom_levels_csr, top_levels_csr
 from .schedule import Graph
 
 __all__ = ["levels", "slice_paths"]
@@ -34,19 +34,9 @@ def levels(g: Graph) -> tuple[list[float], list[float]]:
     ``top[v]``: longest path (computation + communication) ending just before ``v``;
     ``bottom[v]``: longest path starting at ``v`` (its own run time included).
     """
-    n = g.n
     out_ptr, succ, cm, mt = g.out_ptr, g.succ, g.out_comm_mean, g.mean_time
     topo = g.topo.tolist()
-    bottom = bottom_levels_csr(topo, out_ptr, succ, mt, cm)
-    top = [0.0] * n
-    for v in topo:
-        tv = top[v] + mt[v]
-        for i in range(out_ptr[v], out_ptr[v + 1]):
-            w = succ[i]
-            x = tv + cm[i]
-            if x > top[w]:
-                top[w] = x
-    return top, bottom
+    return top_levels_csr(topo, out_ptr, succ, mt, cm), bottom_levels_csr(topo, out_ptr, succ, mt, cm)
 
 
 def slice_paths(g: Graph, bottom: list[float] | None = None) -> tuple[list[int], list[list[int]]]:
