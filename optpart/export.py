@@ -1,0 +1,444 @@
+"""Turn a placement into something a framework reads: device maps, pipeline split points.
+
+An optpart placement maps *operators* to devices; frameworks place *modules*:
+
+* :func:`device_map` gives the module-level map that ``accelerate`` and
+  ``transformers`` take as ``device_map=`` (keys are ``named_modules()`` paths,
+  values device indices or ids). When the placement splits a module across devices,
+  the map is the closest module-consistent plan: every module goes to the device
+  that holds the largest share of its run time plus memory, modules whose whole
+  subtree lands on one device are merged into their parent (the coarsest map that
+  reproduces the plan), and the plan is re-scored with :func:`optpart.evaluate.evaluate`
+  so the user sees its makespan beside the original one. When that plan does not
+  fit memory, the problem is re-solved with every module's operators colocated; a
+  plan that still does not fit is reported as such, never as fitting.
+* :func:`split_points` gives, for a plan whose devices hold contiguous stages in the
+  order modules run, the module where each stage begins (``SplitPoint.BEGINNING`` in
+  ``torch.distributed.pipelining``).
+* :func:`placement_map` gives the raw ``{node id: device id}``.
+
+Operators are tied to modules by the node metadata ``module`` (the ``named_modules()``
+path of the innermost module that ran them, written by the PyTorch importer); an
+optimizer node ``update.<param>`` belongs to its parameter's module. Operators outside
+every module (the loss, inputs) are not in a device map: under ``accelerate`` they run
+where their inputs are, so the re-scored plan puts each of them on the device of its
+predecessor with the largest edge (its successor's for nodes without predecessors).
+
+See ``docs/apply.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .errors import OptpartError
+from .evaluate import evaluate, violations
+from .problem import Constraints, Problem
+from .result import Result
+
+__all__ = ["ModulePlan", "module_plan", "device_map", "split_points", "placement_map", "node_modules",
+           "SplitPlan", "ExportError"]
+
+
+class ExportError(OptpartError):
+    """A placement cannot be exported in the requested form (not a pipeline, no module metadata)."""
+
+
+@dataclass
+class ModulePlan:
+    """A module-consistent version of a placement, re-scored by the evaluator.
+
+    ``device_map``: ``{module path: device}`` in the order modules first run;
+    ``placement``: a device index per node under that map; ``result``: the map's
+    plan scored on the canonical schedule under ``memory_model``; ``fits``: whether
+    it respects memory and constraints (``problems`` lists what it breaks);
+    ``original_makespan``: the makespan of the placement it came from; ``split_modules``:
+    modules that the original placement spread over several devices; ``method``:
+    ``"majority"`` or ``"re-solved"`` (see the module docstring).
+    """
+
+    device_map: dict[str, Any]
+    placement: np.ndarray
+    result: Result
+    memory_model: str
+    fits: bool
+    original_makespan: float
+    split_modules: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    method: str = "majority"
+
+    @property
+    def makespan(self) -> float:
+        return self.result.makespan
+
+    def summary(self) -> str:
+        """One line: both makespans, the price of the coarser plan, and whether it fits."""
+        orig, new = self.original_makespan, self.makespan
+        price = (new - orig) / orig if orig > 0 else 0.0
+        fit = "fits" if self.fits else "DOES NOT FIT: " + "; ".join(self.problems[:3])
+        return (f"device map: {len(self.device_map)} entries ({self.method}), makespan {new:.6g} s vs "
+                f"{orig:.6g} s for the operator placement ({price:+.1%}), {self.memory_model} memory {fit}")
+
+
+@dataclass
+class SplitPlan:
+    """Pipeline stages of a module-consistent plan: ``stages[i] = (first module, device id)``.
+
+    ``split_points`` are the modules where stages 1.. begin, the keys of
+    ``split_spec={name: SplitPoint.BEGINNING}`` for ``torch.distributed.pipelining.pipeline``.
+    """
+
+    stages: list[tuple[str, str]]
+    plan: ModulePlan
+
+    @property
+    def split_points(self) -> list[str]:
+        return [name for name, _ in self.stages[1:]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": "optpart-split-points", "version": 1,
+                "split_points": self.split_points,
+                "stages": [{"stage": i, "begins": name, "device": dev} for i, (name, dev) in enumerate(self.stages)],
+                "makespan": self.plan.makespan, "original_makespan": self.plan.original_makespan,
+                "fits": self.plan.fits}
+
+
+# ---------------------------------------------------------------------- helpers
+def _placement_of(problem: Problem, result: Result | Mapping[str, str] | np.ndarray) -> np.ndarray:
+    if isinstance(result, Result):
+        if result.placement is None:
+            raise ExportError(f"result of '{result.solver}' has status '{result.status.value}' and no placement "
+                              "to export")
+        p = np.asarray(result.placement, dtype=np.int64)
+    elif isinstance(result, Mapping):
+        p = problem.placement_from_ids(result)
+    else:
+        p = np.asarray(result, dtype=np.int64)
+    if p.shape != (problem.n_nodes,):
+        raise ExportError(f"placement has {p.size} entries for {problem.n_nodes} nodes of '{problem.name}'")
+    return p
+
+
+def placement_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray) -> dict[str, str]:
+    """``{node id: device id}`` for every node, in the problem's node order."""
+    p = _placement_of(problem, result)
+    dev = problem.device_ids
+    return {nid: dev[d] for nid, d in zip(problem.node_ids, p.tolist())}
+
+
+def node_modules(problem: Problem) -> list[str | None]:
+    """The module path of every node (None outside every module; see the module docstring)."""
+    out: list[str | None] = []
+    for meta in problem.node_meta or [{}] * problem.n_nodes:
+        mod = meta.get("module")
+        if isinstance(mod, str) and mod:
+            out.append(mod)
+        elif isinstance(meta.get("param"), str):
+            name = meta["param"]
+            out.append(name.rsplit(".", 1)[0] if "." in name else None)
+        else:
+            out.append(None)
+    return out
+
+
+def _memory_model(problem: Problem) -> str:
+    return "peak" if problem.has_split else "static"
+
+
+def _original_makespan(problem: Problem, result, placement: np.ndarray, model: str) -> float:
+    if isinstance(result, Result) and result.finish is not None and np.size(result.finish):
+        return float(np.max(result.finish))
+    return evaluate(problem, placement, memory_model=model).makespan
+
+
+class _Units:
+    """Modules (merged when colocation ties them) and the nodes each one holds."""
+
+    def __init__(self, problem: Problem, modules: list[str | None]):
+        names = sorted({m for m in modules if m is not None})
+        parent = {m: m for m in names}
+
+        def find(x: str) -> str:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for members in problem.groups:
+            mods = sorted({modules[v] for v in members.tolist() if modules[v] is not None})
+            for m in mods[1:]:
+                a, b = find(mods[0]), find(m)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+        self.root = {m: find(m) for m in names}
+        self.unit_of = np.array([-1 if m is None else 0 for m in modules], dtype=np.int64)
+        keys = sorted(set(self.root.values()))
+        index = {k: i for i, k in enumerate(keys)}
+        for v, m in enumerate(modules):
+            if m is not None:
+                self.unit_of[v] = index[self.root[m]]
+        self.n = len(keys)
+        self.keys = keys
+
+
+def _score(problem: Problem, nodes: np.ndarray, placement: np.ndarray) -> np.ndarray:
+    """Per device: share of the nodes' run time plus share of their memory (count share when both are 0)."""
+    k = problem.n_devices
+    d = placement[nodes]
+    t = np.bincount(d, weights=problem.time[nodes], minlength=k)
+    m = np.bincount(d, weights=problem.memory[nodes], minlength=k)
+    s = np.zeros(k)
+    if t.sum() > 0:
+        s += t / t.sum()
+    if m.sum() > 0:
+        s += m / m.sum()
+    if not s.any():
+        s = np.bincount(d, minlength=k).astype(float)
+    return s
+
+
+def _follow_inputs(problem: Problem, placement: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Place every free node on the device of its heaviest predecessor edge, else of its heaviest successor."""
+    p = placement.copy()
+    done = ~free
+    allowed = problem.allowed
+    src, dst, eb = problem.edge_src, problem.edge_dst, problem.edge_bytes
+
+    def pick(v: int, edges: np.ndarray, ends: np.ndarray) -> bool:
+        best, best_b = -1, -1.0
+        for e in edges.tolist():
+            u = int(ends[e])
+            if done[u] and allowed[v, p[u]] and eb[e] > best_b:
+                best, best_b = int(p[u]), float(eb[e])
+        if best >= 0:
+            p[v] = best
+            done[v] = True
+        return best >= 0
+
+    for v in problem.topo.tolist():
+        if not done[v]:
+            pick(v, problem.in_edges[problem.in_ptr[v]:problem.in_ptr[v + 1]], src)
+    for v in problem.topo[::-1].tolist():
+        if not done[v]:
+            pick(v, problem.out_edges[problem.out_ptr[v]:problem.out_ptr[v + 1]], dst)
+    for v in np.flatnonzero(~done).tolist():
+        p[v] = int(np.flatnonzero(allowed[v])[0]) if allowed[v].any() else 0
+    # A colocation group moves as one: to the device most of its members chose.
+    for members in problem.groups:
+        if free[members].any() and np.unique(p[members]).size > 1:
+            fixed = members[~free[members]]
+            p[members] = int(p[fixed[0]]) if fixed.size else int(np.bincount(p[members]).argmax())
+    return p
+
+
+def _first_seen(problem: Problem, modules: list[str | None]) -> dict[str, int]:
+    """Topological rank at which each module first runs, forward operators first."""
+    meta = problem.node_meta or [{}] * problem.n_nodes
+    rank: dict[str, int] = {}
+    order = problem.topo.tolist()
+    fwd = [v for v in order if meta[v].get("phase", "forward") == "forward"]
+    rest = [v for v in order if meta[v].get("phase", "forward") != "forward"]
+    for r, v in enumerate(fwd + rest):
+        m = modules[v]
+        while m is not None and m not in rank:
+            rank[m] = r
+            m = m.rsplit(".", 1)[0] if "." in m else None
+    return rank
+
+
+def _compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
+              rank: dict[str, int]) -> tuple[dict[str, int], set[str]]:
+    """The coarsest ``{module: device}`` reproducing ``unit_dev``, and the modules it covers."""
+    children: dict[str, set[str]] = {}
+    for m in unit_dev:
+        parts = m.split(".")
+        for i in range(len(parts)):
+            parent = ".".join(parts[:i])
+            children.setdefault(parent, set()).add(".".join(parts[:i + 1]))
+    subtree: dict[str, set[int]] = {}
+
+    def devices(path: str) -> set[int]:
+        if path not in subtree:
+            s = {unit_dev[path]} if path in unit_dev else set()
+            for c in children.get(path, ()):
+                s |= devices(c)
+            subtree[path] = s
+        return subtree[path]
+
+    out: list[tuple[int, str, int]] = []
+    covered: set[str] = set()
+
+    def walk(path: str) -> None:
+        devs = devices(path)
+        if len(devs) == 1:
+            out.append((rank.get(path, 1 << 60), path, next(iter(devs))))
+            covered.update(m for m in unit_dev if m == path or m.startswith(path + ".") or not path)
+            return
+        if path in unit_dev and direct_params.get(path):
+            for name in direct_params[path]:
+                out.append((rank.get(path, 1 << 60), f"{path}.{name}" if path else name, unit_dev[path]))
+            covered.add(path)
+        for c in sorted(children.get(path, ()), key=lambda c: (rank.get(c, 1 << 60), c)):
+            walk(c)
+
+    if unit_dev:
+        walk("")
+    out.sort(key=lambda x: x[0])
+    return {name: d for _, name, d in out}, covered
+
+
+# ---------------------------------------------------------------------- public API
+def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
+                resolve: bool = True, solver: str = "heuristic", seed: int = 0) -> ModulePlan:
+    """The closest module-consistent plan to ``result`` (see the module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the placement is for; its nodes need ``module`` metadata.
+    result : Result, {node id: device id} or array of device indices
+        The operator placement.
+    resolve : bool
+        When the majority plan breaks memory, re-solve with every module's operators
+        colocated (with ``solver``) and keep that plan if it fits.
+
+    Raises
+    ------
+    ExportError
+        When no node carries module metadata, or a module's nodes are pinned apart.
+    """
+    placement = _placement_of(problem, result)
+    model = _memory_model(problem)
+    original = _original_makespan(problem, result, placement, model)
+    modules = node_modules(problem)
+    if all(m is None for m in modules):
+        raise ExportError(f"'{problem.name}' has no node with 'module' metadata; a device map needs a problem "
+                          "imported from PyTorch (optpart import package.module:function)")
+    units = _Units(problem, modules)
+    split = sorted({m for m in set(modules) - {None}
+                    if np.unique(placement[[v for v, x in enumerate(modules) if x == m]]).size > 1})
+    unit_dev = _majority(problem, units, placement)
+    plan = _build(problem, modules, units, unit_dev, model, original, split, "majority")
+    if plan.fits or not resolve:
+        return plan
+    alt = _resolve(problem, modules, units, model, solver, seed)
+    if alt is not None:
+        plan2 = _build(problem, modules, units, alt, model, original, split, "re-solved")
+        if plan2.fits:
+            return plan2
+    return plan
+
+
+def _majority(problem: Problem, units: _Units, placement: np.ndarray) -> np.ndarray:
+    allowed = problem.allowed
+    dev = np.zeros(units.n, dtype=np.int64)
+    for u in range(units.n):
+        nodes = np.flatnonzero(units.unit_of == u)
+        ok = allowed[nodes].all(axis=0)
+        if not ok.any():
+            raise ExportError(f"module '{units.keys[u]}' cannot go on one device: its operators' pins or "
+                              "forbidden devices exclude every device")
+        s = np.where(ok, _score(problem, nodes, placement), -1.0)
+        dev[u] = int(np.argmax(s))
+    return dev
+
+
+def _resolve(problem: Problem, modules, units: _Units, model: str, solver: str, seed: int) -> np.ndarray | None:
+    """Unit devices from a re-solve with every unit's operators colocated, or None without a solution."""
+    from .solvers.registry import solve
+
+    groups = [tuple(problem.node_ids[v] for v in np.flatnonzero(units.unit_of == u).tolist()) for u in range(units.n)]
+    c = problem.constraints
+    constraints = Constraints(pin=dict(c.pin), forbid=dict(c.forbid),
+                              colocate=tuple(c.colocate) + tuple(g for g in groups if len(g) > 1))
+    p2 = problem.with_devices(list(problem.devices), links=problem.links, constraints=constraints)
+    kwargs = {"memory_model": model} if model != "static" else {}
+    try:
+        r = solve(p2, solver, seed=seed, **kwargs)
+    except OptpartError:
+        r = solve(p2, solver, seed=seed)
+    if not r.ok:
+        return None
+    return np.array([int(r.placement[np.flatnonzero(units.unit_of == u)[0]]) for u in range(units.n)],
+                    dtype=np.int64)
+
+
+def _build(problem: Problem, modules, units: _Units, unit_dev: np.ndarray, model: str, original: float,
+           split: list[str], method: str) -> ModulePlan:
+    by_module = {m: int(unit_dev[units.unit_of[v]]) for v, m in enumerate(modules) if m is not None}
+    direct_params: dict[str, list[str]] = {}
+    for meta in problem.node_meta or []:
+        name = meta.get("param")
+        if isinstance(name, str):
+            owner = name.rsplit(".", 1)[0] if "." in name else ""
+            direct_params.setdefault(owner, []).append(name.rsplit(".", 1)[-1])
+    rank = _first_seen(problem, modules)
+    dmap, covered = _compress(by_module, direct_params, rank)
+    free = np.array([m is None or m not in covered for m in modules], dtype=bool)
+    placement = np.zeros(problem.n_nodes, dtype=np.int64)
+    for v, m in enumerate(modules):
+        if not free[v]:
+            placement[v] = by_module[m]
+    placement = _follow_inputs(problem, placement, free)
+    scored = evaluate(problem, placement, solver=f"export-{method}", memory_model=model)
+    found = violations(problem, scored)
+    return ModulePlan(device_map=dmap, placement=placement, result=scored, memory_model=model, fits=not found,
+                      original_makespan=original, split_modules=split, problems=found, method=method)
+
+
+def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
+               values: str = "index", resolve: bool = True) -> dict[str, Any]:
+    """The accelerate/transformers ``device_map`` of the closest module-consistent plan.
+
+    ``values="index"`` gives device indices (what ``accelerate`` expects for GPUs);
+    ``values="id"`` gives optpart device ids. Use :func:`module_plan` to see the plan's
+    makespan and whether it fits.
+
+    Examples
+    --------
+    >>> import optpart
+    >>> p = optpart.Problem.build(
+    ...     nodes=[{"id": "a", "time": 1, "memory": 1, "module": "layers.0"},
+    ...            {"id": "b", "time": 1, "memory": 1, "module": "layers.1"}],
+    ...     edges=[{"src": "a", "dst": "b", "bytes": 0}]).with_devices(2, memory=4)
+    >>> device_map(p, {"a": "dev0", "b": "dev1"})
+    {'layers.0': 0, 'layers.1': 1}
+    """
+    if values not in ("index", "id"):
+        raise ExportError(f"values={values!r}; use 'index' or 'id'")
+    plan = module_plan(problem, result, resolve=resolve)
+    if values == "id":
+        return {k: problem.device_ids[d] for k, d in plan.device_map.items()}
+    return dict(plan.device_map)
+
+
+def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
+                 plan: ModulePlan | None = None) -> SplitPlan:
+    """Pipeline stages of the module-consistent plan, in the order modules first run.
+
+    Raises
+    ------
+    ExportError
+        When a device's modules are not contiguous: names the module that comes back
+        to a device after another device's stage.
+    """
+    plan = plan or module_plan(problem, result)
+    stages: list[tuple[str, str]] = []
+    used: dict[int, str] = {}
+    prev = -1
+    last_name = ""
+    for name, d in plan.device_map.items():
+        if d != prev:
+            if d in used:
+                raise ExportError(
+                    f"not a pipeline: module '{name}' runs on '{problem.device_ids[d]}' after module '{last_name}' "
+                    f"on '{problem.device_ids[prev]}', but '{problem.device_ids[d]}' already holds the stage "
+                    f"beginning at '{used[d]}'")
+            used[d] = name
+            stages.append((name, problem.device_ids[d]))
+            prev = d
+        last_name = name
+    return SplitPlan(stages=stages, plan=plan)
