@@ -35,6 +35,7 @@ COMMAND_MODULES: list[str] = [
     "optpart.cli.solvers",
     "optpart.bench.commands",
     "optpart.importcli",
+    "optpart.cli.export",
 ]
 
 

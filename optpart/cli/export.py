@@ -1,0 +1,74 @@
+"""``optpart export``: write a result as a file a framework reads (docs/apply.md).
+
+``--format device_map`` writes the accelerate/transformers ``device_map`` of the closest
+module-consistent plan and prints its makespan beside the operator placement's;
+``--format split_points`` writes the modules where pipeline stages begin;
+``--format placement`` writes ``{node id: device id}``.
+
+Exit codes: 0 written; 1 written, but the module-level plan does not fit memory or
+constraints (the reason is printed); 2 bad input, or the plan is not a pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .. import export
+from ..formats import load, load_result
+from .common import add_device_arguments, apply_device_arguments
+
+FORMATS = ("device_map", "split_points", "placement")
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    problem = load(args.problem)
+    if any(getattr(args, a) is not None for a in ("devices", "memory", "speed", "bandwidth", "latency")) \
+            or problem.n_devices == 0 or problem.links is None:
+        problem = apply_device_arguments(problem, args)
+    result = load_result(args.result, problem)
+    plan = None
+    if args.format == "placement":
+        doc: object = export.placement_map(problem, result)
+    else:
+        plan = export.module_plan(problem, result, resolve=not args.no_resolve)
+        if args.format == "device_map":
+            doc = {k: (problem.device_ids[d] if args.ids else d) for k, d in plan.device_map.items()}
+        else:
+            doc = export.split_points(problem, result, plan=plan).to_dict()
+    text = json.dumps(doc, indent=1) + "\n"
+    to_stdout = args.out in (None, "-")
+    if to_stdout:
+        sys.stdout.write(text)
+    else:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    info = sys.stderr if to_stdout else sys.stdout
+    if plan is not None:
+        if not args.quiet or not plan.fits:
+            print(plan.summary(), file=info if plan.fits else sys.stderr)
+        if plan.split_modules and not args.quiet:
+            shown = ", ".join(plan.split_modules[:5]) + (" ..." if len(plan.split_modules) > 5 else "")
+            print(f"the operator placement split {len(plan.split_modules)} module(s) across devices: {shown}",
+                  file=info)
+    if not to_stdout and not args.quiet:
+        print(f"wrote {args.format} -> {args.out}", file=info)
+    return 0 if plan is None or plan.fits else 1
+
+
+def register(sub) -> None:
+    """Add ``optpart export`` to the command line."""
+    p = sub.add_parser("export", help="write a result as a device map, pipeline split points or a placement")
+    p.add_argument("result", help="result file (optpart solve -o ...)")
+    p.add_argument("--problem", "-p", required=True, metavar="FILE", help="the problem file the result is for")
+    p.add_argument("--format", "-f", choices=FORMATS, default="device_map",
+                   help="device_map (accelerate/transformers), split_points (torch pipelining) or placement "
+                        "(node id -> device id); default device_map")
+    p.add_argument("-o", "--out", metavar="FILE", help="output JSON file (default: standard output)")
+    p.add_argument("--ids", action="store_true", help="device_map values are device ids, not indices")
+    p.add_argument("--no-resolve", action="store_true",
+                   help="do not re-solve with modules colocated when the majority plan does not fit")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    add_device_arguments(p)
+    p.set_defaults(func=_cmd_export)

@@ -1,0 +1,146 @@
+"""Export: module-level device maps, pipeline split points, raw placements, the CLI command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import optpart
+from optpart import export
+from optpart.cli import main
+from optpart.formats import save, save_result
+
+
+def chain(modules, times, mems, *, devices=2, memory=100.0, extra_nodes=(), extra_edges=(), constraints=None):
+    """A chain of nodes n0 -> n1 -> ..., node i in module ``modules[i]``."""
+    nodes = [{"id": f"n{i}", "time": t, "memory": m, "phase": "forward", **({"module": mod} if mod else {})}
+             for i, (mod, t, m) in enumerate(zip(modules, times, mems))]
+    nodes += list(extra_nodes)
+    edges = [{"src": f"n{i}", "dst": f"n{i + 1}", "bytes": 10} for i in range(len(modules) - 1)]
+    edges += list(extra_edges)
+    p = optpart.Problem.build(nodes=nodes, edges=edges, constraints=constraints,
+                              links={"latency": 0.1, "bandwidth": 100.0})
+    return p.with_devices(devices, memory=memory, links=p.links, constraints=p.constraints)
+
+
+def place(problem, devs):
+    return {nid: problem.device_ids[d] for nid, d in zip(problem.node_ids, devs)}
+
+
+def test_clean_pipeline_gives_the_coarsest_map_and_the_same_makespan():
+    p = chain(["h.0.attn", "h.0.mlp", "h.1.attn", "h.1.mlp"], [1, 1, 1, 1], [1, 1, 1, 1])
+    r = optpart.evaluate(p, place(p, [0, 0, 1, 1]))
+    plan = export.module_plan(p, r)
+    assert plan.device_map == {"h.0": 0, "h.1": 1}  # children on one device merge into their parent
+    assert plan.fits and plan.split_modules == []
+    assert plan.makespan == pytest.approx(r.makespan)
+    assert export.device_map(p, r, values="id") == {"h.0": "dev0", "h.1": "dev1"}
+
+
+def test_everything_on_one_device_is_the_whole_model():
+    p = chain(["a", "b"], [1, 1], [1, 1])
+    assert export.device_map(p, place(p, [1, 1])) == {"": 1}
+
+
+def test_a_split_module_goes_where_most_of_its_time_and_memory_is_and_both_makespans_are_reported():
+    # Module "a" has 3 s on dev0 and 1 s on dev1: the map puts it on dev0.
+    p = chain(["a", "a", "b"], [3, 1, 1], [1, 1, 1])
+    r = optpart.evaluate(p, place(p, [0, 1, 1]))
+    plan = export.module_plan(p, r)
+    assert plan.device_map == {"a": 0, "b": 1}
+    assert plan.split_modules == ["a"]
+    assert plan.original_makespan == pytest.approx(r.makespan)
+    # The coarser plan has no transfer inside "a": 3 + 1 + (0.1 + 10/100) + 1 = 5.2 s.
+    assert plan.makespan == pytest.approx(5.2)
+    assert "5.2" in plan.summary() and "fits" in plan.summary()
+
+
+def test_a_plan_that_does_not_fit_is_never_called_fitting():
+    # Majority puts both modules on dev0 (12 bytes > 8); re-solving with modules colocated fits.
+    p = chain(["A", "A", "B", "B"], [5, 1, 5, 1], [3, 3, 3, 3], memory=8.0)
+    r = optpart.evaluate(p, place(p, [0, 1, 0, 1]))
+    plain = export.module_plan(p, r, resolve=False)
+    assert not plain.fits and plain.method == "majority"
+    assert any("dev0" in msg for msg in plain.problems)
+    assert "DOES NOT FIT" in plain.summary()
+    fixed = export.module_plan(p, r)
+    assert fixed.fits and fixed.method == "re-solved"
+    assert sorted(fixed.device_map.values()) == [0, 1]
+    assert optpart.violations(p, fixed.result) == []
+
+
+def test_nodes_outside_modules_follow_their_inputs():
+    extra = [{"id": "input.0", "time": 0, "memory": 1}, {"id": "loss", "time": 1, "memory": 0}]
+    edges = [{"src": "input.0", "dst": "n0", "bytes": 4}, {"src": "n1", "dst": "loss", "bytes": 4}]
+    p = chain(["a", "b"], [1, 1], [1, 1], extra_nodes=extra, extra_edges=edges)
+    # The raw placement puts the input and the loss elsewhere; the map's plan moves them.
+    plan = export.module_plan(p, place(p, [1, 0, 0, 1]))
+    assert plan.device_map == {"a": 1, "b": 0}
+    got = dict(zip(p.node_ids, plan.placement.tolist()))
+    assert got["input.0"] == 1 and got["loss"] == 0
+
+
+def test_colocated_modules_share_one_device():
+    # Tied weights: "wte" and "lm_head" read one parameter, so the importer colocates them.
+    p = chain(["wte", "h", "lm_head"], [1, 5, 1], [1, 1, 1],
+              constraints={"colocate": [["n0", "n2"]]})
+    plan = export.module_plan(p, place(p, [1, 0, 1]))
+    assert plan.device_map["wte"] == plan.device_map["lm_head"] == 1
+    assert plan.fits
+
+
+def test_split_points_name_the_first_module_of_each_stage():
+    p = chain(["emb", "h.0", "h.1", "h.2", "head"], [1] * 5, [1] * 5, devices=3)
+    sp = export.split_points(p, place(p, [0, 0, 1, 2, 2]))
+    assert sp.stages == [("emb", "dev0"), ("h.1", "dev1"), ("h.2", "dev2")]
+    assert sp.split_points == ["h.1", "h.2"]
+    assert sp.to_dict()["split_points"] == ["h.1", "h.2"]
+
+
+def test_a_plan_that_comes_back_to_a_device_is_not_a_pipeline():
+    p = chain(["emb", "h.0", "head"], [1] * 3, [1] * 3)
+    with pytest.raises(export.ExportError, match="module 'head' runs on 'dev0' after module 'h' on 'dev1'"):
+        export.split_points(p, place(p, [0, 1, 0]))
+
+
+def test_placement_map_and_missing_metadata():
+    p = chain([None, None], [1, 1], [1, 1])
+    assert export.placement_map(p, place(p, [0, 1])) == {"n0": "dev0", "n1": "dev1"}
+    with pytest.raises(export.ExportError, match="no node with 'module' metadata"):
+        export.device_map(p, place(p, [0, 1]))
+
+
+def test_cli_export_writes_each_format(tmp_path, capsys):
+    p = chain(["emb", "h.0", "h.1"], [1, 2, 1], [1, 1, 1])
+    r = optpart.evaluate(p, place(p, [0, 0, 1]))
+    save(p, tmp_path / "p.json")
+    save_result(r, p, tmp_path / "r.json")
+    base = [str(tmp_path / "r.json"), "--problem", str(tmp_path / "p.json")]
+    assert main(["export", *base, "-o", str(tmp_path / "dm.json")]) == 0
+    out = capsys.readouterr().out
+    assert "makespan" in out and "fits" in out
+    assert list(json.loads((tmp_path / "dm.json").read_text()).items()) == [("emb", 0), ("h.0", 0), ("h.1", 1)]
+    assert main(["export", *base, "--format", "split_points", "-o", str(tmp_path / "sp.json")]) == 0
+    assert json.loads((tmp_path / "sp.json").read_text())["split_points"] == ["h.1"]
+    assert main(["export", *base, "--format", "placement", "-o", str(tmp_path / "pl.json")]) == 0
+    assert json.loads((tmp_path / "pl.json").read_text()) == {"n0": "dev0", "n1": "dev0", "n2": "dev1"}
+
+
+def test_cli_export_errors_are_one_line(tmp_path, capsys):
+    p = chain(["emb", "h.0", "head"], [1] * 3, [1] * 3)
+    save(p, tmp_path / "p.json")
+    save_result(optpart.evaluate(p, place(p, [0, 1, 0])), p, tmp_path / "r.json")
+    code = main(["export", str(tmp_path / "r.json"), "--problem", str(tmp_path / "p.json"), "-f", "split_points"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "not a pipeline" in err and "'head'" in err
+
+
+def test_cli_export_exits_1_when_the_module_plan_does_not_fit(tmp_path, capsys):
+    p = chain(["A", "A", "B", "B"], [5, 1, 5, 1], [3, 3, 3, 3], memory=8.0)
+    save(p, tmp_path / "p.json")
+    save_result(optpart.evaluate(p, place(p, [0, 1, 0, 1])), p, tmp_path / "r.json")
+    code = main(["export", str(tmp_path / "r.json"), "--problem", str(tmp_path / "p.json"), "--no-resolve",
+                 "-o", str(tmp_path / "dm.json")])
+    assert code == 1 and "DOES NOT FIT" in capsys.readouterr().err
+    assert json.loads((tmp_path / "dm.json").read_text()) == {"": 0}  # written all the same
