@@ -1,0 +1,14 @@
+"""Run a plan in PyTorch: a placed training step, and measured operator times.
+
+* :func:`apply`: the traced training step as a ``torch.fx.GraphModule`` whose operators
+  run on their placed devices, in the order of the plan's schedule;
+* :func:`profile_times`: each operator of a traced step timed on real tensors on one
+  device; :func:`with_measured_times` puts them into a problem.
+
+See ``docs/apply.md``.
+"""
+
+from .placed import apply
+from .profiling import profile_times, with_measured_times
+
+__all__ = ["apply", "profile_times", "with_measured_times"]

@@ -1,0 +1,284 @@
+"""A placed, runnable training step: :func:`apply` turns a placement into a ``torch.fx.GraphModule``.
+
+The training step is the flat ATen graph the importer traces
+(:func:`optpart.formats.torch.trace_training_step`: forward, loss and backward, the
+same loss the problem was built from). :func:`apply` rebuilds it so that
+
+* every operator runs on the device its problem node is placed on (factory operators
+  such as ``arange`` get that device too);
+* a tensor used on another device is copied there once (``Tensor.to``), just before
+  its first use on that device;
+* operators come in the order of the result's schedule (start time, ties by graph
+  order) while every data dependency is kept, so on GPUs (asynchronous launches) each
+  device's queue follows the plan;
+* parameters and buffers live on the device of their optimizer node ``update.<name>``
+  (the importer colocates every reader of a parameter with it), inputs on the device
+  of their input node.
+
+Calling the module with the example inputs (then the targets, if ``loss_fn`` takes
+some) returns ``(loss, grads)``, ``grads`` a dict from ``named_parameters()`` name to
+its gradient (``None`` for a parameter the loss does not use). It does not run an
+optimizer step. Parameters are read, not copied, when they already sit on their
+device, so an optimizer that updates the module in place is seen by the next call.
+
+References: PyTorch ``torch.fx`` (Reed et al., MLSys 2022) for graph rewriting; the
+joint forward/backward graph is AOTAutograd's (``functorch``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import operator
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import OptpartError
+from ..result import Result
+
+__all__ = ["apply", "placement_and_order"]
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - exercised only without torch
+        raise OptpartError("optpart.torch needs torch: pip install 'optpart[torch]'") from None
+    return torch
+
+
+def placement_and_order(result: Result | Mapping[str, str], problem=None) -> tuple[dict[str, str], dict[str, float]]:
+    """``({node id: device id}, {node id: start time})`` of a result or of a bare placement.
+
+    A bare ``{node id: device id}`` mapping has no schedule: the start times are empty
+    and the graph keeps its traced (topological) order.
+    """
+    if isinstance(result, Mapping):
+        return {str(k): str(v) for k, v in result.items()}, {}
+    if not isinstance(result, Result):
+        raise OptpartError(f"result must be an optpart Result or a {{node id: device id}} dict, "
+                           f"not {type(result).__name__}")
+    if result.placement is None:
+        raise OptpartError(f"result of '{result.solver}' has status '{result.status.value}' and no placement")
+    if problem is None:
+        raise OptpartError("a Result needs its problem (problem=...) to name its nodes")
+    if len(result.placement) != problem.n_nodes:
+        raise OptpartError(f"result has {len(result.placement)} nodes but problem '{problem.name}' has "
+                           f"{problem.n_nodes}")
+    ids = problem.node_ids
+    dev = problem.device_ids
+    placement = {ids[v]: dev[d] for v, d in enumerate(np.asarray(result.placement).tolist())}
+    start = {} if result.start is None else {ids[v]: float(s) for v, s in enumerate(np.asarray(result.start))}
+    return placement, start
+
+
+def _torch_devices(devices: Mapping[str, Any] | None, used: set[str]) -> dict[str, Any]:
+    torch = _torch()
+    out = {}
+    for did in sorted(used):
+        if devices is None:
+            target = did
+        elif did in devices:
+            target = devices[did]
+        else:
+            raise OptpartError(f"devices= has no entry for device '{did}' (it has {sorted(devices)})")
+        try:
+            out[did] = torch.device(target)
+        except (RuntimeError, TypeError):
+            raise OptpartError(f"device '{did}' maps to {target!r}, which is not a torch device "
+                               "(e.g. 'cuda:0', 'cpu')") from None
+    return out
+
+
+def apply(
+    module,
+    example_inputs,
+    result: Result | Mapping[str, str],
+    devices: Mapping[str, Any] | None = None,
+    problem=None,
+    *,
+    loss_fn: Callable[..., Any] | None = None,
+    targets: Sequence[Any] = (),
+    step=None,
+):
+    """The training step of ``module`` with every operator on its placed device.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model, with real parameters (they are read, not copied, when already on
+        their device).
+    example_inputs : tensor, sequence of tensors or dict of keyword tensors
+        As given to the importer; the graph is traced for their shapes.
+    result : Result or {node id: device id}
+        The plan. A :class:`~optpart.result.Result` also gives the schedule order.
+    devices : {device id: torch device}, optional
+        Where each optpart device runs, e.g. ``{"gpu0": "cuda:0", "gpu1": "cuda:1"}``.
+        Default: the device ids are torch devices themselves.
+    problem : Problem, optional
+        The problem ``result`` is for; needed with a Result (built again with
+        :func:`optpart.formats.torch_import.from_torch` when left out).
+    loss_fn, targets :
+        As given to the importer (default: its default loss, no targets).
+    step : TracedStep, optional
+        A trace of this module and these inputs, to skip tracing again.
+
+    Returns
+    -------
+    torch.fx.GraphModule
+        ``gm(*inputs, *targets) -> (loss, {param name: grad})``. ``gm.meta["optpart"]``
+        holds the node -> torch device map and the number of transfers.
+
+    Raises
+    ------
+    OptpartError
+        A node of the plan that the traced step does not have (or the reverse), a device
+        id without a torch device.
+
+    Examples
+    --------
+    >>> import torch, optpart.torch
+    >>> from optpart.formats.torch_import import from_torch
+    >>> lin, x = torch.nn.Linear(3, 1), torch.ones(2, 3)
+    >>> plan = {nid: "dev0" for nid in from_torch(lin, (x,)).node_ids}
+    >>> gm = optpart.torch.apply(lin, (x,), plan, {"dev0": "cpu"})
+    >>> loss, grads = gm(x)
+    >>> sorted(grads)
+    ['bias', 'weight']
+    """
+    torch = _torch()
+    from ..formats.torch import trace_training_step
+
+    if isinstance(result, Result) and problem is None:
+        from ..formats.torch_import import from_torch
+
+        problem = from_torch(module, example_inputs, loss_fn=loss_fn, targets=targets)
+    placement, start = placement_and_order(result, problem)
+    if step is None:
+        step = trace_training_step(module, example_inputs, loss_fn=loss_fn, targets=targets)
+    if not step.training:
+        raise OptpartError("apply needs a training step (trace_training_step(..., training=True))")
+    fx_of = step.node_names
+    for nid in placement:
+        if nid not in fx_of and not (nid.startswith("update.") and nid[len("update."):] in step.param_names):
+            raise OptpartError(f"the plan names node '{nid}', which the traced step of {type(module).__name__} "
+                               "does not have (was the problem imported from this module and these inputs?)")
+    for nid in fx_of:
+        if nid not in placement:
+            raise OptpartError(f"the plan leaves node '{nid}' of the traced step without a device")
+    tdev = _torch_devices(devices, set(placement.values()))
+    gm = _build(torch, step, module, placement, start, tdev)
+    return gm
+
+
+def _build(torch, step, module, placement: dict[str, str], start: dict[str, float], tdev: dict[str, Any]):
+    import torch.fx as fx
+
+    old = step.graph_module.graph
+    nodes = list(old.nodes)
+    index = {nd: i for i, nd in enumerate(nodes)}
+    by_name = {nd.name: nd for nd in nodes}
+    pid_of = {fxname: nid for nid, fxname in step.node_names.items()}
+    placeholders = [nd for nd in nodes if nd.op == "placeholder"]
+    n_p, n_b = len(step.param_names), len(step.buffer_names)
+    first_device = tdev[sorted(tdev)[0]]
+
+    # Home device of every old node.
+    home: dict[Any, Any] = {}
+    for i, nd in enumerate(placeholders):
+        if i < n_p:
+            key = f"update.{step.param_names[i]}"
+            home[nd] = tdev[placement[key]] if key in placement else None
+        else:
+            nid = pid_of.get(nd.name)
+            home[nd] = tdev[placement[nid]] if nid in placement else None
+    for nd in nodes:
+        if nd.op == "call_function":
+            if nd.target is operator.getitem:
+                home[nd] = home.get(nd.args[0])
+            else:
+                home[nd] = tdev[placement[pid_of[nd.name]]]
+    for nd in placeholders[:n_p]:  # a parameter without an update node: where its first reader runs
+        if home[nd] is None:
+            home[nd] = next((home[u] for u in sorted(nd.users, key=index.get) if home.get(u) is not None),
+                            first_device)
+    for nd in placeholders[n_p:]:
+        if home[nd] is None:
+            home[nd] = next((home[u] for u in sorted(nd.users, key=index.get) if home.get(u) is not None),
+                            first_device)
+
+    # Order: start time of the problem node (getitems follow their source), ties by graph order.
+    def key(nd) -> tuple[float, int]:
+        base = nd
+        while base.op == "call_function" and base.target is operator.getitem:
+            base = base.args[0]
+        nid = pid_of.get(base.name)
+        return (start.get(nid, 0.0) if base.op == "call_function" else -1.0, index[nd])
+
+    ops = [nd for nd in nodes if nd.op == "call_function"]
+    indeg = {nd: 0 for nd in ops}
+    for nd in ops:
+        indeg[nd] = sum(1 for a in set(nd.all_input_nodes) if a.op == "call_function")
+    heap = [(key(nd), index[nd]) for nd in ops if indeg[nd] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, i = heapq.heappop(heap)
+        nd = nodes[i]
+        order.append(nd)
+        for u in nd.users:
+            if u.op == "call_function":
+                indeg[u] -= 1
+                if indeg[u] == 0:
+                    heapq.heappush(heap, (key(u), index[u]))
+
+    # The new graph: state as attributes, inputs as placeholders, ops in order, copies on first use.
+    new = fx.Graph()
+    root = torch.nn.Module()
+    env: dict[Any, Any] = {}
+    for i, nd in enumerate(placeholders):
+        if i < n_p + n_b:
+            is_param = i < n_p
+            src = dict(module.named_parameters())[step.param_names[i]] if is_param else \
+                dict(module.named_buffers())[step.buffer_names[i - n_p]]
+            attr = f"param_{i}" if is_param else f"buffer_{i - n_p}"
+            root.register_buffer(attr, src.detach().to(home[nd]), persistent=False)
+            env[nd] = new.get_attr(attr)
+        else:
+            j = i - n_p - n_b
+            name = f"input_{step.input_names[j]}" if j < step.n_inputs else f"target_{j - step.n_inputs}"
+            ph = new.placeholder(name.replace(".", "_"))
+            env[nd] = new.call_method("to", (ph, home[nd]))
+    copies: dict[tuple[Any, Any], Any] = {}
+    n_copies = 0
+
+    def on(dev):
+        def fetch(a):
+            nonlocal n_copies
+            if home[a] == dev:
+                return env[a]
+            if (a, dev) not in copies:
+                copies[(a, dev)] = new.call_method("to", (env[a], dev))
+                n_copies += 1
+            return copies[(a, dev)]
+        return fetch
+
+    for nd in order:
+        dev = home[nd]
+        if nd.target is operator.getitem:
+            env[nd] = new.call_function(operator.getitem, (env[nd.args[0]], nd.args[1]))
+            continue
+        args = fx.node.map_arg(nd.args, on(dev))
+        kwargs = fx.node.map_arg(nd.kwargs, on(dev))
+        if isinstance(kwargs.get("device"), torch.device):
+            kwargs = dict(kwargs, device=dev)
+        env[nd] = new.call_function(nd.target, args, kwargs)
+        env[nd].meta["optpart_device"] = str(dev)
+    out = next(nd for nd in nodes if nd.op == "output")
+    vals = out.args[0]
+    loss = env[vals[0]]
+    grads = {name: (env[g] if g is not None else None) for name, g in zip(step.param_names, vals[1:])}
+    new.output((loss, grads))
+    gm = fx.GraphModule(root, new, class_name="PlacedTrainingStep")
+    gm.meta["optpart"] = {"devices": {nd.name: str(home[nd]) for nd in ops}, "transfers": n_copies}
+    return gm

@@ -1,0 +1,210 @@
+"""Measured operator times: run each operator of a traced step on real tensors on one device.
+
+:func:`profile_times` executes the traced training step
+(:func:`optpart.formats.torch.trace_training_step`) on real tensors of the traced
+shapes, on the requested device, and times every operator separately (the device is
+synchronised before and after each one, so a time is the operator's own latency,
+launch overhead included). It runs ``warmup`` whole steps first (allocator, kernel
+caches, lazy initialisation), then ``repeats`` timed steps, and keeps each operator's
+median. Running whole steps, rather than each operator alone, gives every operator
+inputs with the values, layouts and cache state it meets in training.
+
+Optimizer nodes ``update.<param>`` are timed as one ``torch.optim.Adam`` step
+(``foreach=False``) on a tensor of the parameter's shape, the optimizer the importer's
+cost model assumes; inputs, targets and buffers take 0 s, as in the importer.
+
+Values: the module's parameters and the example inputs when they are real tensors;
+otherwise (a model built on the meta device) floats drawn from N(0, 0.02) with a fixed
+seed and integers 0 (always a valid index). Times are wall-clock medians, so they
+differ from run to run; the importer records how they were made in
+``meta["cost_model"]``.
+"""
+
+from __future__ import annotations
+
+import operator
+import statistics
+import time
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import OptpartError
+
+__all__ = ["profile_times", "with_measured_times"]
+
+
+def _sync(torch, device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _real(torch, t, device, gen):
+    """``t`` as a real tensor on ``device``: a copy of a real one, else a fixed-seed fill."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if t.is_meta or isinstance(t, FakeTensor):
+        if t.is_floating_point():
+            x = torch.randn(tuple(t.shape), generator=gen, dtype=torch.float32).mul_(0.02).to(t.dtype)
+        else:
+            x = torch.zeros(tuple(t.shape), dtype=t.dtype)
+        return x.to(device)
+    return t.detach().to(device).clone()
+
+
+def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 1, module=None,
+                  example_inputs: Sequence[Any] | Mapping[str, Any] | None = None,
+                  targets: Sequence[Any] = (), seed: int = 0) -> dict[str, float]:
+    """Seconds per problem node of ``step``, measured on ``device`` (median of ``repeats`` runs).
+
+    Parameters
+    ----------
+    step : TracedStep
+        From :func:`optpart.formats.torch.trace_training_step`.
+    device : str
+        A torch device, e.g. ``"cpu"`` or ``"cuda:0"``.
+    repeats, warmup : int
+        Timed runs (the median is kept) and untimed runs before them.
+    module, example_inputs, targets : optional
+        Real values to run with (see the module docstring); placeholders' traced shapes otherwise.
+
+    Returns
+    -------
+    dict
+        ``{node id: seconds}`` for every operator node and optimizer node of the step's
+        problem (inputs, targets and buffers: 0).
+
+    Raises
+    ------
+    OptpartError
+        A bad device or count, or an operator that fails on real tensors (named).
+    """
+    try:
+        import torch
+        import torch.fx as fx
+    except ImportError:  # pragma: no cover
+        raise OptpartError("profiling needs torch: pip install 'optpart[torch]'") from None
+    if not isinstance(repeats, int) or repeats < 1:
+        raise OptpartError(f"repeats={repeats!r} must be an integer >= 1")
+    if not isinstance(warmup, int) or warmup < 0:
+        raise OptpartError(f"warmup={warmup!r} must be an integer >= 0")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise OptpartError(f"device {device!r} is not a torch device (e.g. 'cpu', 'cuda:0')") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise OptpartError(f"device '{device}' asked for, but this torch sees no CUDA device")
+    gm = step.graph_module
+    gen = torch.Generator().manual_seed(seed)
+    placeholders = [nd for nd in gm.graph.nodes if nd.op == "placeholder"]
+    n_p, n_b = len(step.param_names), len(step.buffer_names)
+    given: list[Any] = [None] * len(placeholders)
+    if module is not None:
+        params = dict(module.named_parameters())
+        buffers = dict(module.named_buffers())
+        for i, name in enumerate(step.param_names):
+            given[i] = params.get(name)
+        for i, name in enumerate(step.buffer_names):
+            given[n_p + i] = buffers.get(name)
+    if example_inputs is not None:
+        xs = list(example_inputs.values()) if isinstance(example_inputs, Mapping) else \
+            ([example_inputs] if isinstance(example_inputs, torch.Tensor) else list(example_inputs))
+        for i, x in enumerate(list(xs) + list(targets)):
+            if n_p + n_b + i < len(given):
+                given[n_p + n_b + i] = x
+    args = [_real(torch, g if g is not None else nd.meta.get("val"), dev, gen) for g, nd in zip(given, placeholders)]
+    args = [a.requires_grad_(False) if isinstance(a, torch.Tensor) else a for a in args]
+
+    samples: dict[str, list[float]] = {}
+
+    class Timer(fx.Interpreter):
+        timing = False
+
+        def run_node(self, n):
+            if n.op != "call_function" or n.target is operator.getitem:
+                return super().run_node(n)
+            _sync(torch, dev)
+            t0 = time.perf_counter()
+            try:
+                out = super().run_node(n)
+            except Exception as exc:
+                raise OptpartError(f"operator '{n.name}' ({n.target}) failed on real tensors on {dev}: "
+                                   f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+            _sync(torch, dev)
+            if self.timing:
+                samples.setdefault(n.name, []).append(time.perf_counter() - t0)
+            return out
+
+        def call_function(self, target, a, kw):
+            if isinstance(kw.get("device"), torch.device):
+                kw = dict(kw, device=dev)
+            return super().call_function(target, a, kw)
+
+    runner = Timer(gm)
+    with torch.no_grad():
+        for r in range(warmup + repeats):
+            runner.timing = r >= warmup
+            # In-place operators (batch-norm running statistics) update these copies, not the module.
+            runner.run(*args)
+    fx_to_id = {fxname: nid for nid, fxname in step.node_names.items()}
+    times = {nid: 0.0 for nid in step.node_names}
+    for name, vals in samples.items():
+        if name in fx_to_id:
+            times[fx_to_id[name]] = float(statistics.median(vals))
+    if step.training:
+        cache: dict[tuple, float] = {}
+        for i, name in enumerate(step.param_names):
+            t = placeholders[i].meta.get("val")
+            key = (tuple(t.shape), t.dtype)
+            if key not in cache:
+                cache[key] = _update_time(torch, key, dev, repeats, warmup)
+            times[f"update.{name}"] = cache[key]
+    return times
+
+
+def _update_time(torch, key, dev, repeats: int, warmup: int) -> float:
+    """Median seconds of one Adam step on a parameter of ``key = (shape, dtype)``."""
+    shape, dtype = key
+    p = torch.nn.Parameter(torch.zeros(shape, dtype=dtype, device=dev))
+    p.grad = torch.full(shape, 1e-3, dtype=dtype, device=dev)
+    opt = torch.optim.Adam([p], lr=1e-3, foreach=False)
+    runs = []
+    for r in range(warmup + repeats):
+        _sync(torch, dev)
+        t0 = time.perf_counter()
+        opt.step()
+        _sync(torch, dev)
+        if r >= warmup:
+            runs.append(time.perf_counter() - t0)
+    return float(statistics.median(runs))
+
+
+def with_measured_times(problem, times: Mapping[str, float], *, device: str, repeats: int, warmup: int = 1):
+    """``problem`` with node times replaced by ``times`` (every node must have one).
+
+    ``meta["cost_model"]`` gains ``"times": "measured"`` and a ``profile`` record (device,
+    repeats, warm-up runs, statistic, torch version); edge bytes, memory and links are
+    unchanged (still the cost model's).
+    """
+    from ..problem import Problem
+    import torch
+
+    missing = [nid for nid in problem.node_ids if nid not in times]
+    if missing:
+        raise OptpartError(f"no measured time for node '{missing[0]}' ({len(missing)} missing)")
+    new_time = np.array([float(times[nid]) for nid in problem.node_ids])
+    meta = dict(problem.meta)
+    cm = dict(meta.get("cost_model") or {})
+    cm["times"] = "measured"
+    cm["profile"] = {"device": str(device), "repeats": int(repeats), "warmup": int(warmup),
+                     "statistic": "median", "torch": torch.__version__}
+    meta["cost_model"] = cm
+    split = problem.has_split
+    return Problem.from_arrays(
+        problem.node_ids, new_time, None if split else problem.memory, problem.edge_src, problem.edge_dst,
+        problem.edge_bytes, devices=list(problem.devices) or None, links=problem.links,
+        constraints=problem.constraints, param_bytes=problem.param_bytes if split else None,
+        output_bytes=problem.output_bytes if split else None, temp_bytes=problem.temp_bytes if split else None,
+        node_meta=problem.node_meta, name=problem.name, meta=meta)
