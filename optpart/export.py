@@ -51,7 +51,7 @@ class ExportError(OptpartError):
 class ModulePlan:
     """A module-consistent version of a placement, re-scored by the evaluator.
 
-    ``device_map``: ``{module path: device}`` in the order modules first run;
+    ``device_map``: ``{module path: device}`` in the order modules first run (node order);
     ``placement``: a device index per node under that map; ``result``: the map's
     plan scored on the canonical schedule under ``memory_model``; ``fits``: whether
     it respects memory and constraints (``problems`` lists what it breaks);
@@ -235,12 +235,16 @@ def _follow_inputs(problem: Problem, placement: np.ndarray, free: np.ndarray) ->
 
 
 def _first_seen(problem: Problem, modules: list[str | None]) -> dict[str, int]:
-    """Topological rank at which each module first runs, forward operators first."""
+    """Rank at which each module (and its ancestors) first runs: forward operators first, in node order.
+
+    Importers write nodes in program order (the order the forward pass ran them), so the
+    node order is the order modules run; a topological order would not do, since it puts
+    every node without inputs (a view of a weight) first.
+    """
     meta = problem.node_meta or [{}] * problem.n_nodes
     rank: dict[str, int] = {}
-    order = problem.topo.tolist()
-    fwd = [v for v in order if meta[v].get("phase", "forward") == "forward"]
-    rest = [v for v in order if meta[v].get("phase", "forward") != "forward"]
+    fwd = [v for v in range(problem.n_nodes) if meta[v].get("phase", "forward") == "forward"]
+    rest = [v for v in range(problem.n_nodes) if meta[v].get("phase", "forward") != "forward"]
     for r, v in enumerate(fwd + rest):
         m = modules[v]
         while m is not None and m not in rank:

@@ -274,6 +274,7 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
             kwargs = dict(kwargs, device=dev)
         env[nd] = new.call_function(nd.target, args, kwargs)
         env[nd].meta["optpart_device"] = str(dev)
+        env[nd].meta["optpart_node"] = pid_of[nd.name]
     out = next(nd for nd in nodes if nd.op == "output")
     vals = out.args[0]
     loss = env[vals[0]]

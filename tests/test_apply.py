@@ -1,0 +1,133 @@
+"""optpart.torch.apply: the placed training step gives the loss and gradients of plain autograd."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import optpart  # noqa: E402
+from optpart.errors import OptpartError  # noqa: E402
+from optpart.formats.torch import default_loss  # noqa: E402
+from optpart.formats.torch_import import cross_entropy, from_torch  # noqa: E402
+from optpart.torch import apply  # noqa: E402
+
+
+def gpt2():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=61, n_positions=16,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(cfg), (torch.randint(0, 61, (2, 8)),), {}
+
+
+def bert():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                                  vocab_size=53, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                                  attention_probs_dropout_prob=0.0, pad_token_id=0)
+    torch.manual_seed(0)
+    labels = torch.randint(0, 53, (2, 8))
+    return (transformers.BertForMaskedLM(cfg), (torch.randint(1, 53, (2, 8)),),
+            {"loss_fn": lambda out, y: cross_entropy(out.logits, y), "targets": (labels,)})
+
+
+def cnn():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(8, 5))
+    return net, (torch.randn(4, 3, 8, 8),), {}
+
+
+MODELS = {"gpt2": gpt2, "bert": bert, "cnn": cnn}
+
+
+def reference(module, inputs, extra):
+    """Loss and gradients of plain autograd, on a copy (batch norm updates its statistics)."""
+    ref = copy.deepcopy(module).train()
+    out = ref(*inputs, **({"use_cache": False} if hasattr(ref, "config") else {}))
+    loss = extra["loss_fn"](out, *extra["targets"]) if "loss_fn" in extra else default_loss(out)
+    loss.backward()
+    return loss.detach(), {n: p.grad for n, p in ref.named_parameters()}
+
+
+def plan(module, inputs, extra, devices=2):
+    problem = from_torch(module, inputs, devices=devices, **extra)
+    result = optpart.solve(problem, "heuristic", seed=0)
+    assert result.ok
+    return problem, result
+
+
+def assert_same(loss, grads, ref_loss, ref_grads):
+    torch.testing.assert_close(loss.cpu(), ref_loss, rtol=1e-4, atol=1e-6)
+    assert sorted(grads) == sorted(ref_grads)
+    for name, g in ref_grads.items():
+        torch.testing.assert_close(grads[name].cpu(), g, rtol=1e-4, atol=1e-6, msg=f"gradient of {name}")
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_placed_step_matches_autograd_on_cpu(name):
+    module, inputs, extra = MODELS[name]()
+    problem, result = plan(module, inputs, extra)
+    used = np.unique(result.placement).size
+    # "cpu" and "cpu:0" are different torch devices on one CPU: every cross-device edge gets a copy.
+    gm = apply(module, inputs, result, {"dev0": "cpu", "dev1": "cpu:0"}, problem, **extra)
+    loss, grads = gm(*inputs, *extra.get("targets", ()))
+    assert_same(loss, grads, *reference(module, inputs, extra))
+    assert (gm.meta["optpart"]["transfers"] > 0) == (used > 1)
+
+
+def test_operators_come_in_schedule_order_and_on_their_devices():
+    module, inputs, extra = MODELS["gpt2"]()
+    problem, result = plan(module, inputs, extra)
+    gm = apply(module, inputs, result, {"dev0": "cpu", "dev1": "cpu:0"}, problem)
+    start = dict(zip(problem.node_ids, result.start.tolist()))
+    dev = dict(zip(problem.node_ids, result.placement.tolist()))
+    seen = [nd for nd in gm.graph.nodes if "optpart_node" in nd.meta]
+    assert len(seen) == sum(1 for nid in problem.node_ids if not nid.startswith(("input.", "update.")))
+    times = [start[nd.meta["optpart_node"]] for nd in seen]
+    assert times == sorted(times)
+    for nd in seen:
+        assert nd.meta["optpart_device"] == ("cpu" if dev[nd.meta["optpart_node"]] == 0 else "cpu:0")
+
+
+def test_a_bare_placement_dict_runs_in_graph_order():
+    module, inputs, extra = MODELS["cnn"]()
+    problem = from_torch(module, inputs, devices=2)
+    half = problem.n_nodes // 2
+    mapping = {nid: ("dev0" if i < half else "dev1") for i, nid in enumerate(problem.node_ids)}
+    gm = apply(module, inputs, mapping, {"dev0": "cpu", "dev1": "cpu:0"})
+    assert gm.meta["optpart"]["transfers"] > 0
+    assert_same(*gm(*inputs), *reference(module, inputs, extra))
+
+
+def test_bad_plans_and_devices_are_one_clear_error():
+    module, inputs, _ = MODELS["cnn"]()
+    problem = from_torch(module, inputs, devices=2)
+    mapping = {nid: "dev0" for nid in problem.node_ids}
+    with pytest.raises(OptpartError, match="devices= has no entry for device 'dev0'"):
+        apply(module, inputs, mapping, {"gpu0": "cpu"})
+    with pytest.raises(OptpartError, match="device 'dev0' maps to 'tpu9'"):
+        apply(module, inputs, mapping, {"dev0": "tpu9"})
+    with pytest.raises(OptpartError, match="names node 'ghost'"):
+        apply(module, inputs, {**mapping, "ghost": "dev0"}, {"dev0": "cpu"})
+    missing = dict(mapping)
+    missing.pop(problem.node_ids[3])
+    with pytest.raises(OptpartError, match=f"leaves node '{problem.node_ids[3]}'"):
+        apply(module, inputs, missing, {"dev0": "cpu"})
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_placed_step_matches_autograd_on_gpus(name):
+    module, inputs, extra = MODELS[name]()
+    problem, result = plan(module, inputs, extra)
+    n = torch.cuda.device_count()
+    gm = apply(module, inputs, result, {"dev0": "cuda:0", "dev1": f"cuda:{min(1, n - 1)}"}, problem, **extra)
+    loss, grads = gm(*inputs, *extra.get("targets", ()))
+    assert_same(loss, grads, *reference(module, inputs, extra))
