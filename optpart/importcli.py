@@ -59,8 +59,16 @@ def _parse_shape(text: str) -> tuple[str, list[int]]:
 
 
 def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
-                 input_shapes: dict[str, list[int]] | None = None, name: str | None = None):
-    """Import ``spec`` (an ``.onnx`` path or ``module:function``) as a :class:`~optpart.Problem`."""
+                 input_shapes: dict[str, list[int]] | None = None, name: str | None = None,
+                 profile: dict | None = None):
+    """Import ``spec`` (an ``.onnx`` path or ``module:function``) as a :class:`~optpart.Problem`.
+
+    ``profile`` (PyTorch only): ``{"device": ..., "repeats": ...}`` to measure every
+    operator's time (:func:`optpart.torch.measured_problem`) instead of estimating it.
+    """
+    if profile is not None and (spec.endswith(".onnx") or Path(spec).is_file()):
+        raise OptpartError("--profile measures PyTorch models ('package.module:function'); "
+                           "ONNX models are priced by the cost model")
     if spec.endswith(".onnx") or Path(spec).is_file():
         from .formats.onnx_import import from_onnx
 
@@ -92,8 +100,13 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
         raise FormatError(f"{spec}() must return (module, example_inputs) or a dict with 'module' and 'inputs'")
     from .formats.torch_import import from_torch
 
-    return from_torch(module, tuple(inputs), training=True if training is None else training,
-                      cost_model=cost_model, name=name or fn_name, **extra)
+    problem = from_torch(module, tuple(inputs), training=True if training is None else training,
+                         cost_model=cost_model, name=name or fn_name, **extra)
+    if profile is not None:
+        from .torch.profiling import measured_problem
+
+        problem = measured_problem(problem, module, tuple(inputs), **profile, **extra)
+    return problem
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
@@ -101,8 +114,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     cm = cost_model_from_args(args)
     shapes = dict(_parse_shape(s) for s in args.input_shape or [])
+    if not args.profile and (args.profile_device is not None or args.profile_repeats is not None):
+        raise OptpartError(f"{'--profile-device' if args.profile_device is not None else '--profile-repeats'} "
+                           "needs --profile")
+    if args.profile_repeats is not None and args.profile_repeats < 1:
+        raise OptpartError(f"--profile-repeats {args.profile_repeats} must be at least 1")
+    profile = {"device": args.profile_device or "cpu", "repeats": args.profile_repeats or 5} if args.profile else None
     problem = import_model(args.model, training=args.training, cost_model=cm, input_shapes=shapes or None,
-                           name=args.name)
+                           name=args.name, profile=profile)
     if args.devices is not None:
         if args.devices < 1:
             raise OptpartError(f"--devices {args.devices} must be at least 1")
@@ -133,4 +152,10 @@ def register(subparsers) -> None:
     p.add_argument("--devices", "-k", type=int, metavar="K", help="write K devices into the file")
     p.add_argument("--memory", "-m", metavar="SIZE", help="capacity of each device, e.g. 16GiB")
     add_cost_model_arguments(p)
+    g = p.add_argument_group("measured costs (PyTorch models; docs/apply.md)")
+    g.add_argument("--profile", action="store_true",
+                   help="time every operator on real tensors of the traced shapes (warm-up, then the median) "
+                        "instead of the cost model's estimate")
+    g.add_argument("--profile-device", metavar="DEV", help="torch device to time on: cpu, cuda, cuda:1 (default cpu)")
+    g.add_argument("--profile-repeats", type=int, metavar="N", help="timed runs; the median is kept (default 5)")
     p.set_defaults(func=_cmd_import)

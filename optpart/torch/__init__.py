@@ -9,6 +9,6 @@ See ``docs/apply.md``.
 """
 
 from .placed import apply
-from .profiling import profile_times, with_measured_times
+from .profiling import measured_problem, profile_times, with_measured_times
 
-__all__ = ["apply", "profile_times", "with_measured_times"]
+__all__ = ["apply", "profile_times", "with_measured_times", "measured_problem"]

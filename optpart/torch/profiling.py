@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import OptpartError
 
-__all__ = ["profile_times", "with_measured_times"]
+__all__ = ["profile_times", "with_measured_times", "measured_problem"]
 
 
 def _sync(torch, device) -> None:
@@ -203,8 +203,26 @@ def with_measured_times(problem, times: Mapping[str, float], *, device: str, rep
     meta["cost_model"] = cm
     split = problem.has_split
     return Problem.from_arrays(
-        problem.node_ids, new_time, None if split else problem.memory, problem.edge_src, problem.edge_dst,
+        problem.node_ids, new_time, problem.memory, problem.edge_src, problem.edge_dst,
         problem.edge_bytes, devices=list(problem.devices) or None, links=problem.links,
         constraints=problem.constraints, param_bytes=problem.param_bytes if split else None,
         output_bytes=problem.output_bytes if split else None, temp_bytes=problem.temp_bytes if split else None,
         node_meta=problem.node_meta, name=problem.name, meta=meta)
+
+
+def measured_problem(problem, module, example_inputs, *, device: str = "cpu", repeats: int = 5, warmup: int = 1,
+                     loss_fn=None, targets: Sequence[Any] = (), step=None):
+    """``problem`` (imported from ``module``) with every node's time measured on ``device``.
+
+    Traces the step again unless ``step`` is given, runs :func:`profile_times` with the
+    module's parameters and ``example_inputs``, and returns :func:`with_measured_times`.
+    """
+    from ..formats.torch import trace_training_step
+
+    if step is None:
+        step = trace_training_step(module, example_inputs, training=bool(problem.meta.get("training", True)),
+                                   loss_fn=loss_fn, targets=targets)
+    real = not any(getattr(p, "is_meta", False) for p in module.parameters())
+    times = profile_times(step, device, repeats=repeats, warmup=warmup, module=module if real else None,
+                          example_inputs=example_inputs, targets=targets)
+    return with_measured_times(problem, times, device=device, repeats=repeats, warmup=warmup)
