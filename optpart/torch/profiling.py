@@ -56,7 +56,7 @@ def _real(torch, t, device, gen):
 
 def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 1, module=None,
                   example_inputs: Sequence[Any] | Mapping[str, Any] | None = None,
-                  targets: Sequence[Any] = (), seed: int = 0) -> dict[str, float]:
+                  targets: Sequence[Any] = (), seed: int = 0, threads: int | None = None) -> dict[str, float]:
     """Seconds per problem node of ``step``, measured on ``device`` (median of ``repeats`` runs).
 
     Parameters
@@ -69,6 +69,9 @@ def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 
         Timed runs (the median is kept) and untimed runs before them.
     module, example_inputs, targets : optional
         Real values to run with (see the module docstring); placeholders' traced shapes otherwise.
+    threads : int, optional
+        CPU threads for torch while timing (``torch.set_num_threads``; restored after).
+        Default: torch's setting. On a shared CPU, 1 gives steadier times.
 
     Returns
     -------
@@ -90,6 +93,8 @@ def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 
         raise OptpartError(f"repeats={repeats!r} must be an integer >= 1")
     if not isinstance(warmup, int) or warmup < 0:
         raise OptpartError(f"warmup={warmup!r} must be an integer >= 0")
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise OptpartError(f"threads={threads!r} must be an integer >= 1")
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
@@ -143,25 +148,40 @@ def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 
             return super().call_function(target, a, kw)
 
     runner = Timer(gm)
-    with torch.no_grad():
-        for r in range(warmup + repeats):
-            runner.timing = r >= warmup
-            # In-place operators (batch-norm running statistics) update these copies, not the module.
-            runner.run(*args)
+    threads_before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            for r in range(warmup + repeats):
+                runner.timing = r >= warmup
+                # In-place operators (batch-norm running statistics) update these copies, not the module.
+                runner.run(*args)
+        updates = _update_times(torch, step, placeholders, dev, repeats, warmup)
+    finally:
+        torch.set_num_threads(threads_before)
     fx_to_id = {fxname: nid for nid, fxname in step.node_names.items()}
     times = {nid: 0.0 for nid in step.node_names}
     for name, vals in samples.items():
         if name in fx_to_id:
             times[fx_to_id[name]] = float(statistics.median(vals))
-    if step.training:
-        cache: dict[tuple, float] = {}
-        for i, name in enumerate(step.param_names):
-            t = placeholders[i].meta.get("val")
-            key = (tuple(t.shape), t.dtype)
-            if key not in cache:
-                cache[key] = _update_time(torch, key, dev, repeats, warmup)
-            times[f"update.{name}"] = cache[key]
+    times.update(updates)
     return times
+
+
+def _update_times(torch, step, placeholders, dev, repeats: int, warmup: int) -> dict[str, float]:
+    """Seconds of each optimizer node ``update.<param>`` (one measurement per shape and dtype)."""
+    if not step.training:
+        return {}
+    cache: dict[tuple, float] = {}
+    out = {}
+    for i, name in enumerate(step.param_names):
+        t = placeholders[i].meta.get("val")
+        key = (tuple(t.shape), t.dtype)
+        if key not in cache:
+            cache[key] = _update_time(torch, key, dev, repeats, warmup)
+        out[f"update.{name}"] = cache[key]
+    return out
 
 
 def _update_time(torch, key, dev, repeats: int, warmup: int) -> float:
@@ -181,7 +201,8 @@ def _update_time(torch, key, dev, repeats: int, warmup: int) -> float:
     return float(statistics.median(runs))
 
 
-def with_measured_times(problem, times: Mapping[str, float], *, device: str, repeats: int, warmup: int = 1):
+def with_measured_times(problem, times: Mapping[str, float], *, device: str, repeats: int, warmup: int = 1,
+                        threads: int | None = None):
     """``problem`` with node times replaced by ``times`` (every node must have one).
 
     ``meta["cost_model"]`` gains ``"times": "measured"`` and a ``profile`` record (device,
@@ -199,7 +220,8 @@ def with_measured_times(problem, times: Mapping[str, float], *, device: str, rep
     cm = dict(meta.get("cost_model") or {})
     cm["times"] = "measured"
     cm["profile"] = {"device": str(device), "repeats": int(repeats), "warmup": int(warmup),
-                     "statistic": "median", "torch": torch.__version__}
+                     "statistic": "median", "threads": threads if threads is not None else torch.get_num_threads(),
+                     "torch": torch.__version__}
     meta["cost_model"] = cm
     split = problem.has_split
     return Problem.from_arrays(
@@ -211,7 +233,7 @@ def with_measured_times(problem, times: Mapping[str, float], *, device: str, rep
 
 
 def measured_problem(problem, module, example_inputs, *, device: str = "cpu", repeats: int = 5, warmup: int = 1,
-                     loss_fn=None, targets: Sequence[Any] = (), step=None):
+                     loss_fn=None, targets: Sequence[Any] = (), step=None, threads: int | None = None):
     """``problem`` (imported from ``module``) with every node's time measured on ``device``.
 
     Traces the step again unless ``step`` is given, runs :func:`profile_times` with the
@@ -224,5 +246,5 @@ def measured_problem(problem, module, example_inputs, *, device: str = "cpu", re
                                    loss_fn=loss_fn, targets=targets)
     real = not any(getattr(p, "is_meta", False) for p in module.parameters())
     times = profile_times(step, device, repeats=repeats, warmup=warmup, module=module if real else None,
-                          example_inputs=example_inputs, targets=targets)
-    return with_measured_times(problem, times, device=device, repeats=repeats, warmup=warmup)
+                          example_inputs=example_inputs, targets=targets, threads=threads)
+    return with_measured_times(problem, times, device=device, repeats=repeats, warmup=warmup, threads=threads)
