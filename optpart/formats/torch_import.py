@@ -86,6 +86,13 @@ def _extra_flops(nd) -> int | None:
         return int(sdpa_flop_count(*shapes[:3]))
     if name == "_scaled_dot_product_flash_attention_for_cpu_backward" and len(shapes) >= 4:
         return int(sdpa_backward_flop_count(*shapes[:4]))
+    if name in ("mkldnn_rnn_layer", "mkldnn_rnn_layer_backward") and len(shapes) >= 3:
+        # One fused RNN layer (torch.nn.LSTM/GRU on CPU): per time step and batch row, the
+        # input and recurrent matmuls, 2 (I + H) G H FLOPs for G gates; backward twice that.
+        x, w_ih, w_hh = shapes[0], shapes[1], shapes[2]
+        steps = math.prod(x[:-1]) if len(x) >= 2 else 1
+        fwd = 2 * steps * (math.prod(w_ih) + math.prod(w_hh))
+        return int(fwd if name == "mkldnn_rnn_layer" else 2 * fwd)
     return None
 
 

@@ -210,6 +210,18 @@ class _ModuleStamper:
         self.handles.clear()
 
 
+def _experts_implementation(module) -> dict | None:
+    """A Hugging Face model's per-(sub)config mixture-of-experts implementation, or None."""
+    get = getattr(module, "get_experts_implementation", None)
+    if get is None or not callable(getattr(module, "set_experts_implementation", None)):
+        return None
+    try:
+        impl = get()
+    except Exception:  # a model without experts may refuse; then there is nothing to switch
+        return None
+    return dict(impl) if isinstance(impl, Mapping) else None
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
@@ -375,15 +387,26 @@ def trace_training_step(
         xs = [conv(x) for x in input_vals] + [conv(t) for t in targets]
         with fxt.preserve_node_meta(), torch.enable_grad():
             fxt.current_meta["custom"] = {_ModuleStamper.KEY: ""}
-            return make_fx(step, tracing_mode="fake" if mode == "fake" else "real")(params, buffers, *xs)
+            if mode == "fake":
+                return make_fx(step, tracing_mode="fake")(params, buffers, *xs)
+            # Real tensors: values read by the model (``.item()``) become constants of this trace.
+            return make_fx(step, tracing_mode="real", _error_on_data_dependent_ops=False)(params, buffers, *xs)
 
     config = getattr(module, "config", None)
     cache_was = getattr(config, "use_cache", None) if config is not None else None
     was_training = module.training
+    experts_was = _experts_implementation(module)
     try:
         if cache_was:
             config.use_cache = False
             notes.append(f"{cls}: traced with config.use_cache=False (a training step keeps no cache)")
+        if experts_was and "grouped_mm" in experts_was.values():
+            # torch's grouped matmul has no float32 CPU kernel (fake or real): trace the
+            # reference per-expert loop instead, whose routing is data-dependent.
+            module.set_experts_implementation({k: ("eager" if v == "grouped_mm" else v)
+                                               for k, v in experts_was.items()})
+            notes.append(f"{cls}: mixture-of-experts layers traced with experts_implementation='eager' "
+                         f"(instead of 'grouped_mm')")
         module.train(training)
         modes = ["fake", "real"] if trace_mode == "auto" else [trace_mode]
         gm, used = None, None
@@ -410,6 +433,8 @@ def trace_training_step(
     finally:
         stamper.close()
         module.train(was_training)
+        if experts_was and "grouped_mm" in experts_was.values():
+            module.set_experts_implementation(experts_was)
         if cache_was:
             config.use_cache = cache_was
     gm.graph.eliminate_dead_code()
