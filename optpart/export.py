@@ -130,18 +130,31 @@ def placement_map(problem: Problem, result: Result | Mapping[str, str] | np.ndar
 
 
 def node_modules(problem: Problem) -> list[str | None]:
-    """The module path of every node (None outside every module; see the module docstring)."""
+    """The module path of every node (None outside every module; see the module docstring).
+
+    An optimizer node ``update.<param>`` and a buffer node ``buffer.<name>`` without a
+    module of their own belong to the module that owns that parameter or buffer.
+    """
     out: list[str | None] = []
-    for meta in problem.node_meta or [{}] * problem.n_nodes:
+    for nid, meta in zip(problem.node_ids, problem.node_meta or [{}] * problem.n_nodes):
         mod = meta.get("module")
+        tensor = _owned_tensor(nid, meta)
         if isinstance(mod, str) and mod:
             out.append(mod)
-        elif isinstance(meta.get("param"), str):
-            name = meta["param"]
-            out.append(name.rsplit(".", 1)[0] if "." in name else None)
+        elif tensor is not None and "." in tensor:
+            out.append(tensor.rsplit(".", 1)[0])
         else:
             out.append(None)
     return out
+
+
+def _owned_tensor(nid: str, meta: Mapping[str, Any]) -> str | None:
+    """The parameter or buffer name a node stands for (its optimizer update, or the buffer itself)."""
+    if isinstance(meta.get("param"), str):
+        return meta["param"]
+    if meta.get("op") == "buffer" and nid.startswith("buffer."):
+        return nid[len("buffer."):]
+    return None
 
 
 def _memory_model(problem: Problem) -> str:
@@ -373,10 +386,10 @@ def _resolve(problem: Problem, modules, units: _Units, model: str, solver: str, 
 def _build(problem: Problem, modules, units: _Units, unit_dev: np.ndarray, model: str, original: float,
            split: list[str], method: str) -> ModulePlan:
     by_module = {m: int(unit_dev[units.unit_of[v]]) for v, m in enumerate(modules) if m is not None}
-    direct_params: dict[str, list[str]] = {}
-    for meta in problem.node_meta or []:
-        name = meta.get("param")
-        if isinstance(name, str):
+    direct_params: dict[str, list[str]] = {}  # module -> its own parameters and buffers
+    for nid, meta in zip(problem.node_ids, problem.node_meta or []):
+        name = _owned_tensor(nid, meta)
+        if name is not None:
             owner = name.rsplit(".", 1)[0] if "." in name else ""
             direct_params.setdefault(owner, []).append(name.rsplit(".", 1)[-1])
     rank = _first_seen(problem, modules)

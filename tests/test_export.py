@@ -144,3 +144,22 @@ def test_cli_export_exits_1_when_the_module_plan_does_not_fit(tmp_path, capsys):
                  "-o", str(tmp_path / "dm.json")])
     assert code == 1 and "DOES NOT FIT" in capsys.readouterr().err
     assert json.loads((tmp_path / "dm.json").read_text()) == {"": 0}  # written all the same
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert"])
+def test_hugging_face_device_map_covers_every_parameter_and_buffer(name):
+    """accelerate refuses a map that leaves a parameter or buffer without a device."""
+    pytest.importorskip("torch")
+    from test_apply import MODELS, plan
+
+    module, inputs, extra = MODELS[name]()
+    problem, result = plan(module, inputs, extra)
+    mp = export.module_plan(problem, result)
+    assert mp.fits
+    dm = mp.device_map
+    tensors = [n for n, _ in module.named_parameters()] + [n for n, _ in module.named_buffers()]
+    for t in tensors:
+        owners = [k for k in dm if k == "" or t == k or t.startswith(k + ".")]
+        assert len(owners) == 1, (t, owners)
+    modules = dict(module.named_modules())
+    assert all(k in modules or k.rsplit(".", 1)[0] in modules for k in dm)
