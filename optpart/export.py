@@ -195,6 +195,10 @@ class _Units:
                 self.unit_of[v] = index[self.root[m]]
         self.n = len(keys)
         self.keys = keys
+        # Members of every unit, by one stable sort (no per-unit scan of all nodes).
+        order = np.argsort(self.unit_of, kind="stable")
+        bounds = np.searchsorted(self.unit_of[order], np.arange(-1, self.n + 1))
+        self.members = [order[bounds[u + 1]:bounds[u + 2]] for u in range(self.n)]
 
 
 def _score(problem: Problem, nodes: np.ndarray, placement: np.ndarray) -> np.ndarray:
@@ -286,13 +290,14 @@ def _compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
         return subtree[path]
 
     out: list[tuple[int, str, int]] = []
+    keys: set[str] = set()
     covered: set[str] = set()
 
     def walk(path: str) -> None:
         devs = devices(path)
         if len(devs) == 1:
             out.append((rank.get(path, 1 << 60), path, next(iter(devs))))
-            covered.update(m for m in unit_dev if m == path or m.startswith(path + ".") or not path)
+            keys.add(path)
             return
         if path in unit_dev and direct_params.get(path):
             for name in direct_params[path]:
@@ -303,6 +308,10 @@ def _compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
 
     if unit_dev:
         walk("")
+    for m in unit_dev:  # a module is covered by an entry for itself or for an ancestor
+        parts = m.split(".")
+        if "" in keys or any(".".join(parts[:i]) in keys for i in range(1, len(parts) + 1)):
+            covered.add(m)
     out.sort(key=lambda x: x[0])
     return {name: d for _, name, d in out}, covered
 
@@ -335,8 +344,7 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
         raise ExportError(f"'{problem.name}' has no node with 'module' metadata; a device map needs a problem "
                           "imported from PyTorch (optpart import package.module:function)")
     units = _Units(problem, modules)
-    split = sorted({m for m in set(modules) - {None}
-                    if np.unique(placement[[v for v, x in enumerate(modules) if x == m]]).size > 1})
+    split = _split_modules(problem, modules, placement)
     unit_dev = _majority(problem, units, placement)
     plan = _build(problem, modules, units, unit_dev, model, original, split, "majority")
     if plan.fits or not resolve:
@@ -349,11 +357,22 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
     return plan
 
 
+def _split_modules(problem: Problem, modules: list[str | None], placement: np.ndarray) -> list[str]:
+    """Modules whose operators the placement spread over more than one device."""
+    names = sorted({m for m in modules if m is not None})
+    index = {m: i for i, m in enumerate(names)}
+    ids = np.array([-1 if m is None else index[m] for m in modules], dtype=np.int64)
+    keep = ids >= 0
+    pairs = np.unique(ids[keep] * problem.n_devices + placement[keep])
+    count = np.bincount(pairs // problem.n_devices, minlength=len(names))
+    return [names[i] for i in np.flatnonzero(count > 1).tolist()]
+
+
 def _majority(problem: Problem, units: _Units, placement: np.ndarray) -> np.ndarray:
     allowed = problem.allowed
     dev = np.zeros(units.n, dtype=np.int64)
     for u in range(units.n):
-        nodes = np.flatnonzero(units.unit_of == u)
+        nodes = units.members[u]
         ok = allowed[nodes].all(axis=0)
         if not ok.any():
             raise ExportError(f"module '{units.keys[u]}' cannot go on one device: its operators' pins or "
@@ -367,19 +386,15 @@ def _resolve(problem: Problem, modules, units: _Units, model: str, solver: str, 
     """Unit devices from a re-solve with every unit's operators colocated, or None without a solution."""
     from .solvers.registry import solve
 
-    groups = [tuple(problem.node_ids[v] for v in np.flatnonzero(units.unit_of == u).tolist()) for u in range(units.n)]
+    groups = [tuple(problem.node_ids[v] for v in units.members[u].tolist()) for u in range(units.n)]
     c = problem.constraints
     constraints = Constraints(pin=dict(c.pin), forbid=dict(c.forbid),
                               colocate=tuple(c.colocate) + tuple(g for g in groups if len(g) > 1))
     p2 = problem.with_devices(list(problem.devices), links=problem.links, constraints=constraints)
-    kwargs = {"memory_model": model} if model != "static" else {}
-    try:
-        r = solve(p2, solver, seed=seed, **kwargs)
-    except OptpartError:
-        r = solve(p2, solver, seed=seed)
+    r = solve(p2, solver, seed=seed, memory_model=model)
     if not r.ok:
         return None
-    return np.array([int(r.placement[np.flatnonzero(units.unit_of == u)[0]]) for u in range(units.n)],
+    return np.array([int(r.placement[units.members[u][0]]) for u in range(units.n)],
                     dtype=np.int64)
 
 

@@ -163,3 +163,20 @@ def test_hugging_face_device_map_covers_every_parameter_and_buffer(name):
         assert len(owners) == 1, (t, owners)
     modules = dict(module.named_modules())
     assert all(k in modules or k.rsplit(".", 1)[0] in modules for k in dm)
+
+
+def test_split_points_of_a_torch_pipeline_follow_program_order():
+    torch = pytest.importorskip("torch")
+    from optpart.formats.torch_import import from_torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8), torch.nn.ReLU(),
+                              torch.nn.Linear(8, 2))
+    p = from_torch(net, (torch.randn(3, 4),), devices=2)
+    mods = export.node_modules(p)
+    # Modules "0" and "1" on dev0, the rest on dev1; the loss and inputs follow their data.
+    mapping = {nid: ("dev0" if m in ("0", "1") else "dev1") for nid, m in zip(p.node_ids, mods)}
+    sp = export.split_points(p, mapping)
+    assert sp.split_points == ["2"]
+    assert sp.plan.device_map == {"0": 0, "1": 0, "2": 1, "3": 1, "4": 1}
+    assert sp.plan.fits
