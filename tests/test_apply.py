@@ -131,3 +131,10 @@ def test_placed_step_matches_autograd_on_gpus(name):
     gm = apply(module, inputs, result, {"dev0": "cuda:0", "dev1": f"cuda:{min(1, n - 1)}"}, problem, **extra)
     loss, grads = gm(*inputs, *extra.get("targets", ()))
     assert_same(loss, grads, *reference(module, inputs, extra))
+
+
+def test_a_result_without_its_problem_is_refused():
+    module, inputs, extra = MODELS["cnn"]()
+    problem, result = plan(module, inputs, extra)
+    with pytest.raises(OptpartError, match="needs its problem"):
+        apply(module, inputs, result, {"dev0": "cpu", "dev1": "cpu"})

@@ -121,6 +121,10 @@ def test_cli_export_writes_each_format(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "makespan" in out and "fits" in out
     assert list(json.loads((tmp_path / "dm.json").read_text()).items()) == [("emb", 0), ("h.0", 0), ("h.1", 1)]
+    assert main(["export", *base, "--ids"]) == 0  # no -o: the JSON alone on standard output
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == {"emb": "dev0", "h.0": "dev0", "h.1": "dev1"}
+    assert "makespan" in captured.err
     assert main(["export", *base, "--format", "split_points", "-o", str(tmp_path / "sp.json")]) == 0
     assert json.loads((tmp_path / "sp.json").read_text())["split_points"] == ["h.1"]
     assert main(["export", *base, "--format", "placement", "-o", str(tmp_path / "pl.json")]) == 0

@@ -61,7 +61,8 @@ def placement_and_order(result: Result | Mapping[str, str], problem=None) -> tup
     if result.placement is None:
         raise OptpartError(f"result of '{result.solver}' has status '{result.status.value}' and no placement")
     if problem is None:
-        raise OptpartError("a Result needs its problem (problem=...) to name its nodes")
+        raise OptpartError("a Result needs its problem (problem=...) to name its nodes and devices; "
+                           "or pass the plan as {node id: device id}")
     if len(result.placement) != problem.n_nodes:
         raise OptpartError(f"result has {len(result.placement)} nodes but problem '{problem.name}' has "
                            f"{problem.n_nodes}")
@@ -116,8 +117,8 @@ def apply(
         Where each optpart device runs, e.g. ``{"gpu0": "cuda:0", "gpu1": "cuda:1"}``.
         Default: the device ids are torch devices themselves.
     problem : Problem, optional
-        The problem ``result`` is for; needed with a Result (built again with
-        :func:`optpart.formats.torch_import.from_torch` when left out).
+        The problem ``result`` is for: needed with a Result, whose placement holds node and
+        device *indices* of that problem.
     loss_fn, targets :
         As given to the importer (default: its default loss, no targets).
     step : TracedStep, optional
@@ -149,10 +150,6 @@ def apply(
     torch = _torch()
     from ..formats.torch import trace_training_step
 
-    if isinstance(result, Result) and problem is None:
-        from ..formats.torch_import import from_torch
-
-        problem = from_torch(module, example_inputs, loss_fn=loss_fn, targets=targets)
     placement, start = placement_and_order(result, problem)
     if step is None:
         step = trace_training_step(module, example_inputs, loss_fn=loss_fn, targets=targets)
