@@ -76,11 +76,21 @@ class ModulePlan:
 
     def summary(self) -> str:
         """One line: both makespans, the price of the coarser plan, and whether it fits."""
+        from .units import format_time
+
         orig, new = self.original_makespan, self.makespan
         price = (new - orig) / orig if orig > 0 else 0.0
         fit = "fits" if self.fits else "DOES NOT FIT: " + "; ".join(self.problems[:3])
-        return (f"device map: {len(self.device_map)} entries ({self.method}), makespan {new:.6g} s vs "
-                f"{orig:.6g} s for the operator placement ({price:+.1%}), {self.memory_model} memory {fit}")
+        return (f"device map: {len(self.device_map)} entries ({self.method}), makespan {format_time(new)} vs "
+                f"{format_time(orig)} for the operator placement ({price:+.1%}), {self.memory_model} memory {fit}")
+
+    def memory_lines(self, problem: Problem) -> list[str]:
+        """Per device: the plan's memory under its model beside the capacity."""
+        from .units import format_bytes
+
+        used = self.result.memory_peak if self.memory_model == "peak" else self.result.memory_static
+        return [f"  {did}: {format_bytes(float(u))} of {format_bytes(float(c))} ({self.memory_model})"
+                for did, u, c in zip(problem.device_ids, used.tolist(), problem.device_memory.tolist())]
 
 
 @dataclass

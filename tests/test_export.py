@@ -184,3 +184,10 @@ def test_split_points_of_a_torch_pipeline_follow_program_order():
     assert sp.split_points == ["2"]
     assert sp.plan.device_map == {"0": 0, "1": 0, "2": 1, "3": 1, "4": 1}
     assert sp.plan.fits
+    # torch's own pipeline splitter accepts the split points and makes the same stages.
+    pipelining = pytest.importorskip("torch.distributed.pipelining")
+    spec = {name: pipelining.SplitPoint.BEGINNING for name in sp.split_points}
+    pipe = pipelining.pipeline(net, mb_args=(torch.randn(3, 4),), split_spec=spec)
+    assert pipe.num_stages == len(sp.stages) == 2
+    stage1 = sorted(name for name, _ in pipe.split_gm.submod_pp_1.named_children())
+    assert stage1 == ["2", "3", "4"]

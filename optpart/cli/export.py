@@ -47,7 +47,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
     info = sys.stderr if to_stdout else sys.stdout
     if plan is not None:
         if not args.quiet or not plan.fits:
-            print(plan.summary(), file=info if plan.fits else sys.stderr)
+            out = info if plan.fits else sys.stderr
+            print(plan.summary(), file=out)
+            print("\n".join(plan.memory_lines(problem)), file=out)
         if plan.split_modules and not args.quiet:
             shown = ", ".join(plan.split_modules[:5]) + (" ..." if len(plan.split_modules) > 5 else "")
             print(f"the operator placement split {len(plan.split_modules)} module(s) across devices: {shown}",
