@@ -114,12 +114,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     cm = cost_model_from_args(args)
     shapes = dict(_parse_shape(s) for s in args.input_shape or [])
-    if not args.profile and (args.profile_device is not None or args.profile_repeats is not None):
-        raise OptpartError(f"{'--profile-device' if args.profile_device is not None else '--profile-repeats'} "
-                           "needs --profile")
-    if args.profile_repeats is not None and args.profile_repeats < 1:
-        raise OptpartError(f"--profile-repeats {args.profile_repeats} must be at least 1")
-    profile = {"device": args.profile_device or "cpu", "repeats": args.profile_repeats or 5} if args.profile else None
+    given = [f for f in ("profile_device", "profile_repeats", "profile_threads") if getattr(args, f) is not None]
+    if not args.profile and given:
+        raise OptpartError(f"--{given[0].replace('_', '-')} needs --profile")
+    for flag in ("profile_repeats", "profile_threads"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise OptpartError(f"--{flag.replace('_', '-')} {getattr(args, flag)} must be at least 1")
+    profile = {"device": args.profile_device or "cpu", "repeats": args.profile_repeats or 5,
+               "threads": args.profile_threads} if args.profile else None
     problem = import_model(args.model, training=args.training, cost_model=cm, input_shapes=shapes or None,
                            name=args.name, profile=profile)
     if args.devices is not None:
@@ -158,4 +160,6 @@ def register(subparsers) -> None:
                         "instead of the cost model's estimate")
     g.add_argument("--profile-device", metavar="DEV", help="torch device to time on: cpu, cuda, cuda:1 (default cpu)")
     g.add_argument("--profile-repeats", type=int, metavar="N", help="timed runs; the median is kept (default 5)")
+    g.add_argument("--profile-threads", type=int, metavar="N",
+                   help="CPU threads for torch while timing (default: torch's; 1 is steadier on a shared machine)")
     p.set_defaults(func=_cmd_import)

@@ -93,11 +93,13 @@ def test_import_command_profile_flag(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
     assert main(["import", "tinynet:make", "-o", "est.json"]) == 0
-    assert main(["import", "tinynet:make", "-o", "meas.json", "--profile", "--profile-repeats", "2"]) == 0
+    assert main(["import", "tinynet:make", "-o", "meas.json", "--profile", "--profile-repeats", "2",
+                 "--profile-threads", "1"]) == 0
     capsys.readouterr()
     est, meas = load(tmp_path / "est.json"), load(tmp_path / "meas.json")
     assert est.node_ids == meas.node_ids
     assert "times" not in est.meta["cost_model"]
-    assert json.loads((tmp_path / "meas.json").read_text())["meta"]["cost_model"]["times"] == "measured"
+    cm = json.loads((tmp_path / "meas.json").read_text())["meta"]["cost_model"]
+    assert cm["times"] == "measured" and cm["profile"]["threads"] == 1 and cm["profile"]["repeats"] == 2
     assert main(["import", "tinynet:make", "-o", "x.json", "--profile-device", "cpu"]) == 2
     assert "--profile-device needs --profile" in capsys.readouterr().err
