@@ -12,9 +12,10 @@ Usage::
 
 The bar is drawn with `tqdm <https://tqdm.github.io>`_ on standard error, only when
 standard error is a terminal and quiet mode is off (:func:`set_quiet`, the CLI's
-``-q/--quiet``, or ``OPTPART_QUIET=1`` in the environment). When it is not drawn,
-nothing is printed at all (notes included: what they say is also recorded in the
-objects the caller gets back), so piped output and test logs stay clean.
+``-q/--quiet``, or ``OPTPART_QUIET=1`` in the environment). When it is not drawn, or when
+tqdm is not installed (the ``progress`` extra), nothing is printed at all; notes are also
+recorded in what the caller gets back (``problem.meta["trace_notes"]`` for an import), so
+piped output and test logs stay clean and nothing is lost.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ class Progress:
         self.description = description
         self._bar = None
         if enabled:
-            from tqdm.auto import tqdm
-
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:  # tqdm is optional (pip install 'optpart[progress]'): then no display
+                return
             self._bar = tqdm(total=total, desc=description, file=sys.stderr, leave=False,
                              dynamic_ncols=True, bar_format=None if total else "{desc} {elapsed}")
 

@@ -107,9 +107,11 @@ def test_mixture_of_experts_routing_traces_with_real_tensors():
 def test_gpt2_blocks_kept_whole_with_no_split_and_placed_by_a_solver():
     model, inputs = gpt2()
     p = from_torch(model, inputs, no_split="GPT2Block")
-    problem = p.with_devices(2, memory=["1GiB", "1GiB"])
+    cap = 0.6 * float(p.memory.sum())  # neither device holds the whole step: the solver must split it
+    problem = p.with_devices(2, memory=[cap, cap])
     result = optpart.solve(problem, "heuristic")
     optpart.check(problem, result)
+    assert len(set(result.placement.tolist())) == 2
     for block in ("transformer.h.0", "transformer.h.1"):
         devs = {int(result.placement[i]) for i, m in enumerate(p.node_meta)
                 if m["module"] == block or m["module"].startswith(block + ".")}

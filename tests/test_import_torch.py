@@ -311,3 +311,37 @@ def test_keyword_inputs_and_a_non_scalar_loss_fn():
     assert p.node_ids[0] == "input.x"
     with pytest.raises(FormatError, match=r"loss of MLP must be a scalar tensor, got \(32, 10\)"):
         from_torch(MLP(), (torch.empty(B, D),), loss_fn=lambda out: out)
+
+
+def test_cli_import_per_device_memory_no_split_and_show_by_module(tmp_path, monkeypatch, capsys):
+    from optpart.cli import main
+
+    (tmp_path / "zoo_show_test.py").write_text(
+        "import torch\n"
+        "class Block(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc, self.act = torch.nn.Linear(16, 16), torch.nn.Tanh()\n"
+        "    def forward(self, x):\n"
+        "        return self.act(self.fc(x))\n"
+        "def net():\n"
+        "    return torch.nn.Sequential(Block(), Block(), torch.nn.Linear(16, 2)), (torch.empty(4, 16),)\n")
+    monkeypatch.chdir(tmp_path)
+    prob, res = tmp_path / "net.json", tmp_path / "r.json"
+    assert main(["import", "zoo_show_test:net", "-o", str(prob), "--no-split", "Block", "-q",
+                 "-m", "1MiB,1MiB,512KiB", "--speed", "1,1,0.5"]) == 0
+    assert capsys.readouterr().out == ""  # -q: nothing on stdout
+    p = optpart.load(prob)
+    assert [(d.memory, d.speed) for d in p.devices] == [(2**20, 1.0), (2**20, 1.0), (2**19, 0.5)]
+    assert main(["solve", str(prob), "-o", str(res)]) == 0
+    capsys.readouterr()
+    assert main(["show", str(res), "--problem", str(prob), "--depth", "1", "--json"]) == 0
+    rows = {r["group"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) == {"(root)", "0", "1", "2"}
+    assert len(rows["0"]["devices"]) == 1 and len(rows["1"]["devices"]) == 1  # no_split blocks stay whole
+    assert sum(r["nodes"] for r in rows.values()) == p.n_nodes
+    assert sum(r["memory_bytes"] for r in rows.values()) == pytest.approx(float(p.memory.sum()))
+    assert main(["show", str(res), "--problem", str(prob)]) == 0
+    assert "devices (nodes)" in capsys.readouterr().out
+    assert main(["import", "zoo_show_test:net", "-o", str(prob), "-k", "2", "-m", "1MiB,1MiB,1MiB"]) == 2
+    assert "--memory gives 3 values for 2 devices" in capsys.readouterr().err
