@@ -34,13 +34,9 @@ COMMAND_MODULES: list[str] = [
     "optpart.cli.info",
     "optpart.cli.solvers",
     "optpart.bench.commands",
-<<<<<<< HEAD
-    "optpart.importcli",
-    "optpart.cli.export",
-=======
     "optpart.cli.import_",
     "optpart.cli.show",
->>>>>>> import
+    "optpart.cli.export",
 ]
 
 

@@ -60,27 +60,18 @@ def _parse_shape(text: str) -> tuple[str, list[int]]:
 
 def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
                  input_shapes: dict[str, list[int]] | None = None, name: str | None = None,
-<<<<<<< HEAD:optpart/importcli.py
-                 profile: dict | None = None):
+                 no_split: str | None = None, trace_mode: str = "auto", profile: dict | None = None):
     """Import ``spec`` (an ``.onnx`` path or ``module:function``) as a :class:`~optpart.Problem`.
 
-    ``profile`` (PyTorch only): ``{"device": ..., "repeats": ...}`` to measure every
-    operator's time (:func:`optpart.torch.measured_problem`) instead of estimating it.
+    The factory ``function()`` returns ``(module, example_inputs)``, ``(module,
+    example_inputs, loss_fn)`` or a dict with keys ``module``, ``inputs`` and optionally
+    ``targets`` and ``loss_fn`` (see ``docs/import.md``). ``profile`` (PyTorch only):
+    ``{"device": ..., "repeats": ..., "threads": ...}`` to measure every operator's time
+    (:func:`optpart.torch.measured_problem`, ``docs/apply.md``) instead of estimating it.
     """
     if profile is not None and (spec.endswith(".onnx") or Path(spec).is_file()):
         raise OptpartError("--profile measures PyTorch models ('package.module:function'); "
                            "ONNX models are priced by the cost model")
-    if spec.endswith(".onnx") or Path(spec).is_file():
-        from .formats.onnx_import import from_onnx
-=======
-                 no_split: str | None = None, trace_mode: str = "auto"):
-    """Import ``spec`` (an ``.onnx`` path or ``module:function``) as a :class:`~optpart.Problem`.
->>>>>>> import:optpart/cli/import_.py
-
-    The factory ``function()`` returns ``(module, example_inputs)``, ``(module,
-    example_inputs, loss_fn)`` or a dict with keys ``module``, ``inputs`` and optionally
-    ``targets`` and ``loss_fn`` (see ``docs/import.md``).
-    """
     if spec.endswith(".onnx") or Path(spec).is_file():
         from ..formats.onnx_import import from_onnx
         from ..progress import progress
@@ -119,19 +110,14 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
                           f"or a dict with 'module' and 'inputs'; it returned {type(made).__name__}")
     from ..formats.torch_import import from_torch
 
-<<<<<<< HEAD:optpart/importcli.py
-    problem = from_torch(module, tuple(inputs), training=True if training is None else training,
-                         cost_model=cost_model, name=name or fn_name, **extra)
+    problem = from_torch(module, inputs, training=True if training is None else training,
+                         cost_model=cost_model, name=name or fn_name, no_split=no_split or (),
+                         trace_mode=trace_mode, **extra)
     if profile is not None:
-        from .torch.profiling import measured_problem
+        from ..torch.profiling import measured_problem
 
-        problem = measured_problem(problem, module, tuple(inputs), **profile, **extra)
+        problem = measured_problem(problem, module, inputs, **profile, **extra)
     return problem
-=======
-    return from_torch(module, inputs, training=True if training is None else training,
-                      cost_model=cost_model, name=name or fn_name, no_split=no_split or (),
-                      trace_mode=trace_mode, **extra)
->>>>>>> import:optpart/cli/import_.py
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
@@ -148,17 +134,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
     profile = {"device": args.profile_device or "cpu", "repeats": args.profile_repeats or 5,
                "threads": args.profile_threads} if args.profile else None
     problem = import_model(args.model, training=args.training, cost_model=cm, input_shapes=shapes or None,
-<<<<<<< HEAD:optpart/importcli.py
-                           name=args.name, profile=profile)
-    if args.devices is not None:
-        if args.devices < 1:
-=======
-                           name=args.name, no_split=args.no_split, trace_mode=args.trace_mode)
+                           name=args.name, no_split=args.no_split, trace_mode=args.trace_mode, profile=profile)
     memory = parse_list(args.memory, parse_bytes, "--memory") if args.memory is not None else None
     speed = parse_list(args.speed, parse_speed, "--speed") if args.speed is not None else None
     if args.devices is not None or memory is not None or speed is not None:
         if args.devices is not None and args.devices < 1:
->>>>>>> import:optpart/cli/import_.py
             raise OptpartError(f"--devices {args.devices} must be at least 1")
         k = args.devices
         for flag, values in (("--memory", memory), ("--speed", speed)):
