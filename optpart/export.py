@@ -328,7 +328,8 @@ def _compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
 
 # ---------------------------------------------------------------------- public API
 def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
-                resolve: bool = True, solver: str = "heuristic", seed: int = 0) -> ModulePlan:
+                resolve: bool = True, depth: int | None = None, solver: str = "heuristic",
+                seed: int = 0) -> ModulePlan:
     """The closest module-consistent plan to ``result`` (see the module docstring).
 
     Parameters
@@ -340,6 +341,10 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
     resolve : bool
         When the majority plan breaks memory, re-solve with every module's operators
         colocated (with ``solver``) and keep that plan if it fits.
+    depth : int, optional
+        Place whole modules no deeper than this many path components (``3`` keeps each
+        ``transformer.h.N`` block of GPT-2 whole): a coarser map than the placement asks
+        for, scored the same way. Default: as fine as the placement needs.
 
     Raises
     ------
@@ -353,8 +358,12 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
     if all(m is None for m in modules):
         raise ExportError(f"'{problem.name}' has no node with 'module' metadata; a device map needs a problem "
                           "imported from PyTorch (optpart import package.module:function)")
-    units = _Units(problem, modules)
     split = _split_modules(problem, modules, placement)
+    if depth is not None:
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ExportError(f"depth={depth!r} must be an integer >= 1 (module path components)")
+        modules = [None if m is None else ".".join(m.split(".")[:depth]) for m in modules]
+    units = _Units(problem, modules)
     unit_dev = _majority(problem, units, placement)
     plan = _build(problem, modules, units, unit_dev, model, original, split, "majority")
     if plan.fits or not resolve:
@@ -432,7 +441,7 @@ def _build(problem: Problem, modules, units: _Units, unit_dev: np.ndarray, model
 
 
 def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
-               values: str = "index", resolve: bool = True) -> dict[str, Any]:
+               values: str = "index", resolve: bool = True, depth: int | None = None) -> dict[str, Any]:
     """The accelerate/transformers ``device_map`` of the closest module-consistent plan.
 
     ``values="index"`` gives device indices (what ``accelerate`` expects for GPUs);
@@ -451,7 +460,7 @@ def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray
     """
     if values not in ("index", "id"):
         raise ExportError(f"values={values!r}; use 'index' or 'id'")
-    plan = module_plan(problem, result, resolve=resolve)
+    plan = module_plan(problem, result, resolve=resolve, depth=depth)
     if values == "id":
         return {k: problem.device_ids[d] for k, d in plan.device_map.items()}
     return dict(plan.device_map)

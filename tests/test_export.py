@@ -191,3 +191,16 @@ def test_split_points_of_a_torch_pipeline_follow_program_order():
     assert pipe.num_stages == len(sp.stages) == 2
     stage1 = sorted(name for name, _ in pipe.split_gm.submod_pp_1.named_children())
     assert stage1 == ["2", "3", "4"]
+
+
+def test_depth_keeps_modules_whole_and_prices_the_coarser_map():
+    p = chain(["h.0.attn", "h.0.mlp", "h.1.attn", "h.1.mlp"], [1, 3, 3, 1], [1, 1, 1, 1])
+    r = optpart.evaluate(p, place(p, [0, 1, 1, 0]))
+    fine = export.module_plan(p, r)
+    assert fine.device_map == {"h.0.attn": 0, "h.0.mlp": 1, "h.1.attn": 1, "h.1.mlp": 0}
+    coarse = export.module_plan(p, r, depth=2)
+    # h.0: 1 s on dev0, 3 s on dev1 -> dev1; h.1: 3 s on dev1 -> dev1; both on dev1 is the whole model.
+    assert coarse.device_map == {"": 1}
+    assert coarse.makespan == pytest.approx(8.0) and fine.makespan > 0
+    with pytest.raises(export.ExportError, match="depth=0"):
+        export.module_plan(p, r, depth=0)

@@ -32,7 +32,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if args.format == "placement":
         doc: object = export.placement_map(problem, result)
     else:
-        plan = export.module_plan(problem, result, resolve=not args.no_resolve)
+        plan = export.module_plan(problem, result, resolve=not args.no_resolve, depth=args.depth)
         if args.format == "device_map":
             doc = {k: (problem.device_ids[d] if args.ids else d) for k, d in plan.device_map.items()}
         else:
@@ -69,6 +69,9 @@ def register(sub) -> None:
                         "(node id -> device id); default device_map")
     p.add_argument("-o", "--out", metavar="FILE", help="output JSON file (default: standard output)")
     p.add_argument("--ids", action="store_true", help="device_map values are device ids, not indices")
+    p.add_argument("--depth", type=int, metavar="N",
+                   help="keep modules whole down to N path components (3: each transformer.h.N block of GPT-2); "
+                        "default: as fine as the placement needs")
     p.add_argument("--no-resolve", action="store_true",
                    help="do not re-solve with modules colocated when the majority plan does not fit")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
