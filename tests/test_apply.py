@@ -138,3 +138,22 @@ def test_a_result_without_its_problem_is_refused():
     problem, result = plan(module, inputs, extra)
     with pytest.raises(OptpartError, match="needs its problem"):
         apply(module, inputs, result, {"dev0": "cpu", "dev1": "cpu"})
+
+
+def test_constants_baked_into_the_trace_move_with_their_operator():
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.lin(x) * torch.tensor([1.0, 2.0])  # a tensor made in forward: a graph constant
+
+    torch.manual_seed(0)
+    module, inputs = Scaled(), (torch.randn(3, 2),)
+    problem = from_torch(module, inputs, devices=2)
+    mapping = {nid: ("dev1" if m.get("phase") == "backward" else "dev0")
+               for nid, m in zip(problem.node_ids, problem.node_meta)}
+    gm = apply(module, inputs, mapping, {"dev0": "cpu", "dev1": "cpu:0"})
+    assert any(nd.op == "get_attr" and nd.target.startswith("constant_") for nd in gm.graph.nodes)
+    assert_same(*gm(*inputs), *reference(module, inputs, {}))

@@ -199,8 +199,9 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
         if home[nd] is None:
             home[nd] = next((home[u] for u in sorted(nd.users, key=index.get) if home.get(u) is not None),
                             first_device)
-    for nd in placeholders[n_p:]:
-        if home[nd] is None:
+    consts = [nd for nd in nodes if nd.op == "get_attr"]  # tensors the trace baked in (torch.tensor(...))
+    for nd in placeholders[n_p:] + consts:
+        if home.get(nd) is None:
             home[nd] = next((home[u] for u in sorted(nd.users, key=index.get) if home.get(u) is not None),
                             first_device)
 
@@ -246,6 +247,13 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
             name = f"input_{step.input_names[j]}" if j < step.n_inputs else f"target_{j - step.n_inputs}"
             ph = new.placeholder(name.replace(".", "_"))
             env[nd] = new.call_method("to", (ph, home[nd]))
+    for i, nd in enumerate(consts):
+        value = operator.attrgetter(nd.target)(step.graph_module)
+        if isinstance(value, torch.Tensor):
+            root.register_buffer(f"constant_{i}", value.detach().to(home[nd]), persistent=False)
+        else:
+            setattr(root, f"constant_{i}", value)
+        env[nd] = new.get_attr(f"constant_{i}")
     copies: dict[tuple[Any, Any], Any] = {}
     n_copies = 0
 

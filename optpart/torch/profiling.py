@@ -142,6 +142,10 @@ def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 
                 samples.setdefault(n.name, []).append(time.perf_counter() - t0)
             return out
 
+        def fetch_attr(self, target):  # constants the trace baked in go to the timed device
+            value = super().fetch_attr(target)
+            return value.to(dev) if isinstance(value, torch.Tensor) else value
+
         def call_function(self, target, a, kw):
             if isinstance(kw.get("device"), torch.device):
                 kw = dict(kw, device=dev)
