@@ -157,3 +157,12 @@ def test_constants_baked_into_the_trace_move_with_their_operator():
     gm = apply(module, inputs, mapping, {"dev0": "cpu", "dev1": "cpu:0"})
     assert any(nd.op == "get_attr" and nd.target.startswith("constant_") for nd in gm.graph.nodes)
     assert_same(*gm(*inputs), *reference(module, inputs, {}))
+
+
+def test_keyword_inputs_are_keyword_arguments_of_the_placed_step():
+    module, (x,), _ = MODELS["cnn"]()
+    inputs = {"input": x}  # nn.Sequential.forward(input)
+    problem = from_torch(module, inputs, devices=2)
+    mapping = {nid: ("dev0" if i % 2 else "dev1") for i, nid in enumerate(problem.node_ids)}
+    gm = apply(module, inputs, mapping, {"dev0": "cpu", "dev1": "cpu:0"})
+    assert_same(*gm(**inputs), *reference(module, (x,), {}))

@@ -15,8 +15,8 @@ same loss the problem was built from). :func:`apply` rebuilds it so that
   (the importer colocates every reader of a parameter with it), inputs on the device
   of their input node.
 
-Calling the module with the example inputs (then the targets, if ``loss_fn`` takes
-some) returns ``(loss, grads)``, ``grads`` a dict from ``named_parameters()`` name to
+Calling the module with the example inputs (positionally, or as keywords when they
+were given as a dict; then the targets, if ``loss_fn`` takes some) returns ``(loss, grads)``, ``grads`` a dict from ``named_parameters()`` name to
 its gradient (``None`` for a parameter the loss does not use). It does not run an
 optimizer step. Parameters are read, not copied, when they already sit on their
 device, so an optimizer that updates the module in place is seen by the next call.
@@ -127,7 +127,7 @@ def apply(
     Returns
     -------
     torch.fx.GraphModule
-        ``gm(*inputs, *targets) -> (loss, {param name: grad})``. ``gm.meta["optpart"]``
+        ``gm(*inputs, *targets)`` (``gm(**inputs)`` for keyword inputs) ``-> (loss, {param name: grad})``. ``gm.meta["optpart"]``
         holds the node -> torch device map and the number of transfers.
 
     Raises
@@ -244,8 +244,11 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
             env[nd] = new.get_attr(attr)
         else:
             j = i - n_p - n_b
-            name = f"input_{step.input_names[j]}" if j < step.n_inputs else f"target_{j - step.n_inputs}"
-            ph = new.placeholder(name.replace(".", "_"))
+            if j >= step.n_inputs:
+                name = f"target_{j - step.n_inputs}"
+            else:  # keyword inputs keep their keyword, so gm(**example_inputs) works
+                name = step.input_names[j] if not step.input_names[j].isdigit() else f"input_{step.input_names[j]}"
+            ph = new.placeholder(name)
             env[nd] = new.call_method("to", (ph, home[nd]))
     for i, nd in enumerate(consts):
         value = operator.attrgetter(nd.target)(step.graph_module)
