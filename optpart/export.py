@@ -57,7 +57,8 @@ class ModulePlan:
     it respects memory and constraints (``problems`` lists what it breaks);
     ``original_makespan``: the makespan of the placement it came from; ``split_modules``:
     modules that the original placement spread over several devices; ``method``:
-    ``"majority"`` or ``"re-solved"`` (see the module docstring).
+    ``"majority"`` or ``"re-solved"`` (see the module docstring); ``tensor_keys``: keys of
+    ``device_map`` that name a parameter or buffer, not a module.
     """
 
     device_map: dict[str, Any]
@@ -69,6 +70,7 @@ class ModulePlan:
     split_modules: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     method: str = "majority"
+    tensor_keys: set[str] = field(default_factory=set)
 
     @property
     def makespan(self) -> float:
@@ -253,7 +255,8 @@ def _follow_inputs(problem: Problem, placement: np.ndarray, free: np.ndarray) ->
             pick(v, problem.out_edges[problem.out_ptr[v]:problem.out_ptr[v + 1]], dst)
     for v in np.flatnonzero(~done).tolist():
         p[v] = int(np.flatnonzero(allowed[v])[0]) if allowed[v].any() else 0
-    # A colocation group moves as one: to the device most of its members chose.
+    # A colocation group moves as one: with its module members (one unit, so one device), else
+    # to the device most of its members chose.
     for members in problem.groups:
         if free[members].any() and np.unique(p[members]).size > 1:
             fixed = members[~free[members]]
@@ -282,7 +285,8 @@ def _first_seen(problem: Problem, modules: list[str | None]) -> dict[str, int]:
 
 def _compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
               rank: dict[str, int]) -> tuple[dict[str, int], set[str]]:
-    """The coarsest ``{module: device}`` reproducing ``unit_dev``, and the modules it covers."""
+    """The coarsest ``{module: device}`` reproducing ``unit_dev``, the modules it covers, and
+    its keys that name a parameter or buffer (of a module whose children are split) rather than a module."""
     children: dict[str, set[str]] = {}
     for m in unit_dev:
         parts = m.split(".")
@@ -302,6 +306,7 @@ def _compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
     out: list[tuple[int, str, int]] = []
     keys: set[str] = set()
     covered: set[str] = set()
+    tensors: set[str] = set()
 
     def walk(path: str) -> None:
         devs = devices(path)
@@ -312,6 +317,7 @@ def _compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
         if path in unit_dev and direct_params.get(path):
             for name in direct_params[path]:
                 out.append((rank.get(path, 1 << 60), f"{path}.{name}" if path else name, unit_dev[path]))
+                tensors.add(f"{path}.{name}" if path else name)
             covered.add(path)
         for c in sorted(children.get(path, ()), key=lambda c: (rank.get(c, 1 << 60), c)):
             walk(c)
@@ -323,7 +329,7 @@ def _compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
         if "" in keys or any(".".join(parts[:i]) in keys for i in range(1, len(parts) + 1)):
             covered.add(m)
     out.sort(key=lambda x: x[0])
-    return {name: d for _, name, d in out}, covered
+    return {name: d for _, name, d in out}, covered, tensors
 
 
 # ---------------------------------------------------------------------- public API
@@ -427,7 +433,7 @@ def _build(problem: Problem, modules, units: _Units, unit_dev: np.ndarray, model
             owner = name.rsplit(".", 1)[0] if "." in name else ""
             direct_params.setdefault(owner, []).append(name.rsplit(".", 1)[-1])
     rank = _first_seen(problem, modules)
-    dmap, covered = _compress(by_module, direct_params, rank)
+    dmap, covered, tensor_keys = _compress(by_module, direct_params, rank)
     free = np.array([m is None or m not in covered for m in modules], dtype=bool)
     placement = np.zeros(problem.n_nodes, dtype=np.int64)
     for v, m in enumerate(modules):
@@ -437,7 +443,8 @@ def _build(problem: Problem, modules, units: _Units, unit_dev: np.ndarray, model
     scored = evaluate(problem, placement, solver=f"export-{method}", memory_model=model)
     found = violations(problem, scored)
     return ModulePlan(device_map=dmap, placement=placement, result=scored, memory_model=model, fits=not found,
-                      original_makespan=original, split_modules=split, problems=found, method=method)
+                      original_makespan=original, split_modules=split, problems=found, method=method,
+                      tensor_keys=tensor_keys)
 
 
 def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
@@ -482,6 +489,8 @@ def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarr
     prev = -1
     last_name = ""
     for name, d in plan.device_map.items():
+        if name in plan.tensor_keys:  # a pipeline splits at modules; a parent's own tensors follow it
+            continue
         if d != prev:
             if d in used:
                 raise ExportError(

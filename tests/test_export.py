@@ -204,3 +204,14 @@ def test_depth_keeps_modules_whole_and_prices_the_coarser_map():
     assert coarse.makespan == pytest.approx(8.0) and fine.makespan > 0
     with pytest.raises(export.ExportError, match="depth=0"):
         export.module_plan(p, r, depth=0)
+
+
+def test_a_split_parent_keeps_its_own_parameters_and_pipelines_split_at_modules_only():
+    # "blk" owns parameter "blk.scale" and children "blk.a" (dev0) and "blk.b" (dev1).
+    extra = [{"id": "update.blk.scale", "time": 0.5, "memory": 1, "param": "blk.scale", "phase": "optimizer"}]
+    p = chain(["blk.a", "blk.b"], [1, 1], [1, 1], extra_nodes=extra,
+              extra_edges=[{"src": "n1", "dst": "update.blk.scale", "bytes": 4}])
+    plan = export.module_plan(p, place(p, [0, 1, 0]))
+    assert plan.device_map == {"blk.scale": 0, "blk.a": 0, "blk.b": 1}
+    assert plan.tensor_keys == {"blk.scale"}
+    assert export.split_points(p, place(p, [0, 1, 0]), plan=plan).split_points == ["blk.b"]
