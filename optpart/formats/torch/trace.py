@@ -89,6 +89,9 @@ class TracedStep:
         Every ``named_modules()`` path -> its class name.
     notes : tuple of str
         What the tracer chose on the way (a fallback taken, a cache switched off).
+    backward : frozenset of str
+        FX names of the operators autograd ran while differentiating the loss (the
+        backward pass), as stamped during tracing; empty for inference.
     """
 
     graph_module: Any
@@ -103,6 +106,7 @@ class TracedStep:
     node_module: dict[str, tuple[str, str]]
     module_classes: dict[str, str]
     notes: tuple[str, ...] = field(default=())
+    backward: frozenset = field(default=frozenset())
 
     @property
     def n_inputs(self) -> int:
@@ -473,10 +477,12 @@ def _describe(gm, module, pnames, bnames, input_names, n_targets, training, loss
             seq = nd.meta.get("seq_nr", -1)
             if path and isinstance(seq, int) and seq >= 0:
                 fwd_module.setdefault(seq, path)
+    backward: set[str] = set()
     for nd in nodes:
         custom = nd.meta.get("custom") or {}
         if _ModuleStamper.BW_KEY in custom and nd.op == "call_function":
             module_of[nd.name] = fwd_module.get(custom[_ModuleStamper.BW_KEY], "")
+            backward.add(nd.name)
     root_cls = classes.get("", type(module).__name__)
     node_module: dict[str, tuple[str, str]] = {}
     for nd in nodes:
@@ -488,4 +494,5 @@ def _describe(gm, module, pnames, bnames, input_names, n_targets, training, loss
             names[nd.name] = nd.name
     return TracedStep(graph_module=gm, node_names=names, param_names=tuple(pnames), buffer_names=tuple(bnames),
                       input_names=tuple(input_names), n_targets=n_targets, training=bool(training), loss=loss,
-                      trace_mode=mode, node_module=node_module, module_classes=classes, notes=notes)
+                      trace_mode=mode, node_module=node_module, module_classes=classes, notes=notes,
+                      backward=frozenset(backward))
