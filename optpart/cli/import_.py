@@ -18,7 +18,7 @@ from pathlib import Path
 from ..errors import FormatError, OptpartError
 from ..formats import save
 from ..formats.costmodel import CostModel
-from ..progress import quiet
+from ..progress import set_quiet
 from ..units import format_bytes, parse_bytes, parse_list, parse_speed
 
 __all__ = ["register", "cost_model_from_args", "add_cost_model_arguments", "import_model"]
@@ -111,11 +111,8 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    with quiet(args.quiet):
-        return _run_import(args)
-
-
-def _run_import(args: argparse.Namespace) -> int:
+    if args.quiet:
+        set_quiet(True)
     cm = cost_model_from_args(args)
     shapes = dict(_parse_shape(s) for s in args.input_shape or [])
     problem = import_model(args.model, training=args.training, cost_model=cm, input_shapes=shapes or None,
