@@ -622,6 +622,8 @@ def _devices_from_values(devices: Any, memory: Any, speed: Any) -> list[Device]:
     (values may be unit strings). Dict keys name the devices; every mismatch is an error."""
     from .units import parse_bytes, parse_speed
 
+    memory = memory.tolist() if isinstance(memory, np.ndarray) else memory
+    speed = speed.tolist() if isinstance(speed, np.ndarray) else speed
     names: list[str] | None = None
     if isinstance(devices, (int, np.integer)):
         if devices < 1:

@@ -25,7 +25,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["Progress", "progress", "set_quiet", "is_enabled"]
+__all__ = ["Progress", "progress", "set_quiet", "quiet", "is_enabled"]
 
 _QUIET = False
 
@@ -34,6 +34,18 @@ def set_quiet(quiet: bool = True) -> None:
     """Turn every progress display of this process off (``True``) or back on (``False``)."""
     global _QUIET
     _QUIET = bool(quiet)
+
+
+@contextmanager
+def quiet(enabled: bool = True) -> Iterator[None]:
+    """Quiet mode for the duration of a block (the CLI's ``-q``), restored afterwards."""
+    global _QUIET
+    before = _QUIET
+    _QUIET = bool(enabled) or before
+    try:
+        yield
+    finally:
+        _QUIET = before
 
 
 def is_enabled() -> bool:

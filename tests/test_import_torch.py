@@ -345,3 +345,22 @@ def test_cli_import_per_device_memory_no_split_and_show_by_module(tmp_path, monk
     assert "devices (nodes)" in capsys.readouterr().out
     assert main(["import", "zoo_show_test:net", "-o", str(prob), "-k", "2", "-m", "1MiB,1MiB,1MiB"]) == 2
     assert "--memory gives 3 values for 2 devices" in capsys.readouterr().err
+
+
+def test_nested_and_non_tensor_inputs():
+    """``LSTM(x, (h0, c0))``: a tuple inside the inputs gives one graph input per tensor;
+    a number stays a constant."""
+    lstm = nn.LSTM(8, 16, batch_first=True)
+    p = from_torch(lstm, (torch.empty(2, 5, 8), (torch.zeros(1, 2, 16), torch.zeros(1, 2, 16))))
+    assert [i for i in p.node_ids if i.startswith("input.")] == ["input.0", "input.1.0", "input.1.1"]
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(4, 4)
+
+        def forward(self, x, scale, mask=None):
+            return self.l(x) * scale
+
+    step = trace_training_step(Scaled(), (torch.empty(2, 4), 3.0, None))
+    assert step.input_names == ("0",)

@@ -21,6 +21,8 @@ def test_forced_display_writes_stage_and_notes_to_stderr(monkeypatch):
 
 
 def test_silent_when_piped_or_quiet(monkeypatch):
+    monkeypatch.setattr(prog, "_QUIET", False)  # a CLI run with -q earlier in this process sets it
+    monkeypatch.delenv("OPTPART_QUIET", raising=False)
     err = io.StringIO()  # not a terminal
     monkeypatch.setattr(prog.sys, "stderr", err)
     assert not prog.is_enabled()
@@ -31,10 +33,8 @@ def test_silent_when_piped_or_quiet(monkeypatch):
     assert err.getvalue() == ""
     monkeypatch.setattr(err, "isatty", lambda: True)
     assert prog.is_enabled()
-    prog.set_quiet(True)
-    try:
+    with prog.quiet():
         assert not prog.is_enabled()
-    finally:
-        prog.set_quiet(False)
+    assert prog.is_enabled()
     monkeypatch.setenv("OPTPART_QUIET", "1")
     assert not prog.is_enabled()

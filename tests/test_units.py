@@ -70,3 +70,20 @@ def test_with_devices_mismatches_are_one_clear_error(chain):
         chain.with_devices(2, memory=["1GiB", "2GJ"])
     with pytest.raises(ProblemError, match="devices=0 must be >= 1"):
         chain.with_devices(0)
+
+
+def test_cli_refuses_ambiguous_bandwidth_and_takes_per_device_memory(tmp_path, capsys):
+    from optpart.cli import main
+
+    path = tmp_path / "chain.json"
+    optpart.save(optpart.Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 4}, {"id": "b", "time": 1.0,
+                                                                                       "memory": 4}],
+                                       edges=[{"src": "a", "dst": "b", "bytes": 8}], name="chain"), path)
+    assert main(["solve", str(path), "-k", "2", "--bandwidth", "25GBps"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "GB/s for bytes or Gbit/s for bits" in err
+    out = tmp_path / "r.json"
+    assert main(["solve", str(path), "-m", "4B,8B", "--speed", "1,0.5", "-o", str(out)]) == 0
+    assert "dev1" in capsys.readouterr().out
+    assert main(["solve", str(path), "-k", "3", "-m", "4B,8B"]) == 2
+    assert "--memory gives 2 values for 3 devices" in capsys.readouterr().err

@@ -7,8 +7,9 @@ Every ``call_function`` node keeps its FX name as node id; multi-output operator
 ``getitem`` projections are folded into edges. Inputs are ``input.<i>`` (or
 ``input.<keyword>``), targets ``target.<i>``, buffers ``buffer.<name>``.
 
-Phases: forward nodes are the loss and what it does not depend on; backward nodes
-are the descendants of the loss (autograd seeds the backward with ``ones_like(loss)``);
+Phases: backward nodes are the descendants of the loss (autograd seeds the backward
+with ``ones_like(loss)``) and every operator autograd ran while differentiating (such as
+the transposed weight a weight gradient reads); forward nodes are the others;
 for each trainable parameter one **optimizer** node ``update.<param name>`` is added
 (an Adam-like step, priced by the bytes it moves).
 
@@ -275,7 +276,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
             seen.add(u)
             stack.extend(u.users)
         for nd in ops:
-            if nd in seen:
+            if nd in seen or nd.name in step.backward:
                 phase[nd] = "backward"
     # Storage roots: a view aliases the root of its first tensor input.
     root: dict[Any, tuple] = {}

@@ -69,8 +69,10 @@ class TracedStep:
     param_names, buffer_names : tuple of str
         ``module.named_parameters()`` / ``named_buffers()`` names, in that order.
     input_names : tuple of str
-        The example inputs: ``'0'``, ``'1'``... for positional inputs, the keyword for
-        keyword inputs (example inputs given as a dict).
+        One per tensor of the example inputs: ``'0'``, ``'1'``... for positional inputs,
+        the keyword for keyword inputs (example inputs given as a dict), plus ``.j`` per
+        nesting level for tensors inside tuples, lists or dicts (``'1.0'``). Non-tensor
+        inputs (numbers, ``None``) are constants of the trace, not graph inputs.
     n_targets : int
         Number of targets (extra inputs of ``loss_fn``).
     training : bool
@@ -89,6 +91,9 @@ class TracedStep:
         Every ``named_modules()`` path -> its class name.
     notes : tuple of str
         What the tracer chose on the way (a fallback taken, a cache switched off).
+    backward : frozenset of str
+        FX names of the operators autograd ran while differentiating the loss (the
+        backward pass), as stamped during tracing; empty for inference.
     """
 
     graph_module: Any
@@ -103,6 +108,7 @@ class TracedStep:
     node_module: dict[str, tuple[str, str]]
     module_classes: dict[str, str]
     notes: tuple[str, ...] = field(default=())
+    backward: frozenset = field(default=frozenset())
 
     @property
     def n_inputs(self) -> int:
@@ -233,22 +239,57 @@ def _is_data_dependent(exc: BaseException) -> bool:
     return any(h in text for h in _DATA_DEPENDENT_HINTS)
 
 
-def _split_inputs(example_inputs) -> tuple[tuple[str, ...], list, bool]:
-    """(names, values, as_keywords) of the example inputs: a tensor, a sequence or a dict."""
+def _split_inputs(example_inputs) -> tuple[tuple[str, ...], list, bool, Any]:
+    """(names, tensors, as_keywords, structure) of the example inputs: a tensor, a sequence
+    or a dict, whose items may nest tuples, lists and dicts. Each tensor leaf is one graph
+    input, named by its position or keyword (``'0'``, ``'input_ids'``) plus ``.j`` per nesting
+    level (``'1.0'``); other leaves (numbers, ``None``) stay constants of the trace."""
     import torch
 
     if isinstance(example_inputs, torch.Tensor):
-        return ("0",), [example_inputs], False
+        example_inputs = (example_inputs,)
     if isinstance(example_inputs, Mapping):
         keys = list(example_inputs)
         for k in keys:
             if not isinstance(k, str):
                 raise FormatError(f"example input key {k!r} must be a string (a keyword of forward())")
-        return tuple(keys), [example_inputs[k] for k in keys], True
-    if isinstance(example_inputs, (tuple, list)):
-        return tuple(str(i) for i in range(len(example_inputs))), list(example_inputs), False
-    raise FormatError(f"example inputs must be a tensor, a tuple/list or a dict of keyword inputs, "
-                      f"not {type(example_inputs).__name__}")
+        top, as_kw = [(k, example_inputs[k]) for k in keys], True
+    elif isinstance(example_inputs, (tuple, list)):
+        top, as_kw = [(str(i), v) for i, v in enumerate(example_inputs)], False
+    else:
+        raise FormatError(f"example inputs must be a tensor, a tuple/list or a dict of keyword inputs, "
+                          f"not {type(example_inputs).__name__}")
+    leaves: list[tuple[str, Any]] = []
+
+    def walk(value, name):
+        if isinstance(value, torch.Tensor):
+            leaves.append((name, value))
+        elif isinstance(value, (tuple, list)):
+            for j, v in enumerate(value):
+                walk(v, f"{name}.{j}")
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, f"{name}.{k}")
+
+    for name, value in top:
+        walk(value, name)
+    return tuple(n for n, _ in leaves), [t for _, t in leaves], as_kw, top
+
+
+def _rebuild(value, tensors):
+    """``value`` with its tensor leaves replaced, in order, by the items of the iterator ``tensors``."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return next(tensors)
+    if isinstance(value, tuple):
+        items = [_rebuild(v, tensors) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, list):
+        return [_rebuild(v, tensors) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _rebuild(v, tensors) for k, v in value.items()}
+    return value
 
 
 def _materialize(t, gen, requires_grad: bool = False):
@@ -285,8 +326,9 @@ def trace_training_step(
     module : torch.nn.Module
         The model, real or built under ``with torch.device("meta"):``. It is not changed
         (a config's ``use_cache`` is switched off during tracing and restored).
-    example_inputs : tensor, sequence of tensors, or dict of keyword tensors
-        Inputs of ``module.forward``; only shapes and dtypes matter unless the model reads
+    example_inputs : tensor, sequence, or dict of keyword inputs
+        Inputs of ``module.forward`` (items may nest tuples, lists and dicts of tensors, and
+        may be numbers or ``None``); only shapes and dtypes matter unless the model reads
         values (then they matter for the real-tensor fallback: give realistic ones).
     training : bool
         Trace forward + backward (``torch.autograd.grad`` of the loss with respect to every
@@ -336,7 +378,7 @@ def trace_training_step(
     if not isinstance(module, torch.nn.Module):
         raise FormatError(f"expected a torch.nn.Module, got {type(module).__name__}")
     cls = type(module).__name__
-    input_names, input_vals, as_kw = _split_inputs(example_inputs)
+    input_names, input_vals, as_kw, structure = _split_inputs(example_inputs)
     targets = list(targets)
     pnames = tuple(n for n, _ in module.named_parameters())
     pvals = [p for _, p in module.named_parameters()]
@@ -352,11 +394,12 @@ def trace_training_step(
     def step(params, buffers, *xs):
         values = dict(zip(pnames, params))
         values.update(zip(bnames, buffers))
-        args = xs[:n_in]
+        leaves = iter(xs[:n_in])
+        rebuilt = [(name, _rebuild(value, leaves)) for name, value in structure]
         if as_kw:
-            out = torch.func.functional_call(module, values, (), dict(zip(input_names, args)))
+            out = torch.func.functional_call(module, values, (), dict(rebuilt))
         else:
-            out = torch.func.functional_call(module, values, tuple(args))
+            out = torch.func.functional_call(module, values, tuple(v for _, v in rebuilt))
         if not training:
             return tuple(output_tensors(out))
         loss = loss_fn(out, *xs[n_in:]) if loss_fn is not None else default_loss(out)
@@ -473,10 +516,12 @@ def _describe(gm, module, pnames, bnames, input_names, n_targets, training, loss
             seq = nd.meta.get("seq_nr", -1)
             if path and isinstance(seq, int) and seq >= 0:
                 fwd_module.setdefault(seq, path)
+    backward: set[str] = set()
     for nd in nodes:
         custom = nd.meta.get("custom") or {}
         if _ModuleStamper.BW_KEY in custom and nd.op == "call_function":
             module_of[nd.name] = fwd_module.get(custom[_ModuleStamper.BW_KEY], "")
+            backward.add(nd.name)
     root_cls = classes.get("", type(module).__name__)
     node_module: dict[str, tuple[str, str]] = {}
     for nd in nodes:
@@ -488,4 +533,5 @@ def _describe(gm, module, pnames, bnames, input_names, n_targets, training, loss
             names[nd.name] = nd.name
     return TracedStep(graph_module=gm, node_names=names, param_names=tuple(pnames), buffer_names=tuple(bnames),
                       input_names=tuple(input_names), n_targets=n_targets, training=bool(training), loss=loss,
-                      trace_mode=mode, node_module=node_module, module_classes=classes, notes=notes)
+                      trace_mode=mode, node_module=node_module, module_classes=classes, notes=notes,
+                      backward=frozenset(backward))
