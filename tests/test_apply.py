@@ -13,7 +13,8 @@ import optpart  # noqa: E402
 from optpart.errors import OptpartError  # noqa: E402
 from optpart.formats.torch import default_loss  # noqa: E402
 from optpart.formats.torch_import import cross_entropy, from_torch  # noqa: E402
-from optpart.torch import apply  # noqa: E402
+from optpart.formats.torch import trace_training_step  # noqa: E402
+from optpart.torch import apply, profile_times  # noqa: E402
 
 
 def gpt2():
@@ -166,3 +167,29 @@ def test_keyword_inputs_are_keyword_arguments_of_the_placed_step():
     mapping = {nid: ("dev0" if i % 2 else "dev1") for i, nid in enumerate(problem.node_ids)}
     gm = apply(module, inputs, mapping, {"dev0": "cpu", "dev1": "cpu:0"})
     assert_same(*gm(**inputs), *reference(module, (x,), {}))
+
+
+def test_nested_inputs_are_flattened_depth_first():
+    class Pair(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x, extra):
+            y, scale = extra
+            return (self.lin(x) * y + scale).sum()
+
+    torch.manual_seed(0)
+    module = Pair()
+    x, y, scale = torch.randn(2, 3), torch.randn(2, 3), torch.randn(3)
+    inputs = (x, (y, scale))
+    problem = from_torch(module, inputs, devices=2)
+    gm = apply(module, inputs, {nid: "dev0" for nid in problem.node_ids}, {"dev0": "cpu", "dev1": "cpu"})
+    loss, grads = gm(x, y, scale)
+    ref = copy.deepcopy(module)
+    ref_loss = ref(x, (y, scale))
+    ref_loss.backward()
+    assert_same(loss, grads, ref_loss.detach(), {n: p.grad for n, p in ref.named_parameters()})
+    times = profile_times(trace_training_step(module, inputs), "cpu", repeats=1, module=module,
+                          example_inputs=inputs)
+    assert set(times) == set(problem.node_ids)

@@ -16,7 +16,8 @@ same loss the problem was built from). :func:`apply` rebuilds it so that
   of their input node.
 
 Calling the module with the example inputs (positionally, or as keywords when they
-were given as a dict; then the targets, if ``loss_fn`` takes some) returns ``(loss, grads)``, ``grads`` a dict from ``named_parameters()`` name to
+were given as a dict; nested inputs as their tensors, flattened depth first; then the
+targets, if ``loss_fn`` takes some) returns ``(loss, grads)``, ``grads`` a dict from ``named_parameters()`` name to
 its gradient (``None`` for a parameter the loss does not use). It does not run an
 optimizer step. Parameters are read, not copied, when they already sit on their
 device, so an optimizer that updates the module in place is seen by the next call.
@@ -28,7 +29,9 @@ joint forward/backward graph is AOTAutograd's (``functorch``).
 from __future__ import annotations
 
 import heapq
+import keyword
 import operator
+import re
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -246,8 +249,10 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
             j = i - n_p - n_b
             if j >= step.n_inputs:
                 name = f"target_{j - step.n_inputs}"
-            else:  # keyword inputs keep their keyword, so gm(**example_inputs) works
-                name = step.input_names[j] if not step.input_names[j].isdigit() else f"input_{step.input_names[j]}"
+            else:  # a keyword input keeps its keyword, so gm(**example_inputs) works
+                name = step.input_names[j]
+                if not name.isidentifier() or keyword.iskeyword(name):  # '0', or a nested leaf '1.0'
+                    name = "input_" + re.sub(r"\W", "_", name)
             ph = new.placeholder(name)
             env[nd] = new.call_method("to", (ph, home[nd]))
     for i, nd in enumerate(consts):

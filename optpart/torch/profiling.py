@@ -54,6 +54,25 @@ def _real(torch, t, device, gen):
     return t.detach().to(device).clone()
 
 
+def _tensor_leaves(torch, value) -> list:
+    """The tensors of (nested tuples, lists and dicts of) example inputs, depth first, in the
+    order the importer makes them graph inputs (dicts in insertion order)."""
+    out: list = []
+
+    def walk(v):
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                walk(x)
+        elif isinstance(v, Mapping):
+            for x in v.values():
+                walk(x)
+
+    walk(value)
+    return out
+
+
 def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 1, module=None,
                   example_inputs: Sequence[Any] | Mapping[str, Any] | None = None,
                   targets: Sequence[Any] = (), seed: int = 0, threads: int | None = None) -> dict[str, float]:
@@ -114,12 +133,16 @@ def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 
         for i, name in enumerate(step.buffer_names):
             given[n_p + i] = buffers.get(name)
     if example_inputs is not None:
-        xs = list(example_inputs.values()) if isinstance(example_inputs, Mapping) else \
-            ([example_inputs] if isinstance(example_inputs, torch.Tensor) else list(example_inputs))
-        for i, x in enumerate(list(xs) + list(targets)):
+        for i, x in enumerate(_tensor_leaves(torch, example_inputs) + _tensor_leaves(torch, tuple(targets))):
             if n_p + n_b + i < len(given):
                 given[n_p + n_b + i] = x
-    args = [_real(torch, g if g is not None else nd.meta.get("val"), dev, gen) for g, nd in zip(given, placeholders)]
+
+    def value(g, nd):  # a given tensor of the traced shape, else a fill of that shape
+        val = nd.meta.get("val")
+        ok = isinstance(g, torch.Tensor) and not g.is_meta and (val is None or tuple(g.shape) == tuple(val.shape))
+        return _real(torch, g if ok else val, dev, gen)
+
+    args = [value(g, nd) for g, nd in zip(given, placeholders)]
     args = [a.requires_grad_(False) if isinstance(a, torch.Tensor) else a for a in args]
 
     samples: dict[str, list[float]] = {}
