@@ -215,3 +215,10 @@ def test_a_split_parent_keeps_its_own_parameters_and_pipelines_split_at_modules_
     assert plan.device_map == {"blk.scale": 0, "blk.a": 0, "blk.b": 1}
     assert plan.tensor_keys == {"blk.scale"}
     assert export.split_points(p, place(p, [0, 1, 0]), plan=plan).split_points == ["blk.b"]
+
+
+def test_a_result_without_a_placement_cannot_be_exported():
+    p = chain(["a", "b"], [1, 1], [1, 1])
+    empty = optpart.Result(problem=p.name, solver="cpsat", status=optpart.Status.UNKNOWN)
+    with pytest.raises(export.ExportError, match="status 'unknown' and no placement"):
+        export.device_map(p, empty)

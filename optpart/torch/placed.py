@@ -237,11 +237,11 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
     new = fx.Graph()
     root = torch.nn.Module()
     env: dict[Any, Any] = {}
+    params, buffers = dict(module.named_parameters()), dict(module.named_buffers())
     for i, nd in enumerate(placeholders):
         if i < n_p + n_b:
             is_param = i < n_p
-            src = dict(module.named_parameters())[step.param_names[i]] if is_param else \
-                dict(module.named_buffers())[step.buffer_names[i - n_p]]
+            src = params[step.param_names[i]] if is_param else buffers[step.buffer_names[i - n_p]]
             attr = f"param_{i}" if is_param else f"buffer_{i - n_p}"
             root.register_buffer(attr, src.detach().to(home[nd]), persistent=False)
             env[nd] = new.get_attr(attr)
