@@ -171,67 +171,70 @@ def apply(
     return gm
 
 
-def _build(torch, step, module, placement: dict[str, str], start: dict[str, float], tdev: dict[str, Any]):
-    import torch.fx as fx
-
-    old = step.graph_module.graph
-    nodes = list(old.nodes)
+def _homes(step, placement: dict[str, str], tdev: dict[str, Any]) -> dict[Any, Any]:
+    """The torch device of every FX node: its problem node's, a parameter's optimizer node's,
+    else (inputs, buffers, constants without a node) the device of its first reader."""
+    nodes = list(step.graph_module.graph.nodes)
     index = {nd: i for i, nd in enumerate(nodes)}
-    by_name = {nd.name: nd for nd in nodes}
     pid_of = {fxname: nid for nid, fxname in step.node_names.items()}
     placeholders = [nd for nd in nodes if nd.op == "placeholder"]
-    n_p, n_b = len(step.param_names), len(step.buffer_names)
-    first_device = tdev[sorted(tdev)[0]]
-
-    # Home device of every old node.
+    n_p = len(step.param_names)
     home: dict[Any, Any] = {}
     for i, nd in enumerate(placeholders):
-        if i < n_p:
-            key = f"update.{step.param_names[i]}"
-            home[nd] = tdev[placement[key]] if key in placement else None
-        else:
-            nid = pid_of.get(nd.name)
-            home[nd] = tdev[placement[nid]] if nid in placement else None
+        nid = f"update.{step.param_names[i]}" if i < n_p else pid_of.get(nd.name)
+        home[nd] = tdev[placement[nid]] if nid in placement else None
     for nd in nodes:
         if nd.op == "call_function":
-            if nd.target is operator.getitem:
-                home[nd] = home.get(nd.args[0])
-            else:
-                home[nd] = tdev[placement[pid_of[nd.name]]]
-    for nd in placeholders[:n_p]:  # a parameter without an update node: where its first reader runs
-        if home[nd] is None:
-            home[nd] = next((home[u] for u in sorted(nd.users, key=index.get) if home.get(u) is not None),
-                            first_device)
-    consts = [nd for nd in nodes if nd.op == "get_attr"]  # tensors the trace baked in (torch.tensor(...))
-    for nd in placeholders[n_p:] + consts:
+            home[nd] = home.get(nd.args[0]) if nd.target is operator.getitem else tdev[placement[pid_of[nd.name]]]
+    first_device = tdev[sorted(tdev)[0]]
+    for nd in placeholders + [nd for nd in nodes if nd.op == "get_attr"]:
         if home.get(nd) is None:
             home[nd] = next((home[u] for u in sorted(nd.users, key=index.get) if home.get(u) is not None),
                             first_device)
+    return home
 
-    # Order: start time of the problem node (getitems follow their source), ties by graph order.
+
+def _schedule_order(step, start: dict[str, float]) -> list:
+    """The call_function nodes by (start time of their problem node, graph position), keeping every
+    data dependency (Kahn's algorithm with a heap); ``getitem`` projections go with their source."""
+    nodes = list(step.graph_module.graph.nodes)
+    index = {nd: i for i, nd in enumerate(nodes)}
+    pid_of = {fxname: nid for nid, fxname in step.node_names.items()}
+
     def key(nd) -> tuple[float, int]:
         base = nd
         while base.op == "call_function" and base.target is operator.getitem:
             base = base.args[0]
-        nid = pid_of.get(base.name)
-        return (start.get(nid, 0.0) if base.op == "call_function" else -1.0, index[nd])
+        return (start.get(pid_of.get(base.name), 0.0) if base.op == "call_function" else -1.0, index[nd])
 
     ops = [nd for nd in nodes if nd.op == "call_function"]
-    indeg = {nd: 0 for nd in ops}
-    for nd in ops:
-        indeg[nd] = sum(1 for a in set(nd.all_input_nodes) if a.op == "call_function")
+    indeg = {nd: sum(1 for a in set(nd.all_input_nodes) if a.op == "call_function") for nd in ops}
     heap = [(key(nd), index[nd]) for nd in ops if indeg[nd] == 0]
     heapq.heapify(heap)
     order = []
     while heap:
         _, i = heapq.heappop(heap)
-        nd = nodes[i]
-        order.append(nd)
-        for u in nd.users:
+        order.append(nodes[i])
+        for u in nodes[i].users:
             if u.op == "call_function":
                 indeg[u] -= 1
                 if indeg[u] == 0:
                     heapq.heappush(heap, (key(u), index[u]))
+    return order
+
+
+def _build(torch, step, module, placement: dict[str, str], start: dict[str, float], tdev: dict[str, Any]):
+    """The placed GraphModule (see the module docstring)."""
+    import torch.fx as fx
+
+    nodes = list(step.graph_module.graph.nodes)
+    pid_of = {fxname: nid for nid, fxname in step.node_names.items()}
+    placeholders = [nd for nd in nodes if nd.op == "placeholder"]
+    consts = [nd for nd in nodes if nd.op == "get_attr"]  # tensors the trace baked in (torch.tensor(...))
+    n_p, n_b = len(step.param_names), len(step.buffer_names)
+    home = _homes(step, placement, tdev)
+    order = _schedule_order(step, start)
+    ops = [nd for nd in nodes if nd.op == "call_function"]
 
     # The new graph: state as attributes, inputs as placeholders, ops in order, copies on first use.
     new = fx.Graph()
