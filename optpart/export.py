@@ -11,7 +11,8 @@ An optpart placement maps *operators* to devices; frameworks place *modules*:
   reproduces the plan), and the plan is re-scored with :func:`optpart.evaluate.evaluate`
   so the user sees its makespan beside the original one. When that plan does not
   fit memory, the problem is re-solved with every module's operators colocated; a
-  plan that still does not fit is reported as such, never as fitting.
+  plan that still does not fit is reported as such, never as fitting. ``depth=N``
+  asks for a coarser map (modules kept whole down to ``N`` path components).
 * :func:`split_points` gives, for a plan whose devices hold contiguous stages in the
   order modules run, the module where each stage begins (``SplitPoint.BEGINNING`` in
   ``torch.distributed.pipelining``).
