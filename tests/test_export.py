@@ -222,3 +222,24 @@ def test_a_result_without_a_placement_cannot_be_exported():
     empty = optpart.Result(problem=p.name, solver="cpsat", status=optpart.Status.UNKNOWN)
     with pytest.raises(export.ExportError, match="status 'unknown' and no placement"):
         export.device_map(p, empty)
+
+
+def test_gpt2_split_points_feed_torch_pipelining():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    pipelining = pytest.importorskip("torch.distributed.pipelining")
+    from optpart.formats.torch_import import from_torch
+
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=61, n_positions=16,
+                                  tie_word_embeddings=False, use_cache=False, bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    model, ids = transformers.GPT2LMHeadModel(cfg), torch.randint(0, 61, (2, 8))
+    p = from_torch(model, (ids,), devices=2)
+    first = ("transformer.wte", "transformer.wpe", "transformer.drop", "transformer.h.0")
+    mapping = {nid: ("dev0" if m and m.startswith(first) else "dev1")
+               for nid, m in zip(p.node_ids, export.node_modules(p))}
+    sp = export.split_points(p, mapping)
+    assert sp.stages == [("transformer.wte", "dev0"), ("transformer.h.1", "dev1")]
+    pipe = pipelining.pipeline(model, mb_args=(ids,),
+                               split_spec={name: pipelining.SplitPoint.BEGINNING for name in sp.split_points})
+    assert pipe.num_stages == 2
