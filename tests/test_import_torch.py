@@ -337,7 +337,7 @@ def test_cli_import_per_device_memory_no_split_and_show_by_module(tmp_path, monk
     capsys.readouterr()
     assert main(["show", str(res), "--problem", str(prob), "--depth", "1", "--json"]) == 0
     rows = {r["group"]: r for r in json.loads(capsys.readouterr().out)}
-    assert set(rows) == {"(root)", "0", "1", "2"}
+    assert set(rows) == {"(root)", "0", "1", "2"} and rows["0"]["class"] == "Block"
     assert len(rows["0"]["devices"]) == 1 and len(rows["1"]["devices"]) == 1  # no_split blocks stay whole
     assert sum(r["nodes"] for r in rows.values()) == p.n_nodes
     assert sum(r["memory_bytes"] for r in rows.values()) == pytest.approx(float(p.memory.sum()))
