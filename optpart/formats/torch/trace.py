@@ -38,10 +38,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ...errors import FormatError
 
-__all__ = ["TracedStep", "trace_training_step", "default_loss", "output_tensors", "DEFAULT_LOSS"]
+__all__ = ["TracedStep", "trace_training_step", "default_loss", "output_tensors", "DEFAULT_LOSS", "OUTPUT_LOSS"]
 
 #: How :func:`default_loss` is described in :attr:`TracedStep.loss` and problem metadata.
 DEFAULT_LOSS = "sum over the floating tensors of the output of their mean"
+#: :attr:`TracedStep.loss` when the output carried its own scalar ``loss`` (Hugging Face ``labels``).
+OUTPUT_LOSS = "the output's own 'loss' field"
 
 _DATA_DEPENDENT_HINTS = ("DataDependent", "DynamicOutputShape", "_local_scalar_dense", "data-dependent",
                          "data dependent", "GuardOnDataDependent")
@@ -78,8 +80,8 @@ class TracedStep:
     training : bool
         Whether the graph is a training step (forward, backward) or a forward pass.
     loss : str
-        How the loss is defined: ``'loss_fn'`` (the user's), :data:`DEFAULT_LOSS`, or
-        ``'none'`` (inference).
+        How the loss is defined: ``'loss_fn'`` (the user's), :data:`OUTPUT_LOSS` (the
+        output's own ``loss``), :data:`DEFAULT_LOSS`, or ``'none'`` (inference).
     trace_mode : str
         ``'fake'`` (fake tensors, the default) or ``'real'`` (real CPU tensors, the
         fallback for data-dependent models).
@@ -146,11 +148,17 @@ def output_tensors(value, *, floating_only: bool = False) -> list:
 
 
 def default_loss(output):
-    """The loss used when none is given: the sum, over the floating tensors of the output, of
-    their mean (so every output, e.g. both logits and hidden states, gets a gradient).
+    """The loss used when none is given.
 
-    A scalar output is therefore its own loss.
+    An output that carries its own scalar ``loss`` (a Hugging Face model given ``labels``:
+    its ``ModelOutput`` has a ``loss`` field) is trained on that loss. Otherwise: the sum,
+    over the floating tensors of the output, of their mean (so every output, e.g. both
+    logits and hidden states, gets a gradient); a scalar output is therefore its own loss.
     """
+    import torch
+
+    if isinstance(output, Mapping) and isinstance(output.get("loss"), torch.Tensor) and output["loss"].dim() == 0:
+        return output["loss"]
     tensors = output_tensors(output, floating_only=True)
     if not tensors:
         raise FormatError(f"the module's output ({type(output).__name__}) holds no floating-point tensor to "
@@ -335,6 +343,7 @@ def trace_training_step(
         parameter) when True; the forward pass only when False.
     loss_fn : callable, optional
         ``loss_fn(output, *targets) -> scalar tensor``. Default :func:`default_loss`: the
+        output's own scalar ``loss`` when it has one (Hugging Face with ``labels``), else the
         sum of the means of every floating tensor in the output (tensors, tuples, lists,
         dicts, dataclasses, Hugging Face ``ModelOutput`` are all understood).
     targets : sequence of tensors
@@ -402,7 +411,12 @@ def trace_training_step(
             out = torch.func.functional_call(module, values, tuple(v for _, v in rebuilt))
         if not training:
             return tuple(output_tensors(out))
-        loss = loss_fn(out, *xs[n_in:]) if loss_fn is not None else default_loss(out)
+        if loss_fn is not None:
+            loss = loss_fn(out, *xs[n_in:])
+        else:
+            loss = default_loss(out)
+            if isinstance(out, Mapping) and out.get("loss") is loss:
+                state["loss"] = OUTPUT_LOSS
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
             raise FormatError(f"the loss of {cls} must be a scalar tensor, got "
                               f"{tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__}")
