@@ -33,6 +33,7 @@ Transformation for Deep Learning in Python", MLSys 2022); AOTAutograd (``functor
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -234,6 +235,33 @@ def _experts_implementation(module) -> dict | None:
     except Exception:  # a model without experts may refuse; then there is nothing to switch
         return None
     return dict(impl) if isinstance(impl, Mapping) else None
+
+
+class _MetaFailureFilter(logging.Filter):
+    """Keeps torch's fake-tensor logger from printing a traceback when an operator's meta
+    kernel fails (the failure is raised to us anyway), and remembers which operator it was."""
+
+    LOGGER = "torch._subclasses.fake_tensor"
+    PREFIX = "failed while attempting to run meta for "
+
+    def __init__(self):
+        super().__init__()
+        self.operator: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        if msg.startswith(self.PREFIX):
+            self.operator = msg[len(self.PREFIX):].split()[0] if msg[len(self.PREFIX):].split() else None
+            return False
+        return True
+
+    def __enter__(self):
+        logging.getLogger(self.LOGGER).addFilter(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger(self.LOGGER).removeFilter(self)
+        return False
 
 
 def _first_line(exc: BaseException) -> str:
@@ -470,14 +498,18 @@ def trace_training_step(
         for i, mode in enumerate(modes):
             if progress is not None:
                 progress.stage(f"tracing with {mode} tensors")
+            meta_failure = _MetaFailureFilter()
             try:
-                gm, used = run(mode), mode
+                with meta_failure:
+                    gm, used = run(mode), mode
                 break
             except FormatError:
                 raise
             except Exception as exc:  # the tracer raises many types; each becomes one line
                 where = stamper.current()
                 where_txt = f" in module '{where}' ({type(module.get_submodule(where)).__name__})" if where else ""
+                if meta_failure.operator:
+                    where_txt += f" at operator {meta_failure.operator}"
                 if i + 1 < len(modes) and _is_data_dependent(exc):
                     note = (f"{cls}: fake-tensor tracing stopped{where_txt} on a data-dependent operator "
                             f"({_first_line(exc)[:160]}); traced again with real CPU tensors")
