@@ -484,7 +484,7 @@ def trace_training_step(
     try:
         if cache_was:
             config.use_cache = False
-            notes.append(f"{cls}: traced with config.use_cache=False (a training step keeps no cache)")
+            notes.append(f"{cls}: traced with config.use_cache=False (one step, no key/value cache kept)")
         if experts_was and "grouped_mm" in experts_was.values():
             # torch's grouped matmul has no float32 CPU kernel (fake or real): trace the
             # reference per-expert loop instead, whose routing is data-dependent.
