@@ -116,8 +116,17 @@ class TracedStep:
 
     @property
     def n_inputs(self) -> int:
-        """Number of example inputs (positional or keyword)."""
+        """Number of graph inputs made from the example inputs (one per tensor)."""
         return len(self.input_names)
+
+    def flatten_inputs(self, example_inputs) -> list:
+        """The tensors of ``example_inputs`` (shaped like the traced ones) in placeholder order,
+        so that ``graph_module(params, buffers, *step.flatten_inputs(x), *targets)`` runs."""
+        names, tensors, _, _ = _split_inputs(example_inputs)
+        if names != self.input_names:
+            raise FormatError(f"these inputs give graph inputs {list(names)}; the traced step has "
+                              f"{list(self.input_names)}")
+        return tensors
 
 
 def output_tensors(value, *, floating_only: bool = False) -> list:
