@@ -59,7 +59,12 @@ def vit():
     return tf.ViTForImageClassification(cfg), (torch.randn(2, 3, 16, 16),)
 
 
-MODELS = {"gpt2": gpt2, "bert": bert, "t5": t5, "llama": llama, "mixtral": mixtral, "vit": vit}
+def resnet():
+    cfg = tf.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=10)
+    return tf.ResNetForImageClassification(cfg), (torch.randn(2, 3, 32, 32),)
+
+
+MODELS = {"gpt2": gpt2, "bert": bert, "t5": t5, "llama": llama, "mixtral": mixtral, "vit": vit, "resnet": resnet}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -116,3 +121,13 @@ def test_gpt2_blocks_kept_whole_with_no_split_and_placed_by_a_solver():
         devs = {int(result.placement[i]) for i, m in enumerate(p.node_meta)
                 if m["module"] == block or m["module"].startswith(block + ".")}
         assert len(devs) == 1, (block, devs)
+
+
+def test_labels_make_the_model_compute_its_own_loss():
+    from optpart.formats.torch import OUTPUT_LOSS
+
+    model, (ids,) = gpt2()
+    p = from_torch(model, {"input_ids": ids, "labels": ids})
+    assert p.meta["loss"] == OUTPUT_LOSS
+    assert [i for i in p.node_ids if i.startswith("input.")] == ["input.input_ids", "input.labels"]
+    assert any(m["op"].startswith("aten.nll_loss") or "log_softmax" in m["op"] for m in p.node_meta)

@@ -188,7 +188,8 @@ def test_round_trip_and_determinism(tmp_path, mlp):
 def test_bad_input_names_the_problem():
     with pytest.raises(FormatError, match="no parameters"):
         from_torch(nn.ReLU(), (torch.empty(2, 2),))
-    with pytest.raises(FormatError, match="cannot trace MLP"):
+    with pytest.raises(FormatError, match=r"cannot trace MLP in module 'l1' \(Linear\) at operator aten.mm.default "
+                                          r"with fake tensors: RuntimeError"):
         from_torch(MLP(), (torch.empty(B, D + 1),))
 
 
@@ -250,7 +251,7 @@ def test_traced_step_graph_computes_the_loss_and_gradients_of_eager_autograd():
     assert step.param_names == tuple(n for n, _ in model.named_parameters())
     assert step.loss == DEFAULT_LOSS and step.trace_mode == "fake" and step.input_names == ("0",)
     params = [p.detach() for p in model.parameters()]
-    loss, *grads = step.graph_module(params, [], x)
+    loss, *grads = step.graph_module(params, [], *step.flatten_inputs((x,)))
     ref = default_loss(model(x))
     ref_grads = torch.autograd.grad(ref, list(model.parameters()))
     assert torch.allclose(loss, ref)
@@ -337,7 +338,7 @@ def test_cli_import_per_device_memory_no_split_and_show_by_module(tmp_path, monk
     capsys.readouterr()
     assert main(["show", str(res), "--problem", str(prob), "--depth", "1", "--json"]) == 0
     rows = {r["group"]: r for r in json.loads(capsys.readouterr().out)}
-    assert set(rows) == {"(root)", "0", "1", "2"}
+    assert set(rows) == {"(root)", "0", "1", "2"} and rows["0"]["class"] == "Block"
     assert len(rows["0"]["devices"]) == 1 and len(rows["1"]["devices"]) == 1  # no_split blocks stay whole
     assert sum(r["nodes"] for r in rows.values()) == p.n_nodes
     assert sum(r["memory_bytes"] for r in rows.values()) == pytest.approx(float(p.memory.sum()))
@@ -364,3 +365,5 @@ def test_nested_and_non_tensor_inputs():
 
     step = trace_training_step(Scaled(), (torch.empty(2, 4), 3.0, None))
     assert step.input_names == ("0",)
+    with pytest.raises(FormatError, match=r"these inputs give graph inputs \['0', '1'\]; the traced step has \['0'\]"):
+        step.flatten_inputs((torch.empty(2, 4), torch.empty(1)))

@@ -2,10 +2,10 @@
 
 ``optpart show result.json --problem gpt2.json --by module --depth 3`` prints one row per
 module, cut at ``--depth`` levels of its ``named_modules()`` path (``transformer.h.0`` is
-depth 3): the devices its nodes run on (with node counts), its run time and its memory
-(static: what its nodes hold for the whole step). Nodes without the key (``module`` is
-written by the PyTorch importer; ``phase``, ``op`` by the PyTorch and ONNX importers) are
-grouped under ``-``.
+depth 3), with its class when the import recorded it: the devices its nodes run on (with
+node counts), its run time and its memory (static: what its nodes hold for the whole step).
+Nodes without the key (``module`` is written by the PyTorch importer and, from scoped node
+names, the ONNX one; ``phase`` and ``op`` by both) are grouped under ``-``.
 """
 
 from __future__ import annotations
@@ -75,15 +75,20 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if not result.ok:
         raise OptpartError(f"result {args.result!r} has no placement (status {result.status.value})")
     rows = group_rows(problem, result.placement, by=args.by, depth=args.depth)
+    classes = problem.meta.get("module_classes") or {}
+    if args.by == "module" and classes:
+        for r in rows:
+            r["class"] = classes.get("" if r["group"] == "(root)" else r["group"], "-")
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
     order = {d: i for i, d in enumerate(problem.device_ids)}
-    body = [[r["group"], str(r["nodes"]),
+    with_class = any("class" in r for r in rows)
+    body = [[r["group"], *([r["class"]] if with_class else []), str(r["nodes"]),
              ", ".join(f"{d} ({n})" for d, n in sorted(r["devices"].items(), key=lambda kv: order[kv[0]])),
              format_time(r["time_s"]), format_bytes(r["memory_bytes"])] for r in rows]
-    print(table(body, [args.by, "nodes", "devices (nodes)", "time", "memory"]))
+    print(table(body, [args.by, *(["class"] if with_class else []), "nodes", "devices (nodes)", "time", "memory"]))
     return 0
 
 

@@ -124,6 +124,10 @@ def from_networkx(
         devices = [Device(str(d["id"]), _value(d.get("memory", float("inf")), parse_bytes,
                                                f"device '{d['id']}' memory"), float(d.get("speed", 1.0)))
                    for d in gattr["devices"]]
+        if memory_capacity is not None or speed is not None:  # override the graph's values, keep its ids
+            memory_capacity = [d.memory for d in devices] if memory_capacity is None else memory_capacity
+            speed = [d.speed for d in devices] if speed is None else speed
+            devices = [d.id for d in devices]
     links = links if links is not None else gattr.get("links")
     constraints = constraints if constraints is not None else gattr.get("constraints")
     from .optpart_json import _constraints_from_dict, _links_from_dict  # the JSON readers' validation

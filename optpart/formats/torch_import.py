@@ -440,6 +440,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
         "total_flops": total_flops, "parameter_bytes": param_total,
         "parameters": int(sum(int(v.numel()) for v in pvals)),
         "trace_mode": step.trace_mode, "loss": step.loss,
+        "module_classes": {path: step.module_classes[path] for path in sorted(step.module_classes)},
     }
     if step.notes:
         problem_meta["trace_notes"] = list(step.notes)

@@ -33,15 +33,19 @@ Transformation for Deep Learning in Python", MLSys 2022); AOTAutograd (``functor
 from __future__ import annotations
 
 import dataclasses
+import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ...errors import FormatError
 
-__all__ = ["TracedStep", "trace_training_step", "default_loss", "output_tensors", "DEFAULT_LOSS"]
+__all__ = ["TracedStep", "trace_training_step", "default_loss", "output_tensors", "DEFAULT_LOSS", "OUTPUT_LOSS"]
 
 #: How :func:`default_loss` is described in :attr:`TracedStep.loss` and problem metadata.
 DEFAULT_LOSS = "sum over the floating tensors of the output of their mean"
+#: :attr:`TracedStep.loss` when the output carried its own scalar ``loss`` (Hugging Face ``labels``).
+OUTPUT_LOSS = "the output's own 'loss' field"
 
 _DATA_DEPENDENT_HINTS = ("DataDependent", "DynamicOutputShape", "_local_scalar_dense", "data-dependent",
                          "data dependent", "GuardOnDataDependent")
@@ -78,8 +82,8 @@ class TracedStep:
     training : bool
         Whether the graph is a training step (forward, backward) or a forward pass.
     loss : str
-        How the loss is defined: ``'loss_fn'`` (the user's), :data:`DEFAULT_LOSS`, or
-        ``'none'`` (inference).
+        How the loss is defined: ``'loss_fn'`` (the user's), :data:`OUTPUT_LOSS` (the
+        output's own ``loss``), :data:`DEFAULT_LOSS`, or ``'none'`` (inference).
     trace_mode : str
         ``'fake'`` (fake tensors, the default) or ``'real'`` (real CPU tensors, the
         fallback for data-dependent models).
@@ -112,8 +116,17 @@ class TracedStep:
 
     @property
     def n_inputs(self) -> int:
-        """Number of example inputs (positional or keyword)."""
+        """Number of graph inputs made from the example inputs (one per tensor)."""
         return len(self.input_names)
+
+    def flatten_inputs(self, example_inputs) -> list:
+        """The tensors of ``example_inputs`` (shaped like the traced ones) in placeholder order,
+        so that ``graph_module(params, buffers, *step.flatten_inputs(x), *targets)`` runs."""
+        names, tensors, _, _ = _split_inputs(example_inputs)
+        if names != self.input_names:
+            raise FormatError(f"these inputs give graph inputs {list(names)}; the traced step has "
+                              f"{list(self.input_names)}")
+        return tensors
 
 
 def output_tensors(value, *, floating_only: bool = False) -> list:
@@ -146,11 +159,17 @@ def output_tensors(value, *, floating_only: bool = False) -> list:
 
 
 def default_loss(output):
-    """The loss used when none is given: the sum, over the floating tensors of the output, of
-    their mean (so every output, e.g. both logits and hidden states, gets a gradient).
+    """The loss used when none is given.
 
-    A scalar output is therefore its own loss.
+    An output that carries its own scalar ``loss`` (a Hugging Face model given ``labels``:
+    its ``ModelOutput`` has a ``loss`` field) is trained on that loss. Otherwise: the sum,
+    over the floating tensors of the output, of their mean (so every output, e.g. both
+    logits and hidden states, gets a gradient); a scalar output is therefore its own loss.
     """
+    import torch
+
+    if isinstance(output, Mapping) and isinstance(output.get("loss"), torch.Tensor) and output["loss"].dim() == 0:
+        return output["loss"]
     tensors = output_tensors(output, floating_only=True)
     if not tensors:
         raise FormatError(f"the module's output ({type(output).__name__}) holds no floating-point tensor to "
@@ -216,6 +235,36 @@ class _ModuleStamper:
         self.handles.clear()
 
 
+@contextmanager
+def _tracing_settings(module, training: bool, notes: list[str]):
+    """The module set up for tracing one step, and restored afterwards: ``train()`` or
+    ``eval()`` mode, a Hugging Face config's ``use_cache`` off, and ``grouped_mm`` experts
+    (no float32 CPU kernel, fake or real) replaced by the reference per-expert loop."""
+    cls = type(module).__name__
+    config = getattr(module, "config", None)
+    cache_was = getattr(config, "use_cache", None) if config is not None else None
+    was_training = module.training
+    experts_was = _experts_implementation(module)
+    switch_experts = bool(experts_was) and "grouped_mm" in experts_was.values()
+    try:
+        if cache_was:
+            config.use_cache = False
+            notes.append(f"{cls}: traced with config.use_cache=False (one step, no key/value cache kept)")
+        if switch_experts:
+            module.set_experts_implementation({k: ("eager" if v == "grouped_mm" else v)
+                                               for k, v in experts_was.items()})
+            notes.append(f"{cls}: mixture-of-experts layers traced with experts_implementation='eager' "
+                         f"(instead of 'grouped_mm')")
+        module.train(training)
+        yield
+    finally:
+        module.train(was_training)
+        if switch_experts:
+            module.set_experts_implementation(experts_was)
+        if cache_was:
+            config.use_cache = cache_was
+
+
 def _experts_implementation(module) -> dict | None:
     """A Hugging Face model's per-(sub)config mixture-of-experts implementation, or None."""
     get = getattr(module, "get_experts_implementation", None)
@@ -226,6 +275,39 @@ def _experts_implementation(module) -> dict | None:
     except Exception:  # a model without experts may refuse; then there is nothing to switch
         return None
     return dict(impl) if isinstance(impl, Mapping) else None
+
+
+class _MetaFailureFilter(logging.Filter):
+    """Keeps torch's fake-tensor logger from printing a traceback when an operator's meta
+    kernel fails (the failure is raised to us anyway), and remembers which operator it was."""
+
+    LOGGER = "torch._subclasses.fake_tensor"
+    PREFIX = "failed while attempting to run meta for "
+
+    def __init__(self):
+        super().__init__()
+        self.operator: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        if msg.startswith(self.PREFIX):
+            self.operator = msg[len(self.PREFIX):].split()[0] if msg[len(self.PREFIX):].split() else None
+            return False
+        return True
+
+    def __enter__(self):
+        logging.getLogger(self.LOGGER).addFilter(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger(self.LOGGER).removeFilter(self)
+        return False
+
+
+def _where(module, path: str, operator: str | None) -> str:
+    """`` in module 'a.b' (Linear) at operator aten.mm.default`` (the parts that are known)."""
+    text = f" in module '{path}' ({type(module.get_submodule(path)).__name__})" if path else ""
+    return text + (f" at operator {operator}" if operator else "")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -335,6 +417,7 @@ def trace_training_step(
         parameter) when True; the forward pass only when False.
     loss_fn : callable, optional
         ``loss_fn(output, *targets) -> scalar tensor``. Default :func:`default_loss`: the
+        output's own scalar ``loss`` when it has one (Hugging Face with ``labels``), else the
         sum of the means of every floating tensor in the output (tensors, tuples, lists,
         dicts, dataclasses, Hugging Face ``ModelOutput`` are all understood).
     targets : sequence of tensors
@@ -402,7 +485,12 @@ def trace_training_step(
             out = torch.func.functional_call(module, values, tuple(v for _, v in rebuilt))
         if not training:
             return tuple(output_tensors(out))
-        loss = loss_fn(out, *xs[n_in:]) if loss_fn is not None else default_loss(out)
+        if loss_fn is not None:
+            loss = loss_fn(out, *xs[n_in:])
+        else:
+            loss = default_loss(out)
+            if isinstance(out, Mapping) and out.get("loss") is loss:
+                state["loss"] = OUTPUT_LOSS
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
             raise FormatError(f"the loss of {cls} must be a scalar tensor, got "
                               f"{tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__}")
@@ -435,51 +523,33 @@ def trace_training_step(
             # Real tensors: values read by the model (``.item()``) become constants of this trace.
             return make_fx(step, tracing_mode="real", _error_on_data_dependent_ops=False)(params, buffers, *xs)
 
-    config = getattr(module, "config", None)
-    cache_was = getattr(config, "use_cache", None) if config is not None else None
-    was_training = module.training
-    experts_was = _experts_implementation(module)
     try:
-        if cache_was:
-            config.use_cache = False
-            notes.append(f"{cls}: traced with config.use_cache=False (a training step keeps no cache)")
-        if experts_was and "grouped_mm" in experts_was.values():
-            # torch's grouped matmul has no float32 CPU kernel (fake or real): trace the
-            # reference per-expert loop instead, whose routing is data-dependent.
-            module.set_experts_implementation({k: ("eager" if v == "grouped_mm" else v)
-                                               for k, v in experts_was.items()})
-            notes.append(f"{cls}: mixture-of-experts layers traced with experts_implementation='eager' "
-                         f"(instead of 'grouped_mm')")
-        module.train(training)
-        modes = ["fake", "real"] if trace_mode == "auto" else [trace_mode]
-        gm, used = None, None
-        for i, mode in enumerate(modes):
-            if progress is not None:
-                progress.stage(f"tracing with {mode} tensors")
-            try:
-                gm, used = run(mode), mode
-                break
-            except FormatError:
-                raise
-            except Exception as exc:  # the tracer raises many types; each becomes one line
-                where = stamper.current()
-                where_txt = f" in module '{where}' ({type(module.get_submodule(where)).__name__})" if where else ""
-                if i + 1 < len(modes) and _is_data_dependent(exc):
-                    note = (f"{cls}: fake-tensor tracing stopped{where_txt} on a data-dependent operator "
-                            f"({_first_line(exc)[:160]}); traced again with real CPU tensors")
-                    notes.append(note)
-                    if progress is not None:
-                        progress.note(note)
-                    continue
-                raise FormatError(f"cannot trace {cls}{where_txt} with {mode} tensors: "
-                                  f"{_first_line(exc)[:300]}") from None
+        with _tracing_settings(module, training, notes):
+            modes = ["fake", "real"] if trace_mode == "auto" else [trace_mode]
+            gm, used = None, None
+            for i, mode in enumerate(modes):
+                if progress is not None:
+                    progress.stage(f"tracing with {mode} tensors")
+                meta_failure = _MetaFailureFilter()
+                try:
+                    with meta_failure:
+                        gm, used = run(mode), mode
+                    break
+                except FormatError:
+                    raise
+                except Exception as exc:  # the tracer raises many types; each becomes one line
+                    where_txt = _where(module, stamper.current(), meta_failure.operator)
+                    if i + 1 < len(modes) and _is_data_dependent(exc):
+                        note = (f"{cls}: fake-tensor tracing stopped{where_txt} on a data-dependent operator "
+                                f"({_first_line(exc)[:160]}); traced again with real CPU tensors")
+                        notes.append(note)
+                        if progress is not None:
+                            progress.note(note)
+                        continue
+                    raise FormatError(f"cannot trace {cls}{where_txt} with {mode} tensors: "
+                                      f"{_first_line(exc)[:300]}") from None
     finally:
         stamper.close()
-        module.train(was_training)
-        if experts_was and "grouped_mm" in experts_was.values():
-            module.set_experts_implementation(experts_was)
-        if cache_was:
-            config.use_cache = cache_was
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return _describe(gm, module, pnames, bnames, input_names, len(targets), training, state["loss"], used,
