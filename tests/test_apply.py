@@ -11,9 +11,8 @@ torch = pytest.importorskip("torch")
 
 import optpart  # noqa: E402
 from optpart.errors import OptpartError  # noqa: E402
-from optpart.formats.torch import default_loss  # noqa: E402
+from optpart.formats.torch import default_loss, trace_training_step  # noqa: E402
 from optpart.formats.torch_import import cross_entropy, from_torch  # noqa: E402
-from optpart.formats.torch import trace_training_step  # noqa: E402
 from optpart.torch import apply, profile_times  # noqa: E402
 
 
@@ -136,7 +135,7 @@ def test_placed_step_matches_autograd_on_gpus(name):
 
 def test_a_result_without_its_problem_is_refused():
     module, inputs, extra = MODELS["cnn"]()
-    problem, result = plan(module, inputs, extra)
+    _, result = plan(module, inputs, extra)
     with pytest.raises(OptpartError, match="needs its problem"):
         apply(module, inputs, result, {"dev0": "cpu", "dev1": "cpu"})
 

@@ -186,7 +186,7 @@ def _homes(step, placement: dict[str, str], tdev: dict[str, Any]) -> dict[Any, A
     for nd in nodes:
         if nd.op == "call_function":
             home[nd] = home.get(nd.args[0]) if nd.target is operator.getitem else tdev[placement[pid_of[nd.name]]]
-    first_device = tdev[sorted(tdev)[0]]
+    first_device = tdev[min(tdev)]
     for nd in placeholders + [nd for nd in nodes if nd.op == "get_attr"]:
         if home.get(nd) is None:
             home[nd] = next((home[u] for u in sorted(nd.users, key=index.get) if home.get(u) is not None),

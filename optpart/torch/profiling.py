@@ -157,7 +157,7 @@ def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 
             t0 = time.perf_counter()
             try:
                 out = super().run_node(n)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any kernel error becomes one line naming the operator
                 raise OptpartError(f"operator '{n.name}' ({n.target}) failed on real tensors on {dev}: "
                                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
             _sync(torch, dev)
@@ -233,11 +233,12 @@ def with_measured_times(problem, times: Mapping[str, float], *, device: str, rep
     """``problem`` with node times replaced by ``times`` (every node must have one).
 
     ``meta["cost_model"]`` gains ``"times": "measured"`` and a ``profile`` record (device,
-    repeats, warm-up runs, statistic, torch version); edge bytes, memory and links are
+    repeats, warm-up runs, statistic, threads, torch version); edge bytes, memory and links are
     unchanged (still the cost model's).
     """
-    from ..problem import Problem
     import torch
+
+    from ..problem import Problem
 
     missing = [nid for nid in problem.node_ids if nid not in times]
     if missing:
