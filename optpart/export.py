@@ -59,7 +59,9 @@ class ModulePlan:
     ``original_makespan``: the makespan of the placement it came from; ``split_modules``:
     modules that the original placement spread over several devices; ``method``:
     ``"majority"`` or ``"re-solved"`` (see the module docstring); ``tensor_keys``: keys of
-    ``device_map`` that name a parameter or buffer, not a module.
+    ``device_map`` that name a parameter or buffer, not a module; ``entry_modules``: for each
+    module key, the module that runs first under it (a container such as a ``ModuleList``
+    is never called, so a pipeline stage begins at its first child that runs).
     """
 
     device_map: dict[str, Any]
@@ -72,6 +74,7 @@ class ModulePlan:
     problems: list[str] = field(default_factory=list)
     method: str = "majority"
     tensor_keys: set[str] = field(default_factory=set)
+    entry_modules: dict[str, str] = field(default_factory=dict)
 
     @property
     def makespan(self) -> float:
@@ -424,6 +427,19 @@ def _resolve(problem: Problem, modules, units: _Units, model: str, solver: str, 
                     dtype=np.int64)
 
 
+def _entry_modules(dmap: dict[str, int], tensor_keys: set[str], by_module: dict[str, int],
+                   rank: dict[str, int]) -> dict[str, str]:
+    """For each module key of the map, the shallowest of the modules that run operators
+    themselves under it and run first."""
+    out = {}
+    for key in dmap:
+        if key in tensor_keys:
+            continue
+        under = [m for m in by_module if not key or m == key or m.startswith(key + ".")]
+        out[key] = min(under, key=lambda m: (rank.get(m, 1 << 60), m.count("."), m)) if under else key
+    return out
+
+
 def _build(problem: Problem, modules, units: _Units, unit_dev: np.ndarray, model: str, original: float,
            split: list[str], method: str) -> ModulePlan:
     by_module = {m: int(unit_dev[units.unit_of[v]]) for v, m in enumerate(modules) if m is not None}
@@ -435,6 +451,7 @@ def _build(problem: Problem, modules, units: _Units, unit_dev: np.ndarray, model
             direct_params.setdefault(owner, []).append(name.rsplit(".", 1)[-1])
     rank = _first_seen(problem, modules)
     dmap, covered, tensor_keys = _compress(by_module, direct_params, rank)
+    entry = _entry_modules(dmap, tensor_keys, by_module, rank)
     free = np.array([m is None or m not in covered for m in modules], dtype=bool)
     placement = np.zeros(problem.n_nodes, dtype=np.int64)
     for v, m in enumerate(modules):
@@ -445,7 +462,7 @@ def _build(problem: Problem, modules, units: _Units, unit_dev: np.ndarray, model
     found = violations(problem, scored)
     return ModulePlan(device_map=dmap, placement=placement, result=scored, memory_model=model, fits=not found,
                       original_makespan=original, split_modules=split, problems=found, method=method,
-                      tensor_keys=tensor_keys)
+                      tensor_keys=tensor_keys, entry_modules=entry)
 
 
 def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
@@ -498,8 +515,9 @@ def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarr
                     f"not a pipeline: module '{name}' runs on '{problem.device_ids[d]}' after module '{last_name}' "
                     f"on '{problem.device_ids[prev]}', but '{problem.device_ids[d]}' already holds the stage "
                     f"beginning at '{used[d]}'")
-            used[d] = name
-            stages.append((name, problem.device_ids[d]))
+            begin = plan.entry_modules.get(name, name)
+            used[d] = begin
+            stages.append((begin, problem.device_ids[d]))
             prev = d
         last_name = name
     return SplitPlan(stages=stages, plan=plan)

@@ -243,3 +243,11 @@ def test_gpt2_split_points_feed_torch_pipelining():
     pipe = pipelining.pipeline(model, mb_args=(ids,),
                                split_spec={name: pipelining.SplitPoint.BEGINNING for name in sp.split_points})
     assert pipe.num_stages == 2
+
+
+def test_a_stage_that_begins_with_a_container_begins_at_its_first_child_that_runs():
+    # "h" is a container (a ModuleList: never called); the stage on dev1 begins at "h.0".
+    p = chain(["emb", "h.0", "h.1"], [1, 1, 1], [1, 1, 1])
+    sp = export.split_points(p, place(p, [0, 1, 1]))
+    assert sp.plan.device_map == {"emb": 0, "h": 1}
+    assert sp.split_points == ["h.0"]

@@ -3,7 +3,8 @@
 * :func:`apply`: the traced training step as a ``torch.fx.GraphModule`` whose operators
   run on their placed devices, in the order of the plan's schedule;
 * :func:`profile_times`: each operator of a traced step timed on real tensors on one
-  device; :func:`with_measured_times` puts them into a problem.
+  device; :func:`with_measured_times` puts them into a problem, and
+  :func:`measured_problem` does both for a problem imported from a module.
 
 See ``docs/apply.md``.
 """
