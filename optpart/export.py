@@ -383,6 +383,7 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
         plan2 = _build(problem, modules, units, alt, model, original, split, "re-solved")
         if plan2.fits:
             return plan2
+    plan.method = f"majority; re-solving with modules colocated ({solver}) did not fit either"
     return plan
 
 

@@ -251,3 +251,12 @@ def test_a_stage_that_begins_with_a_container_begins_at_its_first_child_that_run
     sp = export.split_points(p, place(p, [0, 1, 1]))
     assert sp.plan.device_map == {"emb": 0, "h": 1}
     assert sp.split_points == ["h.0"]
+
+
+def test_when_no_module_plan_fits_the_answer_says_so():
+    # Each module needs 6 bytes; devices hold 5: no module-consistent plan fits.
+    p = chain(["A", "A", "B", "B"], [1, 1, 1, 1], [3, 3, 3, 3], memory=5.0)
+    r = place(p, [0, 1, 0, 1])
+    plan = export.module_plan(p, r)
+    assert not plan.fits and "did not fit either" in plan.method
+    assert "DOES NOT FIT" in plan.summary()
