@@ -54,25 +54,6 @@ def _real(torch, t, device, gen):
     return t.detach().to(device).clone()
 
 
-def _tensor_leaves(torch, value) -> list:
-    """The tensors of (nested tuples, lists and dicts of) example inputs, depth first, in the
-    order the importer makes them graph inputs (dicts in insertion order)."""
-    out: list = []
-
-    def walk(v):
-        if isinstance(v, torch.Tensor):
-            out.append(v)
-        elif isinstance(v, (tuple, list)):
-            for x in v:
-                walk(x)
-        elif isinstance(v, Mapping):
-            for x in v.values():
-                walk(x)
-
-    walk(value)
-    return out
-
-
 def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 1, module=None,
                   example_inputs: Sequence[Any] | Mapping[str, Any] | None = None,
                   targets: Sequence[Any] = (), seed: int = 0, threads: int | None = None) -> dict[str, float]:
@@ -133,7 +114,8 @@ def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 
         for i, name in enumerate(step.buffer_names):
             given[n_p + i] = buffers.get(name)
     if example_inputs is not None:
-        for i, x in enumerate(_tensor_leaves(torch, example_inputs) + _tensor_leaves(torch, tuple(targets))):
+        xs = step.flatten_inputs(example_inputs) + [t for t in targets if isinstance(t, torch.Tensor)]
+        for i, x in enumerate(xs):
             if n_p + n_b + i < len(given):
                 given[n_p + n_b + i] = x
 
