@@ -36,7 +36,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .errors import OptpartError
-from .evaluate import evaluate, violations
+from .evaluate import evaluate, time_tolerance, violations
 from .problem import Constraints, Problem
 from .result import Result
 
@@ -338,7 +338,7 @@ def _compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
 
 # ---------------------------------------------------------------------- public API
 def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
-                resolve: bool = True, depth: int | None = None, solver: str = "heuristic",
+                resolve: bool = True, depth: int | str | None = None, solver: str = "heuristic",
                 seed: int = 0) -> ModulePlan:
     """The closest module-consistent plan to ``result`` (see the module docstring).
 
@@ -354,13 +354,17 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
     depth : int, optional
         Place whole modules no deeper than this many path components (``3`` keeps each
         ``transformer.h.N`` block of GPT-2 whole): a coarser map than the placement asks
-        for, scored the same way. Default: as fine as the placement needs.
+        for, scored the same way. ``"auto"``: the smallest depth whose plan fits and is as fast
+        as the default one (the default plan when no depth is). Default: as fine as the
+        placement needs.
 
     Raises
     ------
     ExportError
         When no node carries module metadata, or a module's nodes are pinned apart.
     """
+    if depth == "auto":
+        return _coarsest(problem, result, resolve=resolve, solver=solver, seed=seed)
     placement = _placement_of(problem, result)
     model = _memory_model(problem)
     original = _original_makespan(problem, result, placement, model)
@@ -371,7 +375,7 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
     split = _split_modules(problem, modules, placement)
     if depth is not None:
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise ExportError(f"depth={depth!r} must be an integer >= 1 (module path components)")
+            raise ExportError(f"depth={depth!r} must be an integer >= 1 (module path components) or 'auto'")
         modules = [None if m is None else ".".join(m.split(".")[:depth]) for m in modules]
     units = _Units(problem, modules)
     unit_dev = _majority(problem, units, placement)
@@ -385,6 +389,17 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
             return plan2
     plan.method = f"majority; re-solving with modules colocated ({solver}) did not fit either"
     return plan
+
+
+def _coarsest(problem: Problem, result, *, resolve: bool, solver: str, seed: int) -> ModulePlan:
+    """The plan at the smallest depth that fits and loses nothing against the default plan."""
+    fine = module_plan(problem, result, resolve=resolve, solver=solver, seed=seed)
+    deepest = max((m.count(".") + 1 for m in node_modules(problem) if m is not None), default=1)
+    for depth in range(1, deepest):
+        plan = module_plan(problem, result, resolve=False, depth=depth)
+        if plan.fits and plan.makespan <= fine.makespan + time_tolerance(fine.makespan):
+            return plan
+    return fine
 
 
 def _split_modules(problem: Problem, modules: list[str | None], placement: np.ndarray) -> list[str]:
@@ -467,7 +482,7 @@ def _build(problem: Problem, modules, units: _Units, unit_dev: np.ndarray, model
 
 
 def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
-               values: str = "index", resolve: bool = True, depth: int | None = None) -> dict[str, Any]:
+               values: str = "index", resolve: bool = True, depth: int | str | None = None) -> dict[str, Any]:
     """The accelerate/transformers ``device_map`` of the closest module-consistent plan.
 
     ``values="index"`` gives device indices (what ``accelerate`` expects for GPUs);

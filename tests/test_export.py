@@ -260,3 +260,16 @@ def test_when_no_module_plan_fits_the_answer_says_so():
     plan = export.module_plan(p, r)
     assert not plan.fits and "did not fit either" in plan.method
     assert "DOES NOT FIT" in plan.summary()
+
+
+def test_depth_auto_is_the_coarsest_map_that_fits_and_loses_nothing():
+    mods = ["emb", "h.0.a", "h.0.b", "h.1.a", "h.1.b"]
+    # A chain runs faster on one device (no transfer): with room for it, auto keeps it whole.
+    roomy = chain(mods, [1] * 5, [1] * 5)
+    assert export.module_plan(roomy, place(roomy, [0, 0, 0, 1, 1]), depth="auto").device_map == {"": 0}
+    # With 3 bytes per device the whole model does not fit; blocks (depth 2) do, at no loss.
+    tight = chain(mods, [1] * 5, [1] * 5, memory=3.0)
+    r = place(tight, [0, 0, 0, 1, 1])
+    auto = export.module_plan(tight, r, depth="auto")
+    assert auto.fits and auto.device_map == {"emb": 0, "h.0": 0, "h.1": 1}
+    assert auto.makespan == pytest.approx(export.module_plan(tight, r).makespan)

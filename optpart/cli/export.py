@@ -59,6 +59,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0 if plan is None or plan.fits else 1
 
 
+def _depth(text: str):
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {text!r}") from None
+
+
 def register(sub) -> None:
     """Add ``optpart export`` to the command line."""
     p = sub.add_parser("export", help="write a result as a device map, pipeline split points or a placement")
@@ -69,9 +78,9 @@ def register(sub) -> None:
                         "(node id -> device id); default device_map")
     p.add_argument("-o", "--out", metavar="FILE", help="output JSON file (default: standard output)")
     p.add_argument("--ids", action="store_true", help="device_map values are device ids, not indices")
-    p.add_argument("--depth", type=int, metavar="N",
+    p.add_argument("--depth", type=_depth, metavar="N|auto",
                    help="keep modules whole down to N path components (3: each transformer.h.N block of GPT-2); "
-                        "default: as fine as the placement needs")
+                        "auto: the coarsest that fits and is as fast; default: as fine as the placement needs")
     p.add_argument("--no-resolve", action="store_true",
                    help="do not re-solve with modules colocated when the majority plan does not fit")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
