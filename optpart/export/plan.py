@@ -1,31 +1,6 @@
-"""Turn a placement into something a framework reads: device maps, pipeline split points.
+"""The closest module-consistent plan to an operator placement, and its device map.
 
-An optpart placement maps *operators* to devices; frameworks place *modules*:
-
-* :func:`device_map` gives the module-level map that ``accelerate`` and
-  ``transformers`` take as ``device_map=`` (keys are ``named_modules()`` paths,
-  values device indices or ids). When the placement splits a module across devices,
-  the map is the closest module-consistent plan: every module goes to the device
-  that holds the largest share of its run time plus memory, modules whose whole
-  subtree lands on one device are merged into their parent (the coarsest map that
-  reproduces the plan), and the plan is re-scored with :func:`optpart.evaluate.evaluate`
-  so the user sees its makespan beside the original one. When that plan does not
-  fit memory, the problem is re-solved with every module's operators colocated; a
-  plan that still does not fit is reported as such, never as fitting. ``depth=N``
-  asks for a coarser map (modules kept whole down to ``N`` path components).
-* :func:`split_points` gives, for a plan whose devices hold contiguous stages in the
-  order modules run, the module where each stage begins (``SplitPoint.BEGINNING`` in
-  ``torch.distributed.pipelining``).
-* :func:`placement_map` gives the raw ``{node id: device id}``.
-
-Operators are tied to modules by the node metadata ``module`` (the ``named_modules()``
-path of the innermost module that ran them, written by the PyTorch importer); an
-optimizer node ``update.<param>`` belongs to its parameter's module. Operators outside
-every module (the loss, inputs) are not in a device map: under ``accelerate`` they run
-where their inputs are, so the re-scored plan puts each of them on the device of its
-predecessor with the largest edge (its successor's for nodes without predecessors).
-
-See ``docs/apply.md``.
+See :mod:`optpart.export` for the method.
 """
 
 from __future__ import annotations
@@ -35,18 +10,17 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .errors import OptpartError
-from .evaluate import evaluate, time_tolerance, violations
-from .problem import Constraints, Problem
-from .result import Result
+from ..errors import OptpartError
+from ..evaluate import evaluate, time_tolerance, violations
+from ..problem import Constraints, Problem
+from ..result import Result
+from .tree import Units, compress, entry_modules, first_seen, node_modules, owned_tensor, split_modules
 
-__all__ = ["ModulePlan", "module_plan", "device_map", "split_points", "placement_map", "node_modules",
-           "SplitPlan", "ExportError"]
+__all__ = ["ExportError", "ModulePlan", "module_plan", "device_map", "placement_map"]
 
 
 class ExportError(OptpartError):
     """A placement cannot be exported in the requested form (not a pipeline, no module metadata)."""
-
 
 @dataclass
 class ModulePlan:
@@ -82,7 +56,7 @@ class ModulePlan:
 
     def summary(self) -> str:
         """One line: both makespans, the price of the coarser plan, and whether it fits."""
-        from .units import format_time
+        from ..units import format_time
 
         orig, new = self.original_makespan, self.makespan
         price = (new - orig) / orig if orig > 0 else 0.0
@@ -92,37 +66,12 @@ class ModulePlan:
 
     def memory_lines(self, problem: Problem) -> list[str]:
         """Per device: the plan's memory under its model beside the capacity."""
-        from .units import format_bytes
+        from ..units import format_bytes
 
         used = self.result.memory_peak if self.memory_model == "peak" else self.result.memory_static
         return [f"  {did}: {format_bytes(float(u))} of {format_bytes(float(c))} ({self.memory_model})"
                 for did, u, c in zip(problem.device_ids, used.tolist(), problem.device_memory.tolist())]
 
-
-@dataclass
-class SplitPlan:
-    """Pipeline stages of a module-consistent plan: ``stages[i] = (first module, device id)``.
-
-    ``split_points`` are the modules where stages 1.. begin, the keys of
-    ``split_spec={name: SplitPoint.BEGINNING}`` for ``torch.distributed.pipelining.pipeline``.
-    """
-
-    stages: list[tuple[str, str]]
-    plan: ModulePlan
-
-    @property
-    def split_points(self) -> list[str]:
-        return [name for name, _ in self.stages[1:]]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"format": "optpart-split-points", "version": 1,
-                "split_points": self.split_points,
-                "stages": [{"stage": i, "begins": name, "device": dev} for i, (name, dev) in enumerate(self.stages)],
-                "makespan": self.plan.makespan, "original_makespan": self.plan.original_makespan,
-                "fits": self.plan.fits}
-
-
-# ---------------------------------------------------------------------- helpers
 def _placement_of(problem: Problem, result: Result | Mapping[str, str] | np.ndarray) -> np.ndarray:
     if isinstance(result, Result):
         if result.placement is None:
@@ -137,85 +86,19 @@ def _placement_of(problem: Problem, result: Result | Mapping[str, str] | np.ndar
         raise ExportError(f"placement has {p.size} entries for {problem.n_nodes} nodes of '{problem.name}'")
     return p
 
-
 def placement_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray) -> dict[str, str]:
     """``{node id: device id}`` for every node, in the problem's node order."""
     p = _placement_of(problem, result)
     dev = problem.device_ids
     return {nid: dev[d] for nid, d in zip(problem.node_ids, p.tolist())}
 
-
-def node_modules(problem: Problem) -> list[str | None]:
-    """The module path of every node (None outside every module; see the module docstring).
-
-    An optimizer node ``update.<param>`` and a buffer node ``buffer.<name>`` without a
-    module of their own belong to the module that owns that parameter or buffer.
-    """
-    out: list[str | None] = []
-    for nid, meta in zip(problem.node_ids, problem.node_meta or [{}] * problem.n_nodes):
-        mod = meta.get("module")
-        tensor = _owned_tensor(nid, meta)
-        if isinstance(mod, str) and mod:
-            out.append(mod)
-        elif tensor is not None and "." in tensor:
-            out.append(tensor.rsplit(".", 1)[0])
-        else:
-            out.append(None)
-    return out
-
-
-def _owned_tensor(nid: str, meta: Mapping[str, Any]) -> str | None:
-    """The parameter or buffer name a node stands for (its optimizer update, or the buffer itself)."""
-    if isinstance(meta.get("param"), str):
-        return meta["param"]
-    if meta.get("op") == "buffer" and nid.startswith("buffer."):
-        return nid[len("buffer."):]
-    return None
-
-
 def _memory_model(problem: Problem) -> str:
     return "peak" if problem.has_split else "static"
-
 
 def _original_makespan(problem: Problem, result, placement: np.ndarray, model: str) -> float:
     if isinstance(result, Result) and result.finish is not None and np.size(result.finish):
         return float(np.max(result.finish))
     return evaluate(problem, placement, memory_model=model).makespan
-
-
-class _Units:
-    """Modules (merged when colocation ties them) and the nodes each one holds."""
-
-    def __init__(self, problem: Problem, modules: list[str | None]):
-        names = sorted({m for m in modules if m is not None})
-        parent = {m: m for m in names}
-
-        def find(x: str) -> str:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for members in problem.groups:
-            mods = sorted({modules[v] for v in members.tolist() if modules[v] is not None})
-            for m in mods[1:]:
-                a, b = find(mods[0]), find(m)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-        self.root = {m: find(m) for m in names}
-        self.unit_of = np.array([-1 if m is None else 0 for m in modules], dtype=np.int64)
-        keys = sorted(set(self.root.values()))
-        index = {k: i for i, k in enumerate(keys)}
-        for v, m in enumerate(modules):
-            if m is not None:
-                self.unit_of[v] = index[self.root[m]]
-        self.n = len(keys)
-        self.keys = keys
-        # Members of every unit, by one stable sort (no per-unit scan of all nodes).
-        order = np.argsort(self.unit_of, kind="stable")
-        bounds = np.searchsorted(self.unit_of[order], np.arange(-1, self.n + 1))
-        self.members = [order[bounds[u + 1]:bounds[u + 2]] for u in range(self.n)]
-
 
 def _score(problem: Problem, nodes: np.ndarray, placement: np.ndarray) -> np.ndarray:
     """Per device: share of the nodes' run time plus share of their memory (count share when both are 0)."""
@@ -231,7 +114,6 @@ def _score(problem: Problem, nodes: np.ndarray, placement: np.ndarray) -> np.nda
     if not s.any():
         s = np.bincount(d, minlength=k).astype(float)
     return s
-
 
 def _follow_inputs(problem: Problem, placement: np.ndarray, free: np.ndarray) -> np.ndarray:
     """Place every free node on the device of its heaviest predecessor edge, else of its heaviest successor."""
@@ -267,76 +149,6 @@ def _follow_inputs(problem: Problem, placement: np.ndarray, free: np.ndarray) ->
             p[members] = int(p[fixed[0]]) if fixed.size else int(np.bincount(p[members]).argmax())
     return p
 
-
-def _first_seen(problem: Problem, modules: list[str | None]) -> dict[str, int]:
-    """Rank at which each module (and its ancestors) first runs: forward operators first, in node order.
-
-    Importers write nodes in program order (the order the forward pass ran them), so the
-    node order is the order modules run; a topological order would not do, since it puts
-    every node without inputs (a view of a weight) first.
-    """
-    meta = problem.node_meta or [{}] * problem.n_nodes
-    rank: dict[str, int] = {}
-    fwd = [v for v in range(problem.n_nodes) if meta[v].get("phase", "forward") == "forward"]
-    rest = [v for v in range(problem.n_nodes) if meta[v].get("phase", "forward") != "forward"]
-    for r, v in enumerate(fwd + rest):
-        m = modules[v]
-        while m is not None and m not in rank:
-            rank[m] = r
-            m = m.rsplit(".", 1)[0] if "." in m else None
-    return rank
-
-
-def _compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
-              rank: dict[str, int]) -> tuple[dict[str, int], set[str]]:
-    """The coarsest ``{module: device}`` reproducing ``unit_dev``, the modules it covers, and
-    its keys that name a parameter or buffer (of a module whose children are split) rather than a module."""
-    children: dict[str, set[str]] = {}
-    for m in unit_dev:
-        parts = m.split(".")
-        for i in range(len(parts)):
-            parent = ".".join(parts[:i])
-            children.setdefault(parent, set()).add(".".join(parts[:i + 1]))
-    subtree: dict[str, set[int]] = {}
-
-    def devices(path: str) -> set[int]:
-        if path not in subtree:
-            s = {unit_dev[path]} if path in unit_dev else set()
-            for c in children.get(path, ()):
-                s |= devices(c)
-            subtree[path] = s
-        return subtree[path]
-
-    out: list[tuple[int, str, int]] = []
-    keys: set[str] = set()
-    covered: set[str] = set()
-    tensors: set[str] = set()
-
-    def walk(path: str) -> None:
-        devs = devices(path)
-        if len(devs) == 1:
-            out.append((rank.get(path, 1 << 60), path, next(iter(devs))))
-            keys.add(path)
-            return
-        if path in unit_dev and direct_params.get(path):
-            for name in direct_params[path]:
-                out.append((rank.get(path, 1 << 60), f"{path}.{name}" if path else name, unit_dev[path]))
-                tensors.add(f"{path}.{name}" if path else name)
-            covered.add(path)
-        for c in sorted(children.get(path, ()), key=lambda c: (rank.get(c, 1 << 60), c)):
-            walk(c)
-
-    if unit_dev:
-        walk("")
-    for m in unit_dev:  # a module is covered by an entry for itself or for an ancestor
-        parts = m.split(".")
-        if "" in keys or any(".".join(parts[:i]) in keys for i in range(1, len(parts) + 1)):
-            covered.add(m)
-    out.sort(key=lambda x: x[0])
-    return {name: d for _, name, d in out}, covered, tensors
-
-
-# ---------------------------------------------------------------------- public API
 def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
                 resolve: bool = True, depth: int | str | None = None, solver: str = "heuristic",
                 seed: int = 0) -> ModulePlan:
@@ -372,12 +184,12 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
     if all(m is None for m in modules):
         raise ExportError(f"'{problem.name}' has no node with 'module' metadata; a device map needs a problem "
                           "imported from PyTorch (optpart import package.module:function)")
-    split = _split_modules(problem, modules, placement)
+    split = split_modules(problem, modules, placement)
     if depth is not None:
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ExportError(f"depth={depth!r} must be an integer >= 1 (module path components) or 'auto'")
         modules = [None if m is None else ".".join(m.split(".")[:depth]) for m in modules]
-    units = _Units(problem, modules)
+    units = Units(problem, modules)
     unit_dev = _majority(problem, units, placement)
     plan = _build(problem, modules, units, unit_dev, model, original, split, "majority")
     if plan.fits or not resolve:
@@ -390,7 +202,6 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
     plan.method = f"majority; re-solving with modules colocated ({solver}) did not fit either"
     return plan
 
-
 def _coarsest(problem: Problem, result, *, resolve: bool, solver: str, seed: int) -> ModulePlan:
     """The plan at the smallest depth that fits and loses nothing against the default plan."""
     fine = module_plan(problem, result, resolve=resolve, solver=solver, seed=seed)
@@ -401,19 +212,7 @@ def _coarsest(problem: Problem, result, *, resolve: bool, solver: str, seed: int
             return plan
     return fine
 
-
-def _split_modules(problem: Problem, modules: list[str | None], placement: np.ndarray) -> list[str]:
-    """Modules whose operators the placement spread over more than one device."""
-    names = sorted({m for m in modules if m is not None})
-    index = {m: i for i, m in enumerate(names)}
-    ids = np.array([-1 if m is None else index[m] for m in modules], dtype=np.int64)
-    keep = ids >= 0
-    pairs = np.unique(ids[keep] * problem.n_devices + placement[keep])
-    count = np.bincount(pairs // problem.n_devices, minlength=len(names))
-    return [names[i] for i in np.flatnonzero(count > 1).tolist()]
-
-
-def _majority(problem: Problem, units: _Units, placement: np.ndarray) -> np.ndarray:
+def _majority(problem: Problem, units: Units, placement: np.ndarray) -> np.ndarray:
     allowed = problem.allowed
     dev = np.zeros(units.n, dtype=np.int64)
     for u in range(units.n):
@@ -426,10 +225,9 @@ def _majority(problem: Problem, units: _Units, placement: np.ndarray) -> np.ndar
         dev[u] = int(np.argmax(s))
     return dev
 
-
-def _resolve(problem: Problem, modules, units: _Units, model: str, solver: str, seed: int) -> np.ndarray | None:
+def _resolve(problem: Problem, modules, units: Units, model: str, solver: str, seed: int) -> np.ndarray | None:
     """Unit devices from a re-solve with every unit's operators colocated, or None without a solution."""
-    from .solvers.registry import solve
+    from ..solvers.registry import solve
 
     groups = [tuple(problem.node_ids[v] for v in units.members[u].tolist()) for u in range(units.n)]
     c = problem.constraints
@@ -442,32 +240,18 @@ def _resolve(problem: Problem, modules, units: _Units, model: str, solver: str, 
     return np.array([int(r.placement[units.members[u][0]]) for u in range(units.n)],
                     dtype=np.int64)
 
-
-def _entry_modules(dmap: dict[str, int], tensor_keys: set[str], by_module: dict[str, int],
-                   rank: dict[str, int]) -> dict[str, str]:
-    """For each module key of the map, the shallowest of the modules that run operators
-    themselves under it and run first."""
-    out = {}
-    for key in dmap:
-        if key in tensor_keys:
-            continue
-        under = [m for m in by_module if not key or m == key or m.startswith(key + ".")]
-        out[key] = min(under, key=lambda m: (rank.get(m, 1 << 60), m.count("."), m)) if under else key
-    return out
-
-
-def _build(problem: Problem, modules, units: _Units, unit_dev: np.ndarray, model: str, original: float,
+def _build(problem: Problem, modules, units: Units, unit_dev: np.ndarray, model: str, original: float,
            split: list[str], method: str) -> ModulePlan:
     by_module = {m: int(unit_dev[units.unit_of[v]]) for v, m in enumerate(modules) if m is not None}
     direct_params: dict[str, list[str]] = {}  # module -> its own parameters and buffers
     for nid, meta in zip(problem.node_ids, problem.node_meta or []):
-        name = _owned_tensor(nid, meta)
+        name = owned_tensor(nid, meta)
         if name is not None:
             owner = name.rsplit(".", 1)[0] if "." in name else ""
             direct_params.setdefault(owner, []).append(name.rsplit(".", 1)[-1])
-    rank = _first_seen(problem, modules)
-    dmap, covered, tensor_keys = _compress(by_module, direct_params, rank)
-    entry = _entry_modules(dmap, tensor_keys, by_module, rank)
+    rank = first_seen(problem, modules)
+    dmap, covered, tensor_keys = compress(by_module, direct_params, rank)
+    entry = entry_modules(dmap, tensor_keys, by_module, rank)
     free = np.array([m is None or m not in covered for m in modules], dtype=bool)
     placement = np.zeros(problem.n_nodes, dtype=np.int64)
     for v, m in enumerate(modules):
@@ -479,7 +263,6 @@ def _build(problem: Problem, modules, units: _Units, unit_dev: np.ndarray, model
     return ModulePlan(device_map=dmap, placement=placement, result=scored, memory_model=model, fits=not found,
                       original_makespan=original, split_modules=split, problems=found, method=method,
                       tensor_keys=tensor_keys, entry_modules=entry)
-
 
 def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
                values: str = "index", resolve: bool = True, depth: int | str | None = None) -> dict[str, Any]:
@@ -505,35 +288,3 @@ def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray
     if values == "id":
         return {k: problem.device_ids[d] for k, d in plan.device_map.items()}
     return dict(plan.device_map)
-
-
-def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
-                 plan: ModulePlan | None = None) -> SplitPlan:
-    """Pipeline stages of the module-consistent plan, in the order modules first run.
-
-    Raises
-    ------
-    ExportError
-        When a device's modules are not contiguous: names the module that comes back
-        to a device after another device's stage.
-    """
-    plan = plan or module_plan(problem, result)
-    stages: list[tuple[str, str]] = []
-    used: dict[int, str] = {}
-    prev = -1
-    last_name = ""
-    for name, d in plan.device_map.items():
-        if name in plan.tensor_keys:  # a pipeline splits at modules; a parent's own tensors follow it
-            continue
-        if d != prev:
-            if d in used:
-                raise ExportError(
-                    f"not a pipeline: module '{name}' runs on '{problem.device_ids[d]}' after module '{last_name}' "
-                    f"on '{problem.device_ids[prev]}', but '{problem.device_ids[d]}' already holds the stage "
-                    f"beginning at '{used[d]}'")
-            begin = plan.entry_modules.get(name, name)
-            used[d] = begin
-            stages.append((begin, problem.device_ids[d]))
-            prev = d
-        last_name = name
-    return SplitPlan(stages=stages, plan=plan)
