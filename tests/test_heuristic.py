@@ -127,8 +127,7 @@ def test_critical_chain_follows_binding_edges():
 def test_eft_prefers_parallel_devices_for_fork_join():
     p = fork_join(4, time=1.0).with_devices(4)
     g = Graph(p)
-    units = memory_units(p)
-    res = eft_schedule(g, p.allowed, units[0], units[2], p.device_memory.tolist())
+    res = eft_schedule(g, p.device_memory.tolist())
     assert res is not None
     assert max(res[2]) == pytest.approx(3.0)
 
