@@ -248,10 +248,12 @@ def test_bad_options_are_errors(diamond):
         optpart.solve(diamond, "heuristic", effort=-1)
 
 
-def test_alias_and_optimal_only_when_proven(diamond):
+def test_seed_method_is_its_own_solver_and_optimal_only_when_proven(diamond):
     r = solve_checked(diamond, effort=2)
     assert r.solver == "heuristic"
-    assert optpart.solve(diamond, "pardnn").makespan == r.makespan
+    seed = optpart.solve(diamond, "pardnn")
+    optpart.check(diamond, seed)
+    assert seed.solver == "pardnn" and seed.makespan >= r.makespan - 1e-12
     if r.status is Status.OPTIMAL:
         assert r.makespan <= r.lower_bound * (1 + 1e-6)
 
