@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .gaps import GapLine
-from .graph import Graph
+from .graph import Graph, arrivals
 from .policy import MemoryPolicy
 
 __all__ = ["NoRoom", "EftSchedule", "eft_schedule"]
@@ -83,6 +83,11 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
     lat, inv_bw = g.lat, g.inv_bw
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     admits, record = policy.admits, policy.place
+    # uniform links: one transfer formula for every device pair, so a node's arrival on
+    # each device comes from its inputs' local maxima and the two best remote arrivals
+    uniform = g.uniform and k > 1
+    lat0 = g.mean_lat if uniform else 0.0
+    ibw0 = g.mean_inv_bw if uniform else 0.0
     for v in order:
         devs = policy.devices_for(v)
         if not devs:
@@ -93,26 +98,53 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
             cand = {place[pred[i]] for i in range(lo, hi)} & allowed
             cand.add(min(devs, key=lambda d: (lines[d].end, d)))
             devs = sorted(cand)
-        tv = time[v]
-        best_f = best_s = 0.0
-        best_d = -1
-        slots = []
-        for d in devs:
-            ready = 0.0
+        if uniform:
+            local: dict[int, float] = {}
+            r1 = r2 = 0.0   # best remote arrival (from device d1) and best from another device
+            d1 = -1
             for i in range(lo, hi):
                 u = pred[i]
                 pu = place[u]
-                r = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
-                if r > ready:
-                    ready = r
+                fu = finish[u]
+                if fu > local.get(pu, 0.0):
+                    local[pu] = fu
+                x = fu + lat0 + ib[i] * ibw0
+                if x > r1:
+                    if pu != d1:
+                        r2 = r1
+                    r1, d1 = x, pu
+                elif x > r2 and pu != d1:
+                    r2 = x
+        tv = time[v]
+        best_f = best_s = 0.0
+        best_d = -1
+        for d in devs:
+            if uniform:
+                ready = r2 if d == d1 else r1
+                x = local.get(d, 0.0)
+                if x > ready:
+                    ready = x
+            else:
+                ready = 0.0
+                for i in range(lo, hi):
+                    u = pred[i]
+                    pu = place[u]
+                    r = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
+                    if r > ready:
+                        ready = r
             dur = tv * inv_speed[d]
             line = lines[d]
             s = ready if ready >= line.end else line.earliest_start(ready, dur)
             f = s + dur
-            slots.append((f, d, s))
             if best_d < 0 or f < best_f:
                 best_f, best_s, best_d = f, s, d
         if not admits(v, best_d, best_s, best_f):
+            slots = []
+            for d in devs:
+                ready = arrivals(g, v, (d,), place, finish)[0]
+                dur = tv * inv_speed[d]
+                s = lines[d].earliest_start(ready, dur)
+                slots.append((s + dur, d, s))
             slots.sort()
             for f, d, s in slots:
                 if admits(v, d, s, f):

@@ -119,8 +119,12 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     found = []  # (makespan, tag, place, start, finish)
     jr = 1 if effort * _JUSTIFY_SIZE >= size else 0
 
-    def late(stage: str) -> bool:
-        if deadline is not None and _time.perf_counter() > deadline:
+    unit = [0.0]  # seconds the first construction took: the yardstick for later stages
+
+    def late(stage: str, cost: float = 0.0) -> bool:
+        """True (and say why) when the deadline has passed or a stage of ``cost`` first
+        constructions would pass it."""
+        if deadline is not None and _time.perf_counter() + cost * unit[0] > deadline:
             stats.setdefault("stopped", f"time limit reached before {stage}")
             return True
         return False
@@ -133,11 +137,13 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         found.append((ms, tag, place, s, f))
 
     # 1. HEFT's own construction: the heuristic is never worse than heft
+    t0 = _time.perf_counter()
     res = eft_schedule(g, capacity, heft_order(g))
     if res is not None:
         add(1, *res)
+    unit[0] = _time.perf_counter() - t0
     # 2. m-ETF's earliest-start construction
-    if effort * _ETF_SIZE >= size and not late("the ETF construction"):
+    if effort * _ETF_SIZE >= size and not late("the ETF construction", 1.5):
         try:
             r = etf_schedule(g, _upward_rank(problem).tolist(),
                              StaticPolicy(problem, capacity=capacity, solver="heuristic"))
@@ -151,14 +157,14 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         base = np.asarray(bottom)
         count = int(min(_NOISY_ORDERS * max(1.0, effort), _MAX_NOISY_ORDERS, 300_000 / size * max(1.0, effort)))
         for tag in range(count + 1):
-            if late("the EFT priority variants"):
+            if late("the EFT priority variants", 1.2):
                 break
             pr = np.asarray(top) + base if tag == 0 else base * rng.uniform(0.9, 1.1, size=g.n)
             rv = eft_schedule(g, capacity, topological_priority(g, pr))
             if rv is not None:
                 add(10 + tag, *rv)
     # 4. the seed method (phases 1-4)
-    if (effort * _BOTH_SIZE >= size or res is None) and not (found and late("the seed method")):
+    if (effort * _BOTH_SIZE >= size or res is None) and not (found and late("the seed method", 1.0)):
         place = pardnn_placement(problem, g, capacity, refine_evals=min(20, evals // 4), deadline=deadline,
                                  units=units)
         if place is not None:
@@ -190,7 +196,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)
     used = 0
-    if evals >= 5 and g.k > 1 and not late("the improvement"):
+    if evals >= 5 and g.k > 1 and not late("the improvement", 0.5):
         if g.n <= _JUSTIFIED_SCORE_NODES:
             new, used = iterated_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
                                         evals, deadline, seed=seed, justified=True)
