@@ -23,6 +23,7 @@ Complexity: O(E k) arrival times, O(V k log gaps) gap searches.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from heapq import heappop, heappush
 from typing import Sequence
 
 from .gaps import GapLine
@@ -83,6 +84,8 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
     lat, inv_bw = g.lat, g.inv_bw
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     admits, record = policy.admits, policy.place
+    free_heap = [(0.0, d) for d in range(k)]   # (end, device), stale entries skipped lazily
+    ends = [0.0] * k                           # lines[d].end, as a list (for min with a C key)
     # uniform links: one transfer formula for every device pair, so a node's arrival on
     # each device comes from its inputs' local maxima and the two best remote arrivals
     uniform = g.uniform and k > 1
@@ -94,11 +97,26 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
             raise NoRoom(v, policy.no_room_message(v))
         lo, hi = in_ptr[v], in_ptr[v + 1]
         if near and len(devs) > 2:
-            allowed = set(devs)
-            cand = {place[pred[i]] for i in range(lo, hi)} & allowed
-            cand.add(min(devs, key=lambda d: (lines[d].end, d)))
-            devs = sorted(cand)
-        if uniform:
+            cand = []
+            for i in range(lo, hi):
+                d = place[pred[i]]
+                if d not in cand:
+                    cand.append(d)
+            if len(devs) < k:
+                allowed = set(devs)
+                cand = [d for d in cand if d in allowed]
+                first = min(devs, key=ends.__getitem__)  # ties: the first, i.e. lowest index
+            else:  # every device allowed: the one that frees up first, from a lazy heap
+                while free_heap[0][0] != lines[free_heap[0][1]].end:
+                    heappop(free_heap)
+                first = free_heap[0][1]
+            if first not in cand:
+                cand.append(first)
+            if len(cand) > 1:
+                cand.sort()
+            devs = cand
+        split = uniform and len(devs) > 3
+        if split:
             local: dict[int, float] = {}
             r1 = r2 = 0.0   # best remote arrival (from device d1) and best from another device
             d1 = -1
@@ -119,7 +137,7 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
         best_f = best_s = 0.0
         best_d = -1
         for d in devs:
-            if uniform:
+            if split:
                 ready = r2 if d == d1 else r1
                 x = local.get(d, 0.0)
                 if x > ready:
@@ -152,7 +170,11 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
                     break
             else:
                 raise NoRoom(v, policy.no_room_message(v))
-        lines[best_d].reserve(best_s, best_f)
+        line = lines[best_d]
+        line.reserve(best_s, best_f)
+        if near and line.end != ends[best_d]:
+            ends[best_d] = line.end
+            heappush(free_heap, (line.end, best_d))
         record(v, best_d, best_s, best_f)
         place[v], start[v], finish[v] = best_d, best_s, best_f
     return EftSchedule(place, start, finish)

@@ -78,7 +78,10 @@ class StaticPolicy:
         self.used = [0.0] * problem.n_devices
         self.mem = problem.memory.tolist()
         self.group_of = problem.group_of.tolist()
-        self.group_need = [float(problem.memory[m].sum()) for m in problem.groups]
+        n_groups = len(problem.groups)
+        grouped = problem.group_of >= 0
+        self.group_need = np.bincount(problem.group_of[grouped], weights=problem.memory[grouped],
+                                      minlength=n_groups).tolist() if n_groups else []
         self.group_device = [-1] * len(problem.groups)
         k = problem.n_devices
         all_devices = list(range(k))
