@@ -95,6 +95,8 @@ def test_reserving_a_busy_slot_is_refused():
 class _AvoidDeviceZero(StaticPolicy):
     """A finer policy: device 0 refuses every slot (tests the engine's fallback)."""
 
+    admits_everything = False
+
     def admits(self, v, d, start, finish):
         return d != 0
 
