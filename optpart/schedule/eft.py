@@ -28,7 +28,7 @@ from heapq import heappop, heappush
 from typing import Sequence
 
 from .gaps import GapLine
-from .graph import Graph, arrivals
+from .graph import Graph, arrivals, no_gc
 from .policy import MemoryPolicy
 
 __all__ = ["NoRoom", "EftSchedule", "eft_schedule"]
@@ -75,6 +75,12 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
     NoRoom
         When some node has no device left.
     """
+    with no_gc():
+        return _eft(g, order, policy, candidates)
+
+
+def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) -> EftSchedule:
+    """The loop of :func:`eft_schedule`."""
     n, k = g.n, g.k
     near = candidates == "near" and k > 2
     lines = [GapLine() for _ in range(k)]
