@@ -165,7 +165,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         top, bottom = levels(g)
         rng = np.random.default_rng(seed)
         base = np.asarray(bottom)
-        count = int(min(_NOISY_ORDERS * max(1.0, effort), _MAX_NOISY_ORDERS, 300_000 / size * max(1.0, effort)))
+        count = int(min(_NOISY_ORDERS * max(1.0, effort), _MAX_NOISY_ORDERS, 100_000 / size * max(1.0, effort)))
         for tag in range(count + 1):
             if late("the EFT priority variants", 1.2):
                 break
