@@ -41,7 +41,7 @@ import time as _time
 import numpy as np
 
 from ...bounds import work_bound
-from ...evaluate import peak_memory, problem_lower_bound
+from ...evaluate import peak_memory, problem_lower_bound, time_tolerance
 from ...memory import fits
 from ...problem import Problem
 from ...result import Status
@@ -318,7 +318,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     ms, place, s, f = best
     # the generic bounds cost O(n k) with constraints; on huge instances only the work bound
     lb = problem_lower_bound(problem) if g.n * g.k <= _BOUND_SIZE else work_bound(problem)
-    status = Status.OPTIMAL if ms <= lb + 1e-9 * max(1.0, ms) else Status.FEASIBLE
+    status = Status.OPTIMAL if ms <= lb + time_tolerance(ms) else Status.FEASIBLE
     message = f"stopped early: {stats['stopped']}" if "stopped" in stats else ""
     return Solution(status, placement=np.asarray(place, dtype=np.int64), start=np.asarray(s),
                     memory_model=memory_model, stats=stats, message=message)
