@@ -181,6 +181,14 @@ def test_heuristic_is_never_worse_than_heft(p):
         assert h.status.has_solution and h.makespan <= f.makespan * (1 + 1e-9) + 1e-12
 
 
+@settings(max_examples=20)
+@given(zero_time_problems(max_nodes=30))
+def test_heuristic_is_never_worse_than_heft_with_zero_duration_nodes(p):
+    h, f = optpart.solve(p, "heuristic", effort=0.2), optpart.solve(p, "heft")
+    optpart.check(p, h)
+    assert f.status.has_solution and h.makespan <= f.makespan * (1 + 1e-9) + 1e-12
+
+
 def test_heuristic_matches_or_beats_heft_on_planted_graphs():
     for n, k, ccr in [(200, 4, 1.0), (400, 2, 5.0), (300, 8, 0.1)]:
         p = planted_dag(n, k, ccr=ccr, seed=3)

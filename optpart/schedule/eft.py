@@ -115,7 +115,7 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                 cand = [d for d in cand if d in allowed]
                 first = min(devs, key=ends.__getitem__)  # ties: the first, i.e. lowest index
             else:  # every device allowed: the one that frees up first, from a lazy heap
-                while free_heap[0][0] != lines[free_heap[0][1]].end:
+                while free_heap[0][0] != ends[free_heap[0][1]]:
                     heappop(free_heap)
                 first = free_heap[0][1]
             if first not in cand:
