@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 import optpart
 from optpart.generators import layered_dag, planted_dag, training_graph
 from optpart.paths import priority_order, upward_rank
-from optpart.result import Status
 from optpart.schedule import (GapLine, Graph, NoRoom, StaticPolicy, eft_schedule, etf_schedule,
                               insertion_times, justify, schedule_placement)
 from optpart.schedule import gaps as gaps_module
