@@ -24,7 +24,7 @@ Complexity: O(E k) arrival times, O(V k log gaps) gap searches.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import Sequence
 
 from .gaps import GapLine
@@ -185,7 +185,11 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
             line.reserve(best_s, best_f)
         if near and line.end != ends[best_d]:
             ends[best_d] = line.end
-            heappush(free_heap, (line.end, best_d))
+            if len(free_heap) > 8 * k:  # drop the stale entries: memory O(k), not O(n)
+                free_heap = [(e, d) for d, e in enumerate(ends)]
+                heapify(free_heap)
+            else:
+                heappush(free_heap, (line.end, best_d))
         record(v, best_d, best_s, best_f)
         place[v], start[v], finish[v] = best_d, best_s, best_f
     return EftSchedule(place, start, finish)
