@@ -449,29 +449,38 @@ class Problem:
     def infeasibility(self, memory_model: str = "static") -> str | None:
         """A reason why no placement can fit memory and constraints, or None if none is obvious.
 
-        Checks, in order: a colocation group larger than every device it may use, a
-        node with no allowed device, a node larger than every device it may use, and
-        total memory above total capacity. Under the ``peak`` model only what is held
-        for certain counts: a running node holds its parameters, temporaries and output
-        (its static memory); a group holds all its parameters plus its largest running
-        node; all devices together hold at least every parameter.
+        The one place where infeasibility is screened (the registry calls it before any
+        solver). Checks, in order: a colocation group larger than every device it may
+        use, a node with no allowed device, a node larger than every device it may use,
+        the nodes pinned to one device larger than it, and total memory above total
+        capacity. Under the ``peak`` model only what is held for certain counts: a
+        running node holds its parameters, temporaries and output (its static memory);
+        a set of nodes on one device holds all their parameters plus its largest running
+        node; all devices together hold at least every parameter. Sizes are compared
+        with :func:`optpart.memory.fits`, the one memory-fit rule.
         """
         if self.n_devices == 0:
             return None
         if memory_model not in ("static", "peak"):
             raise ProblemError(f"memory_model={memory_model!r}; use 'static' or 'peak'")
+        from .memory import fits
+        from .units import format_bytes
+
         peak = memory_model == "peak"
         cap = self.device_memory
         allowed = self.allowed
         room = np.where(allowed, cap[None, :], -1.0).max(axis=1)
+
+        def held(members: np.ndarray) -> float:
+            """Bytes the nodes ``members`` surely hold together on one device."""
+            if not peak:
+                return float(self.memory[members].sum())
+            running = self.output_bytes[members] + self.temp_bytes[members]
+            return float(self.param_bytes[members].sum() + running.max())
+
         for members in self.groups:
-            if peak:
-                running = self.output_bytes[members] + self.temp_bytes[members]
-                total = float(self.param_bytes[members].sum() + running.max())
-            else:
-                total = float(self.memory[members].sum())
-            if total > room[members[0]]:
-                from .units import format_bytes
+            total = held(members)
+            if not fits(total, room[members[0]]):
                 return (f"colocation group of node '{self.node_ids[members[0]]}' ({members.size} nodes) needs "
                         f"{format_bytes(total)} but the largest device it may use has "
                         f"{format_bytes(max(room[members[0]], 0))}")
@@ -479,16 +488,21 @@ class Problem:
         if no_device.any():
             v = int(np.flatnonzero(no_device)[0])
             return f"node '{self.node_ids[v]}' is forbidden on every device"
-        too_big = self.memory > room
+        too_big = ~fits(self.memory, room)
         if too_big.any():
-            from .units import format_bytes
             v = int(np.flatnonzero(too_big)[0])
             return (f"node '{self.node_ids[v]}' needs {format_bytes(self.memory[v])} but the largest device "
                     f"it may use has {format_bytes(room[v])}")
+        pinned = np.flatnonzero(self.pin >= 0)
+        for d in np.unique(self.pin[pinned]).tolist():
+            members = pinned[self.pin[pinned] == d]
+            total = held(members)
+            if not fits(total, cap[d]):
+                return (f"the {members.size} node(s) pinned to device '{self.device_ids[d]}' need "
+                        f"{format_bytes(total)} ({memory_model}) but it has {format_bytes(cap[d])}")
         need = float((self.param_bytes if peak else self.memory).sum())
         total_cap = float(cap.sum())
-        if need > total_cap:
-            from .units import format_bytes
+        if not fits(need, total_cap):
             return f"the graph needs {format_bytes(need)} but all devices together hold {format_bytes(total_cap)}"
         return None
 
