@@ -105,11 +105,9 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
     split = {}
     for key in ("param_bytes", "output_bytes", "temp_bytes"):
         if any(key in nd for nd in nodes):
-            split[key] = _numeric_column(_column(nodes, key, "node", ids, default=0), key, ids)
-    if split:
-        memory = _numeric_column(_column(nodes, "memory", "node", ids, default=-1.0), "memory", ids)
-        derived = sum(split.values())
-        memory = np.where(memory < 0, derived, memory)
+            split[key] = _numeric_column(_column(nodes, key, "node", ids, default=math.nan), key, ids)
+    if split:  # NaN: not given for this node; Problem.from_arrays fills it (docs/model.md section 3)
+        memory = _numeric_column(_column(nodes, "memory", "node", ids, default=math.nan), "memory", ids)
     else:
         memory = _numeric_column(_column(nodes, "memory", "node", ids), "memory", ids)
     known = frozenset(_NODE_FIELDS)
