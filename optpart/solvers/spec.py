@@ -139,7 +139,7 @@ class SolverSpec:
             opt = self.option(key)
             if opt is None:
                 known = ", ".join(o.name for o in self.options) or "none"
-                raise SolverError(f"{solver}: unknown option '{key}'; its options: {known}")
+                raise SolverError(f"{solver}: no option '{key}'; its options: {known}")
             out[key] = opt.coerce(solver, options[key])
         return out
 
