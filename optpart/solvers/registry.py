@@ -131,6 +131,8 @@ FALLBACK_SPECS: dict[str, SolverSpec] = {
                    Option("deterministic", bool, True, "deterministic time limit (reproducible runs)"),
                    Option("log", bool, False, "print the CP-SAT search log"),
                    Option("use_hint", bool, True, "seed the search with a heuristic placement"),
+                   Option("parameters", dict, None, "raw CP-SAT parameters, e.g. {\"max_deterministic_time\": 5}",
+                          allow_none=True),
                    models=("static", "peak"), hint=True, time_limit=True),
     "milp": _spec(Option("backend", str, "highs", "MILP backend", choices=("highs", "cbc")),
                   Option("threads", int, 2, "backend threads", min=1),
