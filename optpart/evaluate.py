@@ -1,13 +1,13 @@
-"""The evaluator and the checker: one score for every placement (``../shared/MODEL.md`` sections 2-4).
+"""The evaluator and the checker: one score for every placement (``docs/model.md`` sections 2-4).
 
 * :func:`canonical_schedule` turns a bare placement into the canonical non-delay
-  list schedule of MODEL.md section 2: priorities are bottom levels under the
+  list schedule of docs/model.md section 2: priorities are bottom levels under the
   placement, a device that falls idle starts its highest-priority ready node
   (ties: lower node index), and otherwise waits for the earliest ready node.
   Event-driven simulation in O((V + E) log V) with one ready heap and one
   pending heap per device. Events at equal times are handled in device-index order.
-* :func:`static_memory` and :func:`peak_memory` give bytes per device under the two
-  memory models of section 3.
+* :func:`static_memory` and :func:`peak_memory` (from :mod:`optpart.memory`, re-exported
+  here) give bytes per device under the two memory models of section 3.
 * :func:`evaluate` scores a placement (and optionally a solver's own schedule) into a
   :class:`~optpart.result.Result`: makespan, memory, lower bound, gap.
 * :func:`violations` / :func:`check` verify any result against rules 1-4 (durations,
@@ -24,6 +24,8 @@ import numpy as np
 
 from .bounds import lower_bound as _generic_lower_bound
 from .errors import ProblemError, ScheduleError
+from .memory import as_placement as _as_placement
+from .memory import fits, memory_timeline, peak_memory, static_memory
 from .paths import bottom_levels_by_edge
 from .problem import Problem
 from .result import Result, Status
@@ -35,23 +37,11 @@ __all__ = [
     "peak_memory",
     "memory_timeline",
     "problem_lower_bound",
+    "time_tolerance",
     "evaluate",
     "violations",
     "check",
 ]
-
-
-def _as_placement(problem: Problem, placement) -> np.ndarray:
-    if isinstance(placement, dict):
-        return problem.placement_from_ids(placement)
-    arr = np.asarray(placement, dtype=np.int64)
-    if arr.shape != (problem.n_nodes,):
-        raise ProblemError(f"placement has {arr.size} entries for {problem.n_nodes} nodes")
-    if problem.n_nodes and (arr.min() < 0 or arr.max() >= problem.n_devices):
-        v = int(np.flatnonzero((arr < 0) | (arr >= problem.n_devices))[0])
-        raise ProblemError(f"placement puts node '{problem.node_ids[v]}' on device index {int(arr[v])}, "
-                           f"outside 0..{problem.n_devices - 1}")
-    return arr
 
 
 def bottom_levels(problem: Problem, placement: np.ndarray, duration: np.ndarray | None = None,
@@ -147,105 +137,6 @@ def canonical_schedule(problem: Problem, placement, priority: np.ndarray | None 
     return np.asarray(start), np.asarray(finish)
 
 
-def static_memory(problem: Problem, placement) -> np.ndarray:
-    """Bytes per device under the static model: the sum of ``memory`` of its nodes."""
-    placement = _as_placement(problem, placement)
-    return np.bincount(placement, weights=problem.memory, minlength=problem.n_devices).astype(np.float64)
-
-
-def _liveness_events(problem: Problem, placement: np.ndarray, start, finish):
-    """Memory events of the liveness model: ``(base, makespan, ev_dev, ev_time, ev_delta, bounds)``.
-
-    ``base`` holds each device's ``param_bytes`` (held all step). The events change the
-    rest, sorted by device, then time, then kind: at equal times removals of proper
-    intervals come first, then additions, then removals of zero-length intervals;
-    ``bounds[d]:bounds[d+1]`` are device ``d``'s events.
-    """
-    n, k = problem.n_nodes, problem.n_devices
-    base = np.bincount(placement, weights=problem.param_bytes, minlength=k).astype(np.float64)
-    start = np.asarray(start, dtype=np.float64)
-    finish = np.asarray(finish, dtype=np.float64)
-    makespan = float(finish.max()) if n else 0.0
-    empty = np.zeros(0)
-    if n == 0 or not problem.has_split:
-        return base, makespan, empty, empty, empty, np.zeros(k + 1, dtype=np.int64)
-    out_b, tmp_b = problem.output_bytes, problem.temp_bytes
-    src, dst = problem.edge_src, problem.edge_dst
-    a, b = placement[src], placement[dst]
-    comm = problem.transfer_times(placement)
-    # The output of u lives on d(u) until its last local consumer ends or its last transfer out lands.
-    end = np.full(n, -np.inf)
-    local = a == b
-    np.maximum.at(end, src[local], finish[dst[local]])
-    np.maximum.at(end, src[~local], finish[src[~local]] + comm[~local])
-    end[np.isinf(end)] = makespan
-    devs, begs, ends, sizes = [placement, placement], [start, start], [end, finish], [out_b, tmp_b]
-    # A received copy lives on the consumer's device from its first arrival to its last use there.
-    remote = ~local
-    if remote.any():
-        key = src[remote] * k + b[remote]
-        uniq, inv = np.unique(key, return_inverse=True)
-        arrive = np.full(uniq.size, np.inf)
-        np.minimum.at(arrive, inv, finish[src[remote]] + comm[remote])
-        last = np.full(uniq.size, -np.inf)
-        np.maximum.at(last, inv, finish[dst[remote]])
-        devs.append(uniq % k)
-        begs.append(arrive)
-        ends.append(np.maximum(last, arrive))
-        sizes.append(out_b[uniq // k])
-    dev, beg, fin, size = (np.concatenate(x) for x in (devs, begs, ends, sizes))
-    keep = size > 0
-    dev, beg, fin, size = dev[keep], beg[keep], fin[keep], size[keep]
-    instant = fin <= beg
-    ev_dev = np.concatenate([dev, dev])
-    ev_time = np.concatenate([beg, fin])
-    ev_order = np.concatenate([np.ones(size.size), np.where(instant, 2, 0)])
-    ev_delta = np.concatenate([size, -size])
-    order = np.lexsort((ev_order, ev_time, ev_dev))
-    ev_dev, ev_time, ev_delta = ev_dev[order], ev_time[order], ev_delta[order]
-    return base, makespan, ev_dev, ev_time, ev_delta, np.searchsorted(ev_dev, np.arange(k + 1))
-
-
-def peak_memory(problem: Problem, placement, start: np.ndarray, finish: np.ndarray) -> np.ndarray:
-    """Peak bytes per device under the liveness model of MODEL.md section 3.
-
-    Held all step: ``param_bytes`` of the device's nodes. Held while running: ``temp_bytes``.
-    The output of ``u`` (``output_bytes``) is live on ``d(u)`` from ``S(u)`` until its last
-    local consumer finishes or its last transfer out arrives (to the end of the step when
-    it has no consumer); a copy received on another device is live from its first arrival
-    until the last consumer there finishes. Intervals are half-open, so a tensor freed at
-    ``t`` and one allocated at ``t`` do not add up; a zero-length interval counts at its instant.
-    """
-    placement = _as_placement(problem, placement)
-    base, _, _, _, ev_delta, bounds = _liveness_events(problem, placement, start, finish)
-    peak = np.zeros(problem.n_devices)
-    for d in range(problem.n_devices):
-        lo, hi = bounds[d], bounds[d + 1]
-        if hi > lo:
-            peak[d] = max(0.0, float(np.cumsum(ev_delta[lo:hi]).max()))
-    return base + peak
-
-
-def memory_timeline(problem: Problem, placement, start, finish) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Bytes in use over time on each device under the liveness model: ``[(times, bytes), ...]``.
-
-    ``bytes[i]`` is the level from ``times[i]`` on (draw with ``drawstyle="steps-post"``).
-    The first point is ``(0, params)``, the ``param_bytes`` held all step; the last is at
-    the makespan. A zero-length interval appears as a spike (two points at one time).
-    ``max(bytes)`` of a device equals its :func:`peak_memory`.
-    """
-    placement = _as_placement(problem, placement)
-    base, makespan, _, ev_time, ev_delta, bounds = _liveness_events(problem, placement, start, finish)
-    out = []
-    for d in range(problem.n_devices):
-        lo, hi = int(bounds[d]), int(bounds[d + 1])
-        level = np.cumsum(ev_delta[lo:hi])
-        times = np.concatenate([[0.0], ev_time[lo:hi], [makespan]])
-        values = base[d] + np.concatenate([[0.0], level, [level[-1] if level.size else 0.0]])
-        out.append((times, np.maximum(values, base[d])))
-    return out
-
-
 def problem_lower_bound(problem: Problem) -> float:
     """The generic lower bound of a problem, computed once and cached on it."""
     cached = getattr(problem, "_lower_bound_cache", None)
@@ -288,14 +179,19 @@ def evaluate(problem: Problem, placement, start: np.ndarray | None = None, *, so
     )
 
 
-def _tolerance(scale: float) -> float:
-    return 1e-9 * max(1.0, abs(scale)) + 1e-12
+#: Relative tolerance on times: the one rule the checker and the schedulers share.
+TIME_RTOL = 1e-9
+
+
+def time_tolerance(scale: float) -> float:
+    """Slack allowed when comparing two times near ``scale`` seconds (float noise only)."""
+    return TIME_RTOL * max(1.0, abs(scale)) + 1e-12
 
 
 def violations(problem: Problem, result: Result, limit: int = 10) -> list[str]:
     """Every way (up to ``limit``) in which ``result`` breaks the model; empty when valid.
 
-    Checks rules 1-4 of MODEL.md section 2 (durations, precedence with communication,
+    Checks rules 1-4 of docs/model.md section 2 (durations, precedence with communication,
     one node at a time per device, constraints, memory under the model the result
     claims), the reported makespan and memory, and that the status is honest.
     """
@@ -326,7 +222,7 @@ def violations(problem: Problem, result: Result, limit: int = 10) -> list[str]:
     start = np.asarray(result.start, dtype=np.float64)
     finish = np.asarray(result.finish, dtype=np.float64)
     makespan = float(finish.max())
-    tol = _tolerance(makespan)
+    tol = time_tolerance(makespan)
 
     # Constraints: pins, forbidden devices, colocation.
     bad = ~problem.allowed[np.arange(n), p]
@@ -372,7 +268,7 @@ def violations(problem: Problem, result: Result, limit: int = 10) -> list[str]:
         return out + [f"unknown memory model '{result.memory_model}'"]
     used = static_memory(problem, p) if result.memory_model == "static" else peak_memory(problem, p, start, finish)
     cap = problem.device_memory
-    for d in np.flatnonzero(used > cap * (1 + 1e-9) + 1e-9).tolist():
+    for d in np.flatnonzero(~fits(used, cap)).tolist():
         from .units import format_bytes
         if add(f"device '{problem.device_ids[d]}' holds {format_bytes(used[d])} ({result.memory_model}) "
                f"but has {format_bytes(cap[d])}"):

@@ -91,7 +91,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     else:
         if not args.problem:
             raise OptpartError(f"{path} is a result file: give its problem with --problem FILE")
-        from ..cli import apply_device_arguments
+        from ..cli.common import apply_device_arguments
         from ..formats import load, load_result
 
         problem = load(args.problem)
@@ -108,7 +108,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``bench``, ``report`` and ``plot`` to the ``optpart`` command."""
-    from ..cli import add_device_arguments
+    from ..cli.common import add_device_arguments
     from .report import FORMATS
 
     p = subparsers.add_parser("bench", help="run solvers over instances x device counts x memory scales into SQLite",
@@ -126,7 +126,7 @@ def register(subparsers: Any) -> None:
                    help="capacity = S x the instance's capacity, or S x total memory / K when unlimited (default 1.0)")
     p.add_argument("--time-limit", "-t", type=float, metavar="S", help="seconds per run")
     p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
-    p.add_argument("--option", "-o", action="append", metavar="SOLVER.KEY=VALUE", help="solver option, repeatable")
+    p.add_argument("--option", action="append", metavar="SOLVER.KEY=VALUE", help="solver option, repeatable")
     p.add_argument("--db", default="results.sqlite", help="results database (default results.sqlite)")
     p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--executor", default="local", metavar="local|inline|dask://HOST:PORT",

@@ -157,7 +157,7 @@ def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str]
         ``memory``/``speed``/``bandwidth``/``latency`` as on the command line
         (see :func:`optpart.cli.add_device_arguments`).
     """
-    from ..cli import apply_device_arguments  # the command line's rules for devices and links
+    from ..cli.common import apply_device_arguments  # the command line's rules for devices and links
 
     names = check_solvers(list(solvers))
     solver_options = dict(solver_options or {})

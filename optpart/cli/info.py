@@ -1,0 +1,68 @@
+"""``optpart info``: size, work, memory and lower bounds of a problem."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from ..bounds import all_bounds
+from ..formats import load
+from ..units import format_bandwidth, format_bytes, format_time
+from .common import add_device_arguments, apply_device_arguments, table
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    problem = load(args.file)
+    if any(getattr(args, a) is not None for a in ("devices", "memory", "speed", "bandwidth", "latency")):
+        problem = apply_device_arguments(problem, args)
+    bounds = all_bounds(problem)
+    info: dict[str, Any] = {
+        "name": problem.name, "nodes": problem.n_nodes, "edges": problem.n_edges,
+        "total_time_s": float(problem.time.sum()), "total_memory_bytes": float(problem.memory.sum()),
+        "largest_node_memory_bytes": float(problem.memory.max()) if problem.n_nodes else 0.0,
+        "total_edge_bytes": float(problem.edge_bytes.sum()),
+        "colocation_groups": len(problem.groups), "pinned_nodes": int((problem.pin >= 0).sum()),
+        "devices": [{"id": d.id, "memory": d.memory, "speed": d.speed} for d in problem.devices],
+        "bounds_s": bounds, "lower_bound_s": max(bounds.values()),
+    }
+    if problem.links is not None:
+        info["links"] = {"latency_s": problem.links.latency, "bandwidth_bytes_per_s": problem.links.bandwidth,
+                         "pairs": len(problem.links.pairs)}
+    reason = problem.infeasibility() if problem.n_devices else None
+    info["infeasible"] = reason
+    if args.json:
+        print(json.dumps(info, indent=2, default=lambda x: "inf" if x == math.inf else str(x)))
+        return 0
+    rows = [
+        ["nodes", f"{problem.n_nodes}"], ["edges", f"{problem.n_edges}"],
+        ["total work", format_time(info["total_time_s"])],
+        ["total memory", format_bytes(info["total_memory_bytes"])],
+        ["largest node", format_bytes(info["largest_node_memory_bytes"])],
+        ["tensor bytes", format_bytes(info["total_edge_bytes"])],
+        ["colocation groups", str(len(problem.groups))],
+    ]
+    if problem.links is not None:
+        rows.append(["links", f"{format_time(problem.links.latency)} latency, "
+                              f"{format_bandwidth(problem.links.bandwidth)}"
+                              + (f", {len(problem.links.pairs)} pair overrides" if problem.links.pairs else "")])
+    if problem.n_devices:
+        caps = sorted({format_bytes(d.memory) for d in problem.devices})
+        rows.append(["devices", f"{problem.n_devices} ({', '.join(caps)})"])
+    rows += [["bound: critical path", format_time(bounds["critical_path"])],
+             ["bound: work / speed", format_time(bounds["work"])],
+             ["bound: largest node", format_time(bounds["largest_node"])],
+             ["lower bound", format_time(info["lower_bound_s"])]]
+    if reason:
+        rows.append(["infeasible", reason])
+    print(f"{problem.name}\n" + table(rows, ["", ""]).split("\n", 2)[2])
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("info", help="size, work, memory and lower bounds of a problem")
+    p.add_argument("file")
+    add_device_arguments(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_info)

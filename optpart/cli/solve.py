@@ -1,0 +1,42 @@
+"""``optpart solve``: place a problem with a solver and print (or write) the result."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..formats import load, result_to_json, save_result
+from ..solvers.registry import solve, solver_names
+from .common import add_device_arguments, apply_device_arguments, format_summary, parse_option
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    problem = apply_device_arguments(load(args.file), args)
+    options = dict(parse_option(o) for o in args.option or [])
+    result = solve(problem, args.solver, time_limit=args.time_limit, seed=args.seed, **options)
+    if args.out:
+        save_result(result, problem, args.out)
+    if args.json:
+        sys.stdout.write(result_to_json(result, problem))
+    else:
+        print(format_summary(problem, result))
+        if args.out:
+            print(f"\nresult written to {args.out}")
+    if not result.ok:
+        print(f"optpart: {result.status.value}: {result.message or 'no placement found'}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("solve", help="place a problem with a solver and print the result")
+    p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz), STG (.stg) or dnn-partitioning JSON")
+    p.add_argument("--solver", "-s", default="heuristic",
+                   help=f"solver name (default heuristic); one of: {', '.join(solver_names())}")
+    add_device_arguments(p)
+    p.add_argument("--time-limit", "-t", type=float, metavar="S", help="seconds the solver may use")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
+    p.add_argument("--out", "-o", metavar="FILE", help="write the result as optpart JSON")
+    p.add_argument("--json", action="store_true", help="print the result JSON instead of the table")
+    p.set_defaults(func=_cmd_solve)

@@ -1,0 +1,147 @@
+"""What a solver declares about itself: its options, the memory models it guarantees,
+and whether it uses a hint and a time limit.
+
+Each solver module defines ``SPEC = SolverSpec(...)``. The registry checks every
+user option against it before the solver runs (type, range, choices), with one
+message style for every solver, and ``optpart solvers`` prints it. The idea is
+scikit-learn's ``_parameter_constraints``: state each parameter once, let the
+framework validate and word the errors.
+
+>>> spec = SolverSpec(options=(Option("effort", float, 1.0, "search effort", min=0),))
+>>> spec.validate("heuristic", {"effort": "2"})
+{'effort': 2.0}
+>>> spec.validate("heuristic", {"effort": -1})
+Traceback (most recent call last):
+...
+optpart.errors.SolverError: heuristic: option effort=-1 must be >= 0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import SolverError
+
+__all__ = ["Option", "SolverSpec", "MEMORY_MODELS"]
+
+#: The memory models of docs/model.md section 3.
+MEMORY_MODELS = ("static", "peak")
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One solver option: name, type (bool, int, float or str), default and a one-line help.
+
+    ``min``/``max`` bound numbers (inclusive), ``choices`` lists the allowed values,
+    ``allow_none`` lets ``None`` through (meaning "the solver decides").
+    """
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple = ()
+    allow_none: bool = False
+
+    def coerce(self, solver: str, value: Any) -> Any:
+        """The value converted to the option's type, or :class:`SolverError` naming it."""
+        where = f"{solver}: option {self.name}={value!r}"
+        if value is None:
+            if self.allow_none:
+                return None
+            raise SolverError(f"{where} must be a {self.type.__name__}")
+        if self.type is bool:
+            if isinstance(value, bool):
+                out = value
+            elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+                out = value.strip().lower() in _TRUE
+            elif isinstance(value, int) and value in (0, 1):
+                out = bool(value)
+            else:
+                raise SolverError(f"{where} must be true or false")
+        elif self.type is int:
+            if isinstance(value, bool):
+                raise SolverError(f"{where} must be an integer")
+            try:
+                out = int(value) if not isinstance(value, float) else None
+            except (TypeError, ValueError):
+                out = None
+            if out is None:
+                if isinstance(value, float) and value.is_integer():
+                    out = int(value)
+                else:
+                    raise SolverError(f"{where} must be an integer")
+        elif self.type is float:
+            if isinstance(value, bool):
+                raise SolverError(f"{where} must be a number")
+            try:
+                out = float(value)
+            except (TypeError, ValueError, OverflowError):
+                raise SolverError(f"{where} must be a number") from None
+            if math.isnan(out):
+                raise SolverError(f"{where} must be a number")
+        elif self.type is str:
+            if not isinstance(value, str):
+                raise SolverError(f"{where} must be a string")
+            out = value
+        else:  # pragma: no cover - a spec bug, not a user error
+            raise TypeError(f"option {self.name}: unsupported type {self.type!r}")
+        if self.choices and out not in self.choices:
+            raise SolverError(f"{where} must be one of: {', '.join(map(str, self.choices))}")
+        if self.min is not None and out < self.min:
+            raise SolverError(f"{where} must be >= {self.min:g}")
+        if self.max is not None and out > self.max:
+            raise SolverError(f"{where} must be <= {self.max:g}")
+        return out
+
+    def describe(self) -> str:
+        """``effort (float >= 0, default 1): search effort``."""
+        kind = self.type.__name__
+        if self.choices:
+            kind = "|".join(map(str, self.choices))
+        rng = []
+        if self.min is not None:
+            rng.append(f">= {self.min:g}")
+        if self.max is not None:
+            rng.append(f"<= {self.max:g}")
+        bits = " ".join([kind, *rng])
+        return f"{self.name} ({bits}, default {self.default!r}): {self.help}"
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    """What a solver declares (see the module docstring).
+
+    ``memory_models``: the models whose fit the solver guarantees for every placement it
+    returns. ``uses_hint``/``uses_time_limit``: whether it reads those arguments at all
+    (the registry says so when a caller passes one to a solver that ignores it).
+    """
+
+    options: tuple[Option, ...] = ()
+    memory_models: tuple[str, ...] = ("static",)
+    uses_hint: bool = False
+    uses_time_limit: bool = False
+
+    def option(self, name: str) -> Option | None:
+        return next((o for o in self.options if o.name == name), None)
+
+    def validate(self, solver: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Check and convert user options; unknown names are an error listing the valid ones."""
+        out: dict[str, Any] = {}
+        for key in sorted(options):
+            opt = self.option(key)
+            if opt is None:
+                known = ", ".join(o.name for o in self.options) or "none"
+                raise SolverError(f"{solver}: unknown option '{key}'; its options: {known}")
+            out[key] = opt.coerce(solver, options[key])
+        return out
+
+    def defaults(self) -> dict[str, Any]:
+        return {o.name: o.default for o in self.options}
