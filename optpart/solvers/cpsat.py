@@ -61,8 +61,9 @@ from . import _exact_common as xc
 from . import cpsat_decode as dec
 from . import cpsat_model as cm
 from .base import Solution
+from .spec import Option, SolverSpec
 
-__all__ = ["solve", "DEFAULT_TIME_LIMIT"]
+__all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT"]
 
 #: Seconds when the caller gives no time limit.
 DEFAULT_TIME_LIMIT = 60.0
@@ -74,6 +75,26 @@ BUILD_RATE = 40_000.0
 MAX_TERMS = 3_000_000
 #: Share of the remaining search time kept for the confirmation of a proof.
 CONFIRM_SHARE = 0.1
+
+#: Options, memory models and arguments this solver takes (checked by the registry).
+SPEC = SolverSpec(
+    options=(
+        Option("workers", int, 4, "CP-SAT workers in parallel when deterministic=false", min=1, max=256),
+        Option("deterministic", bool, True, "one thread, CP-SAT's portfolio interleaved: reproducible"),
+        Option("log", bool, False, "print CP-SAT's search log"),
+        Option("use_hint", bool, True, "start from the heuristic's schedule (never return worse)"),
+        Option("deterministic_time", float, None, "CP-SAT deterministic-time budget of the search "
+               "(machine-independent)", min=0, allow_none=True),
+        Option("confirm", bool, True, "confirm every proof by a re-solve without presolve"),
+        Option("confirm_deterministic_time", float, None, "deterministic budget of a confirmation "
+               "(default: twice the search's, at least 5)", min=0, allow_none=True),
+        Option("export_model", str, None, "write the CP-SAT model to this file (.pbtxt/.txt: text)",
+               allow_none=True),
+    ),
+    memory_models=("static", "peak"),
+    uses_hint=True,
+    uses_time_limit=True,
+)
 
 
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SolverError
+from ..memory import fits, peak_memory
 from ..problem import Problem
 
 __all__ = ["separate_ties", "has_instants", "peak_fits", "colour"]
@@ -101,12 +102,9 @@ def has_instants(problem: Problem) -> bool:
 
 
 def peak_fits(problem: Problem, placement: np.ndarray, start: np.ndarray) -> bool:
-    """Does the schedule respect peak memory, with the tolerance of :func:`optpart.violations`?"""
-    from ..evaluate import peak_memory
+    """Does the schedule respect peak memory under the one fit rule of :mod:`optpart.memory`?"""
     finish = start + problem.duration(placement)
-    used = peak_memory(problem, placement, start, finish)
-    cap = problem.device_memory
-    return bool((used <= cap * (1 + 1e-9) + 1e-9).all())
+    return bool(np.all(fits(peak_memory(problem, placement, start, finish), problem.device_memory)))
 
 
 def colour(problem: Problem, s_int: np.ndarray, dur: list) -> tuple[np.ndarray, np.ndarray]:

@@ -47,13 +47,15 @@ import warnings
 import numpy as np
 
 from ..errors import SolverError
+from ..memory import fits
 from ..evaluate import canonical_schedule, problem_lower_bound
 from ..problem import Problem
 from ..result import Status
 from .base import Solution
+from .spec import Option, SolverSpec
 from . import _exact_common as xc
 
-__all__ = ["solve", "DEFAULT_TIME_LIMIT"]
+__all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT"]
 
 #: Seconds when the caller gives no time limit.
 DEFAULT_TIME_LIMIT = 60.0
@@ -63,6 +65,22 @@ HEURISTIC_SHARE = 0.2
 BUILD_RATE = 20_000.0
 MAX_TERMS = 2_000_000
 _COUNT_PAIRS_UP_TO = 4000
+
+#: Options, memory models and arguments this solver takes (checked by the registry). Its
+#: placements fit static memory, hence also peak memory (peak <= static).
+SPEC = SolverSpec(
+    options=(
+        Option("backend", str, "highs", "MILP backend", choices=("highs", "cbc")),
+        Option("threads", int, 2, "backend threads when deterministic=false", min=1, max=256),
+        Option("deterministic", bool, True, "one thread: reproducible"),
+        Option("log", bool, False, "print the backend's log"),
+        Option("use_hint", bool, True, "warm start from the heuristic's schedule (never return worse)"),
+        Option("export_model", str, None, "write the MILP to this file (.mps, else LP format)", allow_none=True),
+    ),
+    memory_models=("static", "peak"),
+    uses_hint=True,
+    uses_time_limit=True,
+)
 
 
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
@@ -502,7 +520,7 @@ def _fits(problem: Problem, placement: np.ndarray) -> bool:
         if np.unique(placement[members]).size > 1:
             return False
     used = np.bincount(placement, weights=problem.memory, minlength=problem.n_devices)
-    return bool((used <= problem.device_memory * (1 + 1e-9) + 1e-9).all())
+    return bool(np.all(fits(used, problem.device_memory)))
 
 
 def _cbc_bound(log_text: str) -> float:
