@@ -12,7 +12,7 @@ import pytest
 
 import optpart
 
-from conftest import INSTANCES, ROOT
+from conftest import INSTANCES, ROOT, budget
 
 MADE = sorted(p for p in INSTANCES.rglob("*.json*")
               if p.name != "mlp6-training.json" and not p.name.endswith("-1m.json.gz"))
@@ -122,7 +122,7 @@ def test_cpsat_on_the_small_instances_with_a_deterministic_budget(path):
     """CP-SAT with a deterministic-time budget (no wall clock decides the outcome)."""
     problem = _problem(path)
     for model in ("peak", "static"):
-        kw = dict(memory_model=model, time_limit=600, deterministic_time=2.0)
+        kw = dict(memory_model=model, **budget("cpsat", deterministic_time=2.0))
         r = optpart.solve(problem, "cpsat", **kw)
         _judge(problem, r, "cpsat")
         again = optpart.solve(problem, "cpsat", **kw)
