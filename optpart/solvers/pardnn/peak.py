@@ -1,0 +1,331 @@
+"""The heuristic under the liveness (peak) memory model of docs/model.md section 3.
+
+Under peak a placement fits or not *with its schedule*: a tensor holds memory from its
+producer's start to its last consumer's end, and a copy received from another device
+adds to the receiver. So the constructions here check the liveness timeline as they
+schedule instead of budgeting static bytes:
+
+1. **Memory-aware EFT under liveness** (:func:`eft_peak`): HEFT-style earliest finish
+   time with insertion (Topcuoglu et al., TPDS 2002), where a device is a candidate for
+   a node only when :class:`optpart.schedule.liveness.LivenessPolicy` admits the node at
+   that slot (as Baechi's m-ETF keeps memory in its simulation; Jeon et al., SoCC 2020).
+   If the earliest slot overflows, the slot at the end of the device is tried too.
+   Several priority orders: HEFT's upward rank, rank_u + rank_d, seeded noisy ranks.
+2. **ParDNN's memory step on the timeline** (:func:`.memory.repair_peak`): the static
+   constructions of the heuristic (phases 1-4 and static memory-aware EFT), and the
+   ``hint``, are rescheduled and repaired at the device and instant of their overflow.
+3. **Known-feasible candidates**: everything on one device (fastest first) when its
+   schedule fits; HEFT under peak.
+4. **Improvement**: hill climbing over unit moves along the critical chain, every
+   move checked against the peak model (:func:`_improve`), sized by ``effort``.
+
+Every candidate is verified with :func:`optpart.memory.peak_memory` and
+:func:`optpart.memory.fits` on the exact schedule returned; the shortest that fits wins.
+So the answer is never over capacity under peak and never slower than any candidate that
+fits (in particular the single-device placement). ``infeasible`` is claimed only on a
+proven reason (:func:`peak_infeasibility`); otherwise a dead end is ``unknown`` with the
+closest candidate's overflow named.
+"""
+
+from __future__ import annotations
+
+import time as _time
+
+import numpy as np
+
+from ...evaluate import problem_lower_bound
+from ...memory import fits, overflow_message, peak_memory
+from ...problem import Problem
+from ...result import Status
+from ...units import format_bytes
+from ..base import Solution
+from .eft import upward_rank
+from .memory import memory_units, peak_schedule, project_constraints, repair_memory, greedy_fill, repair_peak
+from .schedule import Graph, critical_chain, earliest_gap, justify, occupy_gap, priority_order
+
+__all__ = ["solve_peak", "eft_peak", "peak_infeasibility", "running_need"]
+
+_WORK_PER_EFFORT = 300_000   # (nodes + edges) x schedule evaluations per unit of effort
+_MAX_EVALS_PER_EFFORT = 300
+_NOISY_WORK = 60_000          # (nodes + edges) x noisy EFT orders per unit of effort
+_MAX_NOISY = 8
+
+
+def running_need(problem: Problem) -> np.ndarray:
+    """Bytes surely live on a node's device when it starts, whatever the placement.
+
+    At ``S(v)`` its device holds the parameters of ``v`` (of its whole colocation group),
+    ``v``'s temporaries and output, and, when ``v`` runs for a positive time, the output
+    of each predecessor (as the producer's own tensor or as a received copy): every one
+    of those intervals contains ``S(v)`` (docs/model.md section 3, half-open intervals).
+    """
+    n = problem.n_nodes
+    param = problem.param_bytes.astype(np.float64).copy()
+    for grp in problem.groups:
+        param[grp] = float(problem.param_bytes[grp].sum())
+    inputs = np.zeros(n)
+    if problem.n_edges:
+        np.add.at(inputs, problem.edge_dst, problem.output_bytes[problem.edge_src])
+    inputs[problem.time <= 0] = 0.0
+    return param + problem.temp_bytes + problem.output_bytes + inputs
+
+
+def peak_infeasibility(problem: Problem) -> str | None:
+    """A proven reason that no placement fits under peak, or None.
+
+    Checked: a node whose running need (:func:`running_need`) exceeds every device it may
+    use; the parameters of the nodes pinned to a device exceed it.
+    """
+    cap = problem.device_memory
+    need = running_need(problem)
+    room = np.where(problem.allowed, cap[None, :], -np.inf).max(axis=1) if problem.n_nodes else np.zeros(0)
+    bad = np.flatnonzero(~fits(need, room))
+    if bad.size:
+        v = int(bad[0])
+        return (f"node '{problem.node_ids[v]}' needs {format_bytes(need[v])} while it runs (parameters, "
+                f"temporaries, output and inputs) but the largest device it may use has {format_bytes(room[v])}")
+    pinned = problem.pin >= 0
+    if pinned.any():
+        load = np.bincount(problem.pin[pinned], weights=problem.param_bytes[pinned], minlength=problem.n_devices)
+        over = np.flatnonzero(~fits(load, cap))
+        if over.size:
+            d = int(over[0])
+            return (f"the parameters of the nodes pinned to device '{problem.device_ids[d]}' need "
+                    f"{format_bytes(load[d])} but it has {format_bytes(cap[d])}")
+    return None
+
+
+def eft_peak(problem: Problem, g: Graph, order: list[int] | None = None):
+    """Earliest-finish-time insertion list scheduling that admits a node on a device only
+    when the liveness peak stays within capacity. ``(place, start, finish)`` or None when
+    some node fits nowhere (a dead end of the greedy, not a proof)."""
+    from ...schedule.liveness import LivenessPolicy
+
+    n, k = g.n, g.k
+    if order is None:
+        order = priority_order(g, upward_rank(g))
+    policy = LivenessPolicy(problem)
+    lat, bw, speed, time = g.lat, g.bw, g.speed, g.time
+    in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
+    place = [-1] * n
+    start = [0.0] * n
+    finish = [0.0] * n
+    gap_s: list[list[float]] = [[] for _ in range(k)]
+    gap_e: list[list[float]] = [[] for _ in range(k)]
+    end = [0.0] * k
+    for v in order:
+        best = None  # (finish, device, start)
+        for d in policy.devices_for(v):
+            ready = 0.0
+            for i in range(in_ptr[v], in_ptr[v + 1]):
+                u = pred[i]
+                pu = place[u]
+                r = finish[u] if pu == d else finish[u] + lat[pu][d] + ib[i] / bw[pu][d]
+                if r > ready:
+                    ready = r
+            dur = time[v] / speed[d]
+            e = end[d]
+            slots = []
+            if ready < e and gap_s[d]:
+                s, _j = earliest_gap(gap_s[d], gap_e[d], ready, dur)
+                if s >= 0:
+                    slots.append(s)
+            slots.append(max(ready, e))
+            for s in slots:
+                if best is not None and s + dur >= best[0] - 1e-12 * max(1.0, s + dur):
+                    break
+                if policy.admits(v, d, s, s + dur):
+                    best = (s + dur, d, s)
+                    break
+        if best is None:
+            return None
+        f, d, s = best
+        policy.place(v, d, s, f)
+        place[v], start[v], finish[v] = d, s, f
+        e = end[d]
+        if s >= e:
+            if s > e:
+                gap_s[d].append(e)
+                gap_e[d].append(s)
+            end[d] = f
+        elif f > s:
+            s2, j = earliest_gap(gap_s[d], gap_e[d], s, f - s)
+            if j >= 0 and s2 == s:
+                occupy_gap(gap_s[d], gap_e[d], j, s, f)
+            else:
+                end[d] = max(end[d], f)
+    return place, start, finish
+
+
+class _Pool:
+    """Candidates that fit under peak, verified on their exact schedule; the best is kept."""
+
+    def __init__(self, problem: Problem, g: Graph) -> None:
+        self.problem, self.g = problem, g
+        self.best = None          # (makespan, tag, place, start, finish)
+        self.fitting: list = []   # every candidate that fits, as the tuple above
+        self.closest = None       # (worst peak / capacity, tag, place, start, finish) of a non-fitting one
+        self.tried: list[str] = []
+
+    def offer(self, tag: str, place, start, finish, justify_rounds: int = 0) -> bool:
+        p = self.problem
+        self.tried.append(tag)
+        if justify_rounds:
+            s2, f2, _ = justify(self.g, place, start, finish, justify_rounds)
+            if self._offer(tag, place, s2, f2):
+                return True
+        return self._offer(tag, place, start, finish)
+
+    def _offer(self, tag, place, start, finish) -> bool:
+        p = self.problem
+        pl = np.asarray(place, dtype=np.int64)
+        st, fi = np.asarray(start, dtype=np.float64), np.asarray(finish, dtype=np.float64)
+        peak = peak_memory(p, pl, st, fi)
+        ms = float(fi.max()) if fi.size else 0.0
+        if not fits(peak, p.device_memory).all():
+            worst = float(np.max(peak / np.maximum(p.device_memory, 1e-300)))
+            if self.closest is None or worst < self.closest[0]:
+                self.closest = (worst, tag, pl, st, fi)
+            return False
+        cand = (ms, tag, list(place), list(start), list(finish))
+        self.fitting.append(cand)
+        if self.best is None or ms < self.best[0] - 1e-12 * max(1.0, ms):
+            self.best = cand
+        return True
+
+    def valid_best(self):
+        """The shortest fitting candidate whose schedule passes the evaluator's checker
+        (rules 1-4 of docs/model.md section 2), or None. Guards against a scheduler defect
+        turning into an invalid answer."""
+        from ...evaluate import evaluate, violations
+        for cand in sorted(self.fitting, key=lambda c: c[0]):
+            ms, tag, place, s, _ = cand
+            res = evaluate(self.problem, np.asarray(place, dtype=np.int64), np.asarray(s), memory_model="peak")
+            if not violations(self.problem, res):
+                return cand
+        return None
+
+
+def _improve(problem: Problem, g: Graph, pool: _Pool, units, evals: int, deadline, jr: int) -> int:
+    """Hill climbing under peak: move units of the critical chain to each other allowed
+    device; a move is kept when the schedule is shorter and still fits. Returns evals used."""
+    if pool.best is None or evals <= 0 or g.k < 2:
+        return 0
+    unit_of, members, _ = units
+    allowed = problem.allowed
+    used = 0
+    improved = True
+    while improved and used < evals:
+        improved = False
+        ms, _, place, s, f = pool.best
+        chain = critical_chain(g, place, s, f)
+        seen = set()
+        for v in chain:
+            u = unit_of[v]
+            if u in seen or problem.pin[members[u][0]] >= 0:
+                continue
+            seen.add(u)
+            ok = allowed[members[u]].all(axis=0)
+            for d in range(g.k):
+                if d == place[v] or not ok[d] or used >= evals:
+                    continue
+                if deadline is not None and _time.perf_counter() > deadline:
+                    return used
+                new = list(place)
+                for w in members[u]:
+                    new[w] = d
+                used += 1
+                s2, f2, ms2, _ = peak_schedule(problem, g, new, jr)
+                if ms2 < ms - 1e-12 * max(1.0, ms) and pool.offer("move", new, s2, f2):
+                    if pool.best[0] < ms:
+                        improved = True
+                        break
+            if improved or used >= evals:
+                break
+    return used
+
+
+def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, seed: int = 0, hint=None,
+               effort: float = 1.0, deadline: float | None = None) -> Solution:
+    """Place and schedule ``problem`` so that every device's liveness peak fits (module doc)."""
+    reason = peak_infeasibility(problem)
+    if reason is not None:
+        return Solution(Status.INFEASIBLE, message=reason, memory_model="peak")
+    size = max(1, g.n + problem.n_edges)
+    jr = 1 if effort > 0 else 0
+    units = memory_units(problem)
+    pool = _Pool(problem, g)
+    # 1. everything on one device, fastest first (known feasible whenever one device holds it)
+    usable = problem.allowed.all(axis=0)
+    for d in sorted(range(g.k), key=lambda d: (-g.speed[d], d)):
+        if usable[d] and fits(float(problem.param_bytes.sum()), float(problem.device_memory[d])):
+            s, f, _, _ = peak_schedule(problem, g, [d] * g.n, jr)
+            if pool.offer("single", [d] * g.n, s, f):
+                break
+    # 2. memory-aware EFT under liveness, several priority orders
+    rank_u = np.asarray(upward_rank(g))
+    from .slicing import levels
+    top, bottom = levels(g)
+    prios = [rank_u, np.asarray(top) + np.asarray(bottom)]
+    rng = np.random.default_rng(seed)
+    for _ in range(int(min(_MAX_NOISY, _NOISY_WORK / size) * effort)):
+        prios.append(rank_u * rng.uniform(0.9, 1.1, size=g.n))
+    from . import _topological_priority
+    for i, pr in enumerate(prios):
+        if i >= 2 and deadline is not None and _time.perf_counter() > deadline:
+            break
+        res = eft_peak(problem, g, _topological_priority(g, pr) if i else priority_order(g, pr))
+        if res is not None:
+            pool.offer(f"eft-peak-{i}", *res, justify_rounds=jr)
+    # 3. HEFT under peak (the baseline's own answer is a known-feasible candidate)
+    import inspect
+    from .. import heft
+    if "memory_model" in inspect.signature(heft.solve).parameters:
+        sol = heft.solve(problem, memory_model="peak")
+        if sol.placement is not None and sol.start is not None:
+            st = np.asarray(sol.start, dtype=np.float64)
+            pool.offer("heft-peak", sol.placement.tolist(), st.tolist(),
+                       (st + problem.duration(sol.placement)).tolist())
+    # 4. the static constructions and the hint, repaired on the memory timeline
+    starts = []
+    from .eft import eft_schedule
+    cap = problem.device_memory.astype(float).tolist()
+    unit_of, members, unit_mem = units
+    res = eft_schedule(g, problem.allowed, unit_of, unit_mem, cap)
+    if res is not None:
+        starts.append(("eft-static", res[0]))
+    from . import pardnn_placement
+    pp = pardnn_placement(problem, g, cap, refine_evals=10, deadline=deadline, units=units)
+    if pp is not None:
+        starts.append(("pardnn-static", pp))
+    if hint is not None:
+        ph = project_constraints(problem, g, np.asarray(hint).tolist())
+        starts.append(("hint", ph))
+    if not starts or pool.best is None:
+        fill = greedy_fill(problem, None, cap, units) or greedy_fill(problem, None, cap, units, best_fit=True)
+        if fill is not None:
+            starts.append(("fill", fill))
+    for tag, place in starts:
+        fixed = repair_peak(problem, g, place, units, rounds=max(10, 4 * g.k), justify_rounds=jr)
+        if fixed is not None:
+            pool.offer(tag + "+repair", fixed[0], fixed[1], fixed[2])
+    # 5. improvement under peak
+    evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size))
+    used = _improve(problem, g, pool, units, evals, deadline, jr)
+    stats = {"candidates": len(pool.tried), "improve_evals": used}
+    best = pool.valid_best()
+    if best is None:
+        msg = "heuristic: no placement within memory under the peak model was found"
+        if pool.fitting:
+            msg += f" ({len(pool.fitting)} fitting candidates had invalid schedules)"
+        if pool.closest is not None:
+            _, tag, pl, st, fi = pool.closest
+            line = overflow_message(problem, pl, st, fi, "peak")
+            msg += f"; closest ({tag}): {line}"
+        return Solution(Status.UNKNOWN, message=msg, memory_model="peak", stats=stats)
+    ms, tag, place, s, f = best
+    stats["construction"] = tag
+    lb = problem_lower_bound(problem)
+    status = Status.OPTIMAL if ms <= lb + 1e-9 * max(1.0, ms) else Status.FEASIBLE
+    return Solution(status, placement=np.asarray(place, dtype=np.int64), start=np.asarray(s),
+                    memory_model="peak", stats=stats)
