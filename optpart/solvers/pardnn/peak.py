@@ -288,13 +288,13 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
                        (st + problem.duration(sol.placement)).tolist())
     # 4. the static constructions and the hint, repaired on the memory timeline
     starts = []
-    from .eft import eft_schedule
+    from . import _construct, pardnn_placement
     cap = problem.device_memory.astype(float).tolist()
-    unit_of, members, unit_mem = units
-    res = eft_schedule(g, problem.allowed, unit_of, unit_mem, cap)
-    if res is not None:
-        starts.append(("eft-static", res[0]))
-    from . import pardnn_placement
+    static = _construct(problem, g, cap, effort, hint, deadline, seed)
+    if static is not None:  # the heuristic's static answer: kept as is when it fits under peak
+        _, sp, ss, sf = static
+        if not pool.offer("static", sp, ss, sf):
+            starts.append(("static", sp))
     pp = pardnn_placement(problem, g, cap, refine_evals=10, deadline=deadline, units=units)
     if pp is not None:
         starts.append(("pardnn-static", pp))
