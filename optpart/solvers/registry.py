@@ -53,6 +53,8 @@ def _registry(*infos: SolverInfo) -> dict[str, SolverInfo]:
 SOLVERS: dict[str, SolverInfo] = _registry(
     SolverInfo("heuristic", "optpart.solvers.pardnn",
                "ParDNN-style critical-path partitioner with schedule-aware refinement, always within memory"),
+    SolverInfo("pardnn", "optpart.solvers.pardnn_seed",
+               "the ParDNN seed method alone: slicing, mapping, refinement, memory step"),
     SolverInfo("cpsat", "optpart.solvers.cpsat",
                "exact: OR-Tools CP-SAT, proven optimum or bound and gap", exact=True, requires=("ortools",)),
     SolverInfo("milp", "optpart.solvers.milp",
@@ -69,7 +71,7 @@ SOLVERS: dict[str, SolverInfo] = _registry(
 )
 
 #: Other names users may type for a solver.
-ALIASES: dict[str, str] = {"pardnn": "heuristic"}
+ALIASES: dict[str, str] = {}
 
 
 def solver_names() -> list[str]:
