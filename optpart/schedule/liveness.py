@@ -256,7 +256,8 @@ class LivenessPolicy:
         g = self.group_of[v]
         if g >= 0 and self.group_dev[g] >= 0:
             return [self.group_dev[g]]
-        return self.allowed[v]
+        par, base, cap = self._param(v), self.tracker.base, self.capacity
+        return [d for d in self.allowed[v] if fits(base[d] + par, cap[d])]
 
     def peak_if(self, v: int, d: int, start: float, finish: float) -> float:
         return self.tracker.peak_if(v, d, start, finish, self._param(v))
@@ -273,11 +274,13 @@ class LivenessPolicy:
 
     def no_room_message(self, v: int) -> str:
         p = self.problem
-        devs = self.devices_for(v)
+        devs = self.allowed[v] if self.group_of[v] < 0 or self.group_dev[self.group_of[v]] < 0 \
+            else [self.group_dev[self.group_of[v]]]
         if not devs:
             return f"node '{p.node_ids[v]}' may use no device"
-        t = self.tracker
-        d = min(devs, key=lambda e: (t.base[e] - self.capacity[e], e))
-        return (f"node '{p.node_ids[v]}' fits on no device under the peak model: device "
-                f"'{p.device_ids[d]}' would hold {format_bytes(self.peak_if(v, d, 0.0, 0.0))} at least "
-                f"but has {format_bytes(self.capacity[d])}")
+        peaks = self.tracker.peaks()
+        d = min(devs, key=lambda e: (peaks[e] - self.capacity[e], e))
+        return (f"node '{p.node_ids[v]}' fits on no device under the peak model: the one with most room, "
+                f"'{p.device_ids[d]}', already peaks at {format_bytes(peaks[d])} of {format_bytes(self.capacity[d])} "
+                f"and the node adds {format_bytes(self._param(v) + self.tracker.temp[v] + self.tracker.out[v])} "
+                f"plus its inputs")

@@ -261,12 +261,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     deadline = None if time_limit is None else t0 + _DEADLINE_SHARE * float(time_limit)
     if problem.n_nodes == 0:
         return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0))
-    if memory_model == "peak" and problem.has_split:
-        from .peak import solve_peak
-        return solve_peak(problem, Graph(problem), time_limit=time_limit, seed=seed, hint=hint, effort=effort,
-                          deadline=deadline)
     capacity = problem.device_memory.astype(float).tolist()
-    reason = _pinned_overflow(problem, capacity)
+    reason = None if memory_model == "peak" and problem.has_split else _pinned_overflow(problem, capacity)  # peak: .peak checks
     if reason is not None:
         return Solution(Status.INFEASIBLE, message=reason, memory_model=memory_model)
     g = Graph(problem)

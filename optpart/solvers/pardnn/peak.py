@@ -39,9 +39,9 @@ from ...problem import Problem
 from ...result import Status
 from ...units import format_bytes
 from ..base import Solution
-from .eft import upward_rank
+from .eft import heft_order, topological_priority, upward_rank
 from .memory import memory_units, peak_schedule, project_constraints, repair_memory, greedy_fill, repair_peak
-from .schedule import Graph, critical_chain, earliest_gap, justify, occupy_gap, priority_order
+from .schedule import Graph, critical_chain, justify
 
 __all__ = ["solve_peak", "eft_peak", "peak_infeasibility", "running_need"]
 
@@ -96,65 +96,18 @@ def peak_infeasibility(problem: Problem) -> str | None:
 
 
 def eft_peak(problem: Problem, g: Graph, order: list[int] | None = None):
-    """Earliest-finish-time insertion list scheduling that admits a node on a device only
-    when the liveness peak stays within capacity. ``(place, start, finish)`` or None when
-    some node fits nowhere (a dead end of the greedy, not a proof)."""
+    """Earliest-finish-time insertion list scheduling (the engine of :mod:`optpart.schedule.eft`)
+    with the liveness policy: a node goes to a slot only when the device's peak stays within
+    capacity. ``(place, start, finish)`` or None when some node fits nowhere (a dead end of
+    the greedy, not a proof)."""
+    from ...schedule import NoRoom, eft_schedule
     from ...schedule.liveness import LivenessPolicy
 
-    n, k = g.n, g.k
-    if order is None:
-        order = priority_order(g, upward_rank(g))
-    policy = LivenessPolicy(problem)
-    lat, bw, speed, time = g.lat, g.bw, g.speed, g.time
-    in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
-    place = [-1] * n
-    start = [0.0] * n
-    finish = [0.0] * n
-    gap_s: list[list[float]] = [[] for _ in range(k)]
-    gap_e: list[list[float]] = [[] for _ in range(k)]
-    end = [0.0] * k
-    for v in order:
-        best = None  # (finish, device, start)
-        for d in policy.devices_for(v):
-            ready = 0.0
-            for i in range(in_ptr[v], in_ptr[v + 1]):
-                u = pred[i]
-                pu = place[u]
-                r = finish[u] if pu == d else finish[u] + lat[pu][d] + ib[i] / bw[pu][d]
-                if r > ready:
-                    ready = r
-            dur = time[v] / speed[d]
-            e = end[d]
-            slots = []
-            if ready < e and gap_s[d]:
-                s, _j = earliest_gap(gap_s[d], gap_e[d], ready, dur)
-                if s >= 0:
-                    slots.append(s)
-            slots.append(max(ready, e))
-            for s in slots:
-                if best is not None and s + dur >= best[0] - 1e-12 * max(1.0, s + dur):
-                    break
-                if policy.admits(v, d, s, s + dur):
-                    best = (s + dur, d, s)
-                    break
-        if best is None:
-            return None
-        f, d, s = best
-        policy.place(v, d, s, f)
-        place[v], start[v], finish[v] = d, s, f
-        e = end[d]
-        if s >= e:
-            if s > e:
-                gap_s[d].append(e)
-                gap_e[d].append(s)
-            end[d] = f
-        elif f > s:
-            s2, j = earliest_gap(gap_s[d], gap_e[d], s, f - s)
-            if j >= 0 and s2 == s:
-                occupy_gap(gap_s[d], gap_e[d], j, s, f)
-            else:
-                end[d] = max(end[d], f)
-    return place, start, finish
+    try:
+        res = eft_schedule(g, order if order is not None else heft_order(g), LivenessPolicy(problem))
+    except NoRoom:
+        return None
+    return res.place, res.start, res.finish
 
 
 class _Pool:
@@ -270,11 +223,10 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
     rng = np.random.default_rng(seed)
     for _ in range(int(min(_MAX_NOISY, _NOISY_WORK / size) * effort)):
         prios.append(rank_u * rng.uniform(0.9, 1.1, size=g.n))
-    from . import _topological_priority
     for i, pr in enumerate(prios):
         if i >= 2 and deadline is not None and _time.perf_counter() > deadline:
             break
-        res = eft_peak(problem, g, _topological_priority(g, pr) if i else priority_order(g, pr))
+        res = eft_peak(problem, g, topological_priority(g, pr) if i else heft_order(g))
         if res is not None:
             pool.offer(f"eft-peak-{i}", *res, justify_rounds=jr)
     # 3. HEFT under peak (the baseline's own answer is a known-feasible candidate)
