@@ -198,6 +198,38 @@ def _improve(problem: Problem, g: Graph, pool: _Pool, units, evals: int, deadlin
     return used
 
 
+def _chunk_placements(problem: Problem, g: Graph):
+    """Consecutive stages of the topological order, one per device, cut where the running
+    sum of a weight reaches each device's share (Baechi's m-TOPO cut, here by liveness
+    weights): ``param + output`` bytes (what a stage holds), static ``memory``, and run time.
+    Stages keep most tensors on their producer's device, so few copies are received, which
+    is what the peak model punishes. Constraints are projected afterwards."""
+    if g.k < 2:
+        return []
+    order = problem.topo
+    cap = problem.device_memory
+    share = cap / cap.sum() if np.isfinite(cap).all() and cap.sum() > 0 else np.full(g.k, 1.0 / g.k)
+    bounds = np.cumsum(share)[:-1]
+    out = []
+    seen = set()
+    for tag, w in (("chunks-live", problem.param_bytes + problem.output_bytes), ("chunks-static", problem.memory),
+                   ("chunks-time", problem.time)):
+        w = np.asarray(w, dtype=np.float64)[order]
+        total = float(w.sum())
+        if not total > 0:
+            continue
+        mid = (np.cumsum(w) - 0.5 * w) / total  # each node's position by the middle of its weight
+        dev = np.searchsorted(bounds, mid, side="right")
+        place = np.empty(g.n, dtype=np.int64)
+        place[order] = dev
+        place = project_constraints(problem, g, place.tolist())
+        key = tuple(place)
+        if key not in seen:
+            seen.add(key)
+            out.append((tag, place))
+    return out
+
+
 def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, seed: int = 0, hint=None,
                effort: float = 1.0, deadline: float | None = None) -> Solution:
     """Place and schedule ``problem`` so that every device's liveness peak fits (module doc)."""
@@ -250,9 +282,20 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
     pp = pardnn_placement(problem, g, cap, refine_evals=10, deadline=deadline, units=units)
     if pp is not None:
         starts.append(("pardnn-static", pp))
+    if not np.isinf(cap).all():
+        # the static answer without memory limits: the fastest schedules, often within peak already
+        free = _construct(problem, g, [float("inf")] * g.k, effort, None, deadline, seed)
+        if free is not None:
+            _, fp, fs, ff = free
+            if not pool.offer("static-free", fp, fs, ff):
+                starts.append(("static-free", fp))
     if hint is not None:
         ph = project_constraints(problem, g, np.asarray(hint).tolist())
         starts.append(("hint", ph))
+    for tag, place in _chunk_placements(problem, g):
+        s, f, _, _ = peak_schedule(problem, g, place, jr)
+        if not pool.offer(tag, place, s, f):
+            starts.append((tag, place))
     if not starts or pool.best is None:
         fill = greedy_fill(problem, None, cap, units) or greedy_fill(problem, None, cap, units, best_fit=True)
         if fill is not None:
