@@ -227,7 +227,75 @@ def _chunk_placements(problem: Problem, g: Graph):
         if key not in seen:
             seen.add(key)
             out.append((tag, place))
+    out += _balanced_stages(problem, g, share)
     return out
+
+
+def _balanced_stages(problem: Problem, g: Graph, share: np.ndarray, rounds: int = 8):
+    """:func:`_mirrored_stages`, with the stage shares rebalanced from the measured liveness
+    peaks (a device at ``x`` times the mean peak/capacity gets its share divided by ``x``)
+    for a fixed number of rounds; the placements with the lowest worst peak/capacity and
+    the shortest makespan are returned."""
+    cap = problem.device_memory
+    share = np.asarray(share, dtype=np.float64)
+    found = {}
+    for _ in range(rounds):
+        place = _mirrored_stages(problem, g, np.cumsum(share)[:-1])
+        if place is None or tuple(place) in found:
+            break
+        _, _, ms, peak = peak_schedule(problem, g, place, 0)
+        ratio = peak / np.maximum(cap, 1e-300)
+        found[tuple(place)] = (float(ratio.max()), ms, place)
+        if not np.isfinite(ratio).all() or not ratio.max() > 0:
+            break
+        share = share * np.clip(float(ratio.mean()) / np.maximum(ratio, 1e-12), 0.5, 2.0)
+        share /= share.sum()
+    if not found:
+        return []
+    by_fit = min(found.values(), key=lambda x: (x[0], x[1]))
+    by_time = min((x for x in found.values() if fits(x[0], 1.0)), key=lambda x: x[1], default=by_fit)
+    return [("stages-balanced", by_fit[2])] + ([("stages-fast", by_time[2])] if by_time is not by_fit else [])
+
+
+def _mirrored_stages(problem: Problem, g: Graph, bounds: np.ndarray) -> list[int] | None:
+    """Pipeline stages for training graphs: forward cut into stages, backward follows its tensors.
+
+    On one device the liveness level peaks at the turn from forward to backward (every
+    kept activation is live then). Nodes starting before that instant are cut into
+    consecutive stages by ``param + output`` bytes; every later node, in topological order,
+    joins the device of its predecessor with the largest output (the activation or gradient
+    it reads), so each activation is consumed where it was produced and no copy of it is
+    received elsewhere. The layer-wise pipeline split of GPipe (Huang et al., NeurIPS 2019).
+    """
+    from ...memory import memory_timeline
+    from .schedule import schedule_placement
+
+    s, f, _ = schedule_placement(g, [0] * g.n, 0)
+    times, level = memory_timeline(problem, np.zeros(g.n, dtype=np.int64), np.asarray(s), np.asarray(f))[0]
+    turn = float(times[int(np.argmax(level))])
+    start = np.asarray(s)
+    order = problem.topo
+    fwd = order[start[order] < turn]
+    if fwd.size == 0 or fwd.size == g.n:
+        return None
+    w = (problem.param_bytes + problem.output_bytes)[fwd].astype(np.float64)
+    total = float(w.sum())
+    if not total > 0:
+        return None
+    place = [-1] * g.n
+    for v, dv in zip(fwd.tolist(), np.searchsorted(bounds, (np.cumsum(w) - 0.5 * w) / total, side="right").tolist()):
+        place[v] = int(dv)
+    out_b = problem.output_bytes.tolist()
+    for v in order.tolist():
+        if place[v] >= 0:
+            continue
+        best, best_b = 0, -1.0
+        for i in range(g.in_ptr[v], g.in_ptr[v + 1]):
+            u = g.pred[i]
+            if out_b[u] > best_b:
+                best, best_b = place[u], out_b[u]
+        place[v] = best
+    return project_constraints(problem, g, place)
 
 
 def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, seed: int = 0, hint=None,
