@@ -33,6 +33,7 @@ COMMAND_MODULES: list[str] = [
     "optpart.cli.evaluate",
     "optpart.cli.info",
     "optpart.cli.solvers",
+    "optpart.cli.fit",
     "optpart.bench.commands",
     "optpart.importcli",
 ]
