@@ -35,7 +35,8 @@ COMMAND_MODULES: list[str] = [
     "optpart.cli.solvers",
     "optpart.cli.fit",
     "optpart.bench.commands",
-    "optpart.importcli",
+    "optpart.cli.import_",
+    "optpart.cli.show",
 ]
 
 
