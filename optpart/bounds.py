@@ -25,7 +25,7 @@ from .paths import top_levels_csr
 from .problem import Problem
 
 __all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "lower_bound", "all_bounds",
-           "problem_lower_bound"]
+           "problem_lower_bound", "forget"]
 
 
 def _fastest_durations(problem: Problem) -> np.ndarray:
@@ -86,3 +86,8 @@ def problem_lower_bound(problem: Problem) -> float:
     if cached is None:
         cached = _CACHE[problem] = lower_bound(problem)
     return cached
+
+
+def forget(problem: Problem) -> None:
+    """Drop the cached bound of ``problem`` (benchmarks that time the bound's computation)."""
+    _CACHE.pop(problem, None)
