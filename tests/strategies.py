@@ -207,8 +207,8 @@ def edge_case_problems(draw, max_nodes: int = 9, max_devices: int = 3):
     Starting from :func:`problems`, one or more of: a time unit of 1e-9 s or 1e6 s (times and
     transfer costs scaled together); zero-time nodes; all times equal (many equal finish
     times); chains of *views* (zero time, zero memory, zero-byte edges: reshape-like nodes)
-    behind existing nodes, views behind views; and the param/output/temp split, so that peak
-    and static differ.
+    behind existing nodes, views behind views; and the param/output/temp split on some nodes
+    (others give only ``memory``: mixed files), so that peak and static differ.
     """
     base = draw(problems(max_nodes=max_nodes, max_devices=max_devices, pins=False, per_pair_links=False,
                          memory=("loose", "just_enough")))
@@ -237,8 +237,11 @@ def edge_case_problems(draw, max_nodes: int = 9, max_devices: int = 3):
     split = {}
     if draw(st.booleans()):
         out = draw(st.lists(st.integers(0, 30), min_size=m, max_size=m))
-        split = {"param_bytes": np.asarray(memory) // 2, "output_bytes": np.asarray(out, dtype=float),
-                 "temp_bytes": np.zeros(m)}
+        # Mixed files: nodes without the split (NaN) hold their `memory` as parameters under peak.
+        given = np.asarray(draw(st.lists(st.booleans(), min_size=m, max_size=m)), dtype=bool)
+        split = {"param_bytes": np.where(given, np.asarray(memory) // 2, np.nan),
+                 "output_bytes": np.where(given, np.asarray(out, dtype=float), np.nan),
+                 "temp_bytes": np.where(given, 0.0, np.nan)}
     links = base.links
     return Problem.from_arrays(
         ids, np.asarray(time) * unit, memory, src, dst, nbytes,
