@@ -33,6 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import ProblemError
+from .limits import check_devices
 
 __all__ = ["Device", "LinkOverride", "Links", "Constraints", "Problem"]
 
@@ -84,8 +85,20 @@ class Constraints:
 
 
 def _as_float_array(values, n: int, what: str, ids: Sequence[str], allow_inf: bool = False) -> np.ndarray:
+    """``values`` as a float64 array of ``n`` finite numbers >= 0, or a :class:`ProblemError`
+    naming the first bad node, and refusing columns whose sum overflows to infinity (a
+    makespan or memory total computed from them would be inf or NaN)."""
     try:
         arr = np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        vals = list(values)
+        for i, x in enumerate(vals):
+            try:
+                float(x)
+            except OverflowError:
+                raise ProblemError(f"node '{ids[i]}' has {what}={_short(x)}; it is beyond the float range "
+                                   "(at most about 1.8e308)") from None
+        raise ProblemError(f"node field '{what}' holds a number beyond the float range") from None
     except (TypeError, ValueError) as exc:
         raise ProblemError(f"node field '{what}' must hold numbers: {exc}") from None
     if arr.shape != (n,):
@@ -95,7 +108,25 @@ def _as_float_array(values, n: int, what: str, ids: Sequence[str], allow_inf: bo
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ProblemError(f"node '{ids[i]}' has {what}={float(arr[i])!r}; it must be a finite number >= 0")
+    _check_sum(arr, f"node field '{what}'", lambda i: f"node '{ids[i]}'")
     return arr
+
+
+def _short(x: Any, limit: int = 40) -> str:
+    text = repr(x)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _check_sum(arr: np.ndarray, what: str, name_of) -> None:
+    """Refuse an array of finite values whose sum is not finite (float overflow)."""
+    if arr.size == 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(arr.sum())
+    if not math.isfinite(total):
+        i = int(np.argmax(arr))
+        raise ProblemError(f"{what} sums to {total!r} (largest value {float(arr[i])!r} at {name_of(i)}): "
+                           "the values overflow the float range when added; use smaller units")
 
 
 class Problem:
@@ -212,15 +243,21 @@ class Problem:
 
     def _set_edges(self, edge_src, edge_dst, edge_bytes) -> None:
         n = self.n_nodes
-        src = np.asarray(edge_src, dtype=np.int64).reshape(-1)
-        dst = np.asarray(edge_dst, dtype=np.int64).reshape(-1)
+        try:
+            src = np.asarray(edge_src, dtype=np.int64).reshape(-1)
+            dst = np.asarray(edge_dst, dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ProblemError(f"edge endpoints must be node indices (integers): {exc}") from None
         if src.shape != dst.shape:
             raise ProblemError(f"edge_src has {src.size} entries but edge_dst has {dst.size}")
         m = src.size
         if edge_bytes is None:
             eb = np.zeros(m)
         else:
-            eb = np.asarray(edge_bytes, dtype=np.float64).reshape(-1)
+            try:
+                eb = np.asarray(edge_bytes, dtype=np.float64).reshape(-1)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise ProblemError(f"edge bytes must be numbers: {exc}") from None
             if eb.shape != (m,):
                 raise ProblemError(f"edge_bytes has {eb.size} entries for {m} edges")
         for arr, what in ((src, "source"), (dst, "destination")):
@@ -233,6 +270,8 @@ class Problem:
             e = int(np.flatnonzero(bad)[0])
             raise ProblemError(f"edge '{self.node_ids[src[e]]}' -> '{self.node_ids[dst[e]]}' has "
                                f"bytes={float(eb[e])!r}; it must be a finite number >= 0")
+        _check_sum(eb, "edge field 'bytes'",
+                   lambda e: f"edge '{self.node_ids[src[e]]}' -> '{self.node_ids[dst[e]]}'")
         loops = src == dst
         if loops.any():
             e = int(np.flatnonzero(loops)[0])
@@ -293,7 +332,18 @@ class Problem:
         return v
 
     def _set_devices(self, devices: Sequence[Device], links: Links | None) -> None:
-        self.devices = tuple(devices)
+        devices = tuple(devices)
+        check_devices(len(devices))
+        for d in devices:
+            if not isinstance(d, Device):
+                raise ProblemError(f"devices must be Device objects, got {_short(d)}")
+            for what in ("memory", "speed"):
+                x = getattr(d, what)
+                if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+                    raise ProblemError(f"device '{d.id}' has {what}={_short(x)}; it must be a number")
+                if isinstance(x, int) and abs(x) > 1.7e308:
+                    raise ProblemError(f"device '{d.id}' has {what}={_short(x)}; it is beyond the float range")
+        self.devices = devices
         self.device_ids = [d.id for d in self.devices]
         self.device_index = {}
         for i, d in enumerate(self.devices):
@@ -328,6 +378,31 @@ class Problem:
         np.fill_diagonal(lat, 0.0)
         np.fill_diagonal(bw, math.inf)
         self.latency, self.bandwidth = lat, bw
+        self._check_path_bounds()
+
+    def _check_path_bounds(self) -> None:
+        """Refuse devices and links under which a schedule's length can overflow to inf.
+
+        Any schedule is at most the sum of all run times on the slowest device plus all
+        transfers over the slowest link; when that bound is finite, no start, finish or
+        makespan the evaluator computes can become inf or NaN.
+        """
+        if self.n_devices == 0:
+            return
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            run = float(self.time.sum()) / float(self.device_speed.min())
+            off = ~np.eye(self.n_devices, dtype=bool)
+            comm = 0.0
+            if self.n_edges and off.any():
+                comm = (float(self.latency[off].max()) * self.n_edges
+                        + float(self.edge_bytes.sum()) / float(self.bandwidth[off].min()))
+        if not math.isfinite(run):
+            raise ProblemError(f"the node times sum to {float(self.time.sum())!r} s, which on the slowest device "
+                               f"(speed {float(self.device_speed.min())!r}) overflows the float range")
+        if not math.isfinite(run + comm):
+            raise ProblemError(f"a schedule's length can overflow the float range: the edges carry "
+                               f"{float(self.edge_bytes.sum())!r} bytes in total over links as slow as "
+                               f"{float(self.bandwidth[off].min())!r} bytes/s")
 
     def _set_constraints(self, c: Constraints) -> None:
         n, k = self.n_nodes, self.n_devices

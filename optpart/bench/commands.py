@@ -54,9 +54,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     devices = _list(args.devices, int, "--devices") if args.devices else None
     scales = _list(args.memory_scale, float, "--memory-scale")
     solvers = _list(args.solvers, str, "--solvers")
-    # --devices here is a list, so apply_device_arguments gets one count at a time.
-    device_args = argparse.Namespace(devices=None, memory=args.memory, speed=args.speed,
-                                     bandwidth=args.bandwidth, latency=args.latency)
+    # --devices here is a list: plan_sweep resolves one count at a time.
+    device_args = {"memory": args.memory, "speed": args.speed, "bandwidth": args.bandwidth,
+                   "latency": args.latency}
     specs = plan_sweep(files, solvers, devices=devices, memory_scales=scales, time_limit=args.time_limit,
                        seed=args.seed, solver_options=_solver_options(args.option), device_args=device_args)
     outcome = run_sweep(specs, args.db, executor=args.executor, jobs=args.jobs,

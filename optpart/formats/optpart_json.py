@@ -1,4 +1,4 @@
-"""The optpart JSON formats for problems and results (``../shared/MODEL.md`` section 5).
+"""The optpart JSON formats for problems and results (``docs/model.md`` section 5, ``docs/formats.md``).
 
 Problem documents carry ``"format": "optpart-problem"`` and result documents
 ``"format": "optpart-result"``, each with ``"version": 1``; anything else is refused.
@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import FormatError, ProblemError
+from ..limits import check_devices
 from ..problem import Constraints, Device, LinkOverride, Links, Problem
 from ..result import Result, Status
 
@@ -34,6 +35,7 @@ PROBLEM_FORMAT = "optpart-problem"
 RESULT_FORMAT = "optpart-result"
 VERSION = 1
 _NODE_FIELDS = ("id", "time", "memory", "param_bytes", "output_bytes", "temp_bytes")
+_MISSING = object()
 
 
 # ---------------------------------------------------------------------- reading
@@ -47,16 +49,25 @@ def _check_header(doc: Any, expected: str) -> None:
         raise FormatError(f"unknown format {fmt!r}; expected \"{expected}\"")
     if "version" not in doc:
         raise FormatError("missing field 'version'")
-    if doc["version"] != VERSION:
+    version = doc["version"]
+    if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
         raise FormatError(f"unsupported {expected} version {doc['version']!r}; this optpart reads version {VERSION}")
+
+
+def _short(x: Any, limit: int = 40) -> str:
+    text = repr(x)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _number(value: Any, what: str, allow_inf: bool = False) -> float:
     if isinstance(value, str) and allow_inf and value.strip().lower() in ("inf", "infinity"):
         return math.inf
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProblemError(f"{what} must be a number, got {value!r}")
-    x = float(value)
+        raise ProblemError(f"{what} must be a number, got {_short(value)}")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise ProblemError(f"{what} is {_short(value)}; it is beyond the float range (at most about 1.8e308)") from None
     if math.isnan(x) or x < 0 or (math.isinf(x) and not allow_inf):
         raise ProblemError(f"{what} is {value!r}; it must be a finite number >= 0")
     return x
@@ -80,11 +91,27 @@ def _column(items: list, key: str, what: str, ids: list[str] | None = None, defa
         raise
 
 
-def _numeric_column(values: list, key: str, ids: list[str]) -> np.ndarray:
-    for i, x in enumerate(values):
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise ProblemError(f"node '{ids[i]}' has {key}={x!r}; it must be a number")
-    return np.asarray(values, dtype=np.float64)
+_NUMBER_TYPES = frozenset((int, float))
+
+
+def _numeric_column(values: list, key: str, ids: list[str] | None = None, name_of=None) -> np.ndarray:
+    """A list of JSON numbers as float64; bools, strings, nulls and integers beyond the
+    float range are refused naming the node (``ids``) or item (``name_of(i)``); the types
+    are checked in one pass over the column."""
+    if name_of is None:
+        name_of = lambda i: f"node '{ids[i]}'"  # noqa: E731
+    if not _NUMBER_TYPES.issuperset(set(map(type, values))):
+        for i, x in enumerate(values):
+            if type(x) not in _NUMBER_TYPES:
+                raise ProblemError(f"{name_of(i)} has {key}={_short(x)}; it must be a number")
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        for i, x in enumerate(values):
+            if isinstance(x, int) and abs(x) > 1.7e308:
+                raise ProblemError(f"{name_of(i)} has {key}={_short(x)}; it is beyond the float range "
+                                   "(at most about 1.8e308)") from None
+        raise
 
 
 def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
@@ -97,19 +124,30 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
     if not isinstance(edges, list):
         raise FormatError("field 'edges' must be a list of {\"src\", \"dst\", \"bytes\"} objects")
     raw_ids = _column(nodes, "id", "node")
-    for i, nid in enumerate(raw_ids):
-        if isinstance(nid, bool) or not isinstance(nid, (str, int)):
-            raise FormatError(f"node at position {i} has id {nid!r}; ids are strings")
-    ids = [str(x) for x in raw_ids]
+    id_types = set(map(type, raw_ids))
+    if id_types == {str}:
+        ids = raw_ids
+    else:
+        for i, nid in enumerate(raw_ids):
+            if type(nid) not in (str, int):
+                raise FormatError(f"node at position {i} has id {_short(nid)}; ids are strings")
+        ids = [str(x) for x in raw_ids]
     time = _numeric_column(_column(nodes, "time", "node", ids), "time", ids)
     split = {}
     for key in ("param_bytes", "output_bytes", "temp_bytes"):
         if any(key in nd for nd in nodes):
             split[key] = _numeric_column(_column(nodes, key, "node", ids, default=0), key, ids)
     if split:
-        memory = _numeric_column(_column(nodes, "memory", "node", ids, default=-1.0), "memory", ids)
-        derived = sum(split.values())
-        memory = np.where(memory < 0, derived, memory)
+        # A node without 'memory' holds the sum of its split (docs/formats.md); a given
+        # 'memory' is kept as it is and validated like any other number.
+        raw = _column(nodes, "memory", "node", ids, default=_MISSING)
+        absent = [i for i, x in enumerate(raw) if x is _MISSING]
+        if absent:
+            derived = sum(split.values())
+            raw = list(raw)
+            for i in absent:
+                raw[i] = float(derived[i])
+        memory = _numeric_column(raw, "memory", ids)
     else:
         memory = _numeric_column(_column(nodes, "memory", "node", ids), "memory", ids)
     known = frozenset(_NODE_FIELDS)
@@ -128,16 +166,20 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
                 if str(end) not in index:
                     raise ProblemError(f"edge '{s}' -> '{t}' names unknown node '{end}'") from None
         raise
-    byte_values = _column(edges, "bytes", "edge", default=0)
-    for e, x in enumerate(byte_values):
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise ProblemError(f"edge '{src_ids[e]}' -> '{dst_ids[e]}' has bytes={x!r}; it must be a number")
+    byte_values = _numeric_column(_column(edges, "bytes", "edge", default=0), "bytes",
+                                  name_of=lambda e: f"edge '{src_ids[e]}' -> '{dst_ids[e]}'")
     devices = None
     if "devices" in doc:
+        if not isinstance(doc["devices"], list):
+            raise FormatError(f"field 'devices' must be a list of {{\"id\", \"memory\", \"speed\"}} objects, "
+                              f"got {type(doc['devices']).__name__}")
+        check_devices(len(doc["devices"]), "field 'devices': device count")
         devices = []
         for i, d in enumerate(doc["devices"]):
             if not isinstance(d, dict) or "id" not in d:
                 raise FormatError(f"device at position {i} needs an 'id'")
+            if isinstance(d["id"], bool) or not isinstance(d["id"], (str, int)):
+                raise FormatError(f"device at position {i} has id {_short(d['id'])}; ids are strings")
             if "memory" not in d:
                 raise FormatError(f"device '{d['id']}' has no field 'memory' (bytes, or \"inf\")")
             devices.append(Device(str(d["id"]), _number(d["memory"], f"device '{d['id']}' memory", True),
@@ -146,15 +188,18 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
     constraints = _constraints_from_dict(doc.get("constraints") or {})
     if (constraints.pin or constraints.forbid) and devices is None:
         raise ProblemError("pin/forbid constraints name devices, but the problem has no 'devices'")
-    meta = doc.get("meta") or {}
+    meta = doc.get("meta", {})
     if not isinstance(meta, dict):
-        raise FormatError("field 'meta' must be a JSON object")
+        raise FormatError(f"field 'meta' must be a JSON object, got {_short(meta)}")
+    name = doc.get("name", "problem")
+    if not isinstance(name, str):
+        raise FormatError(f"field 'name' must be a string, got {_short(name)}")
     return Problem.from_arrays(
-        ids, time, memory, src, dst, np.asarray(byte_values, dtype=np.float64),
+        ids, time, memory, src, dst, byte_values,
         devices=devices, links=links, constraints=constraints,
         param_bytes=split.get("param_bytes"), output_bytes=split.get("output_bytes"),
         temp_bytes=split.get("temp_bytes"), node_meta=node_meta,
-        name=str(doc.get("name", "problem")), meta=meta,
+        name=name, meta=meta,
     )
 
 
@@ -170,6 +215,12 @@ def _links_from_dict(doc: Any) -> Links:
         raise FormatError("field 'links' must be an object with 'latency', 'bandwidth' and optional 'pairs'")
     lat = _number(doc.get("latency", 0.0), "links latency")
     bw = _number(doc.get("bandwidth", "inf"), "links bandwidth", allow_inf=True)
+    unknown = set(doc) - {"latency", "bandwidth", "pairs"}
+    if unknown:
+        raise FormatError(f"unknown field(s) in 'links': {', '.join(sorted(map(str, unknown)))}; "
+                          "known: latency, bandwidth, pairs")
+    if not isinstance(doc.get("pairs", []), list):
+        raise FormatError("field 'links.pairs' must be a list of {\"src\", \"dst\", \"latency\", \"bandwidth\"} objects")
     pairs = []
     for i, pr in enumerate(doc.get("pairs", [])):
         if not isinstance(pr, dict) or "src" not in pr or "dst" not in pr:

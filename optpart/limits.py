@@ -1,0 +1,59 @@
+"""Size limits checked before optpart allocates memory for untrusted input.
+
+A hostile or mistaken input can ask for more memory than the machine has: a small
+gzip file that inflates without end, ``--devices 100000`` (two ``k x k`` link
+matrices), a node count that no file backs. Each limit below is checked before the
+allocation and, when exceeded, raises one line naming the value, the limit and
+the environment variable that raises it.
+
+=========================  ==================  ==========================================
+limit                      default             environment variable
+=========================  ==================  ==========================================
+decompressed input size    2 GiB               ``OPTPART_MAX_INPUT_BYTES``
+device count               4096                ``OPTPART_MAX_DEVICES``
+=========================  ==================  ==========================================
+
+4096 devices make two ``k x k`` float64 link matrices of 128 MiB each.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import OptpartError, ProblemError
+
+__all__ = ["max_input_bytes", "max_devices", "check_devices", "DEFAULT_MAX_INPUT_BYTES", "DEFAULT_MAX_DEVICES"]
+
+DEFAULT_MAX_INPUT_BYTES = 2 * 2**30
+DEFAULT_MAX_DEVICES = 4096
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptpartError(f"environment variable {name}={raw!r} must be a positive integer") from None
+    if value < 1:
+        raise OptpartError(f"environment variable {name}={raw!r} must be a positive integer")
+    return value
+
+
+def max_input_bytes() -> int:
+    """Largest (decompressed) input file optpart reads, in bytes."""
+    return _env_int("OPTPART_MAX_INPUT_BYTES", DEFAULT_MAX_INPUT_BYTES)
+
+
+def max_devices() -> int:
+    """Largest device count a problem may have."""
+    return _env_int("OPTPART_MAX_DEVICES", DEFAULT_MAX_DEVICES)
+
+
+def check_devices(k: int, what: str = "device count") -> None:
+    """Raise :class:`OptpartError` when ``k`` devices exceed :func:`max_devices`."""
+    limit = max_devices()
+    if k > limit:
+        raise ProblemError(f"{what} {k} exceeds the limit of {limit} devices "
+                           f"(set OPTPART_MAX_DEVICES to raise it)")
