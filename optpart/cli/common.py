@@ -102,9 +102,9 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
 def format_summary(problem: Problem, result: Result) -> str:
     """The human summary of a result: headline figures and one row per device."""
     lines = [
-        f"problem   {problem.name}: {problem.n_nodes} nodes, {problem.n_edges} edges, {problem.n_devices} devices",
-        f"solver    {result.solver}",
-        f"status    {result.status.value}" + (f" ({result.message})" if result.message else ""),
+        f"problem   {safe(problem.name)}: {problem.n_nodes} nodes, {problem.n_edges} edges, {problem.n_devices} devices",
+        f"solver    {safe(result.solver)}",
+        f"status    {result.status.value}" + (f" ({safe(result.message)})" if result.message else ""),
     ]
     if result.ok:
         lines.append(f"makespan  {format_time(result.makespan)}   lower bound {format_time(result.lower_bound)}   "
@@ -121,7 +121,7 @@ def format_summary(problem: Problem, result: Result) -> str:
         count = np.bincount(result.placement, minlength=problem.n_devices)
         rows = []
         for d, dev in enumerate(problem.devices):
-            rows.append([dev.id, str(count[d]), format_time(busy[d]),
+            rows.append([safe(dev.id, 60), str(count[d]), format_time(busy[d]),
                          f"{busy[d] / result.makespan:.0%}" if result.makespan > 0 else "-",
                          format_bytes(result.memory_static[d]), format_bytes(result.memory_peak[d]),
                          format_bytes(dev.memory), f"{dev.speed:g}"])
