@@ -112,9 +112,9 @@ def format_summary(problem: Problem, result: Result) -> str:
     else:
         lines.append(f"lower bound {format_time(result.lower_bound)}")
     lines.append(f"time      {format_time(result.wall_seconds)}")
-    if result.ok:
-        other = "peak" if result.memory_model == "static" else "static"
-        lines.append(f"memory    {result.memory_model} model respected; {other} shown for reference")
+    other = "peak" if result.memory_model == "static" else "static"
+    lines.append(f"memory    {result.memory_model} model" + (f" respected; {other} shown for reference"
+                                                              if result.ok else " requested"))
     if result.ok:
         busy = np.bincount(result.placement, weights=problem.duration(result.placement),
                            minlength=problem.n_devices)

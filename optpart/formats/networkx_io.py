@@ -9,6 +9,8 @@ names the problem.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Sequence
 
 import networkx as nx
@@ -34,8 +36,9 @@ def from_networkx(graph: nx.DiGraph, devices: Sequence[Device] | None = None, li
     for v, d in zip(ids, data):
         if "time" not in d:
             raise ProblemError(f"node '{v}' has no attribute 'time'")
-    split = {f: [d.get(f, 0) for d in data] for f in _FIELDS[2:] if any(f in d for d in data)}
-    memory = [d.get("memory", 0) for d in data] if not split or any("memory" in d for d in data) else None
+    # NaN: not given for this node; Problem.from_arrays fills it (docs/model.md section 3).
+    split = {f: [d.get(f, math.nan) for d in data] for f in _FIELDS[2:] if any(f in d for d in data)}
+    memory = [d.get("memory", math.nan if split else 0) for d in data]
     meta = [{k: val for k, val in d.items() if k not in _FIELDS} for d in data]
     src, dst, nbytes = [], [], []
     for u, w, d in graph.edges(data=True):

@@ -35,7 +35,6 @@ PROBLEM_FORMAT = "optpart-problem"
 RESULT_FORMAT = "optpart-result"
 VERSION = 1
 _NODE_FIELDS = ("id", "time", "memory", "param_bytes", "output_bytes", "temp_bytes")
-_MISSING = object()
 
 
 # ---------------------------------------------------------------------- reading
@@ -136,18 +135,9 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
     split = {}
     for key in ("param_bytes", "output_bytes", "temp_bytes"):
         if any(key in nd for nd in nodes):
-            split[key] = _numeric_column(_column(nodes, key, "node", ids, default=0), key, ids)
-    if split:
-        # A node without 'memory' holds the sum of its split (docs/formats.md); a given
-        # 'memory' is kept as it is and validated like any other number.
-        raw = _column(nodes, "memory", "node", ids, default=_MISSING)
-        absent = [i for i, x in enumerate(raw) if x is _MISSING]
-        if absent:
-            derived = sum(split.values())
-            raw = list(raw)
-            for i in absent:
-                raw[i] = float(derived[i])
-        memory = _numeric_column(raw, "memory", ids)
+            split[key] = _numeric_column(_column(nodes, key, "node", ids, default=math.nan), key, ids)
+    if split:  # NaN: not given for this node; Problem.from_arrays fills it (docs/model.md section 3)
+        memory = _numeric_column(_column(nodes, "memory", "node", ids, default=math.nan), "memory", ids)
     else:
         memory = _numeric_column(_column(nodes, "memory", "node", ids), "memory", ids)
     known = frozenset(_NODE_FIELDS)
