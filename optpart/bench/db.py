@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import OptpartError
 
-__all__ = ["SCHEMA_VERSION", "COLUMNS", "connect", "options_key", "done_keys", "insert_run", "load_runs"]
+__all__ = ["SCHEMA_VERSION", "COLUMNS", "connect", "connect_readonly", "options_key", "done_keys", "insert_run", "load_runs"]
 
 #: Bumped when the columns change meaning; a file with another version is refused.
 SCHEMA_VERSION = 1
@@ -126,13 +126,41 @@ def insert_run(con: sqlite3.Connection, row: Mapping[str, Any]) -> None:
                     values)
 
 
+def connect_readonly(path: str | Path) -> sqlite3.Connection:
+    """Open an existing results database for reading only: a missing, empty or foreign
+    file is an error, and the file is never created, converted or written."""
+    path = Path(path)
+    if not path.exists():
+        raise OptpartError(f"no such results database: {path}")
+    if path.is_dir():
+        raise OptpartError(f"{path} is a directory, not a results database")
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    if head != b"SQLite format 3\x00":
+        what = "an empty file" if not head else "not an SQLite file"
+        raise OptpartError(f"{path}: not an optpart results database ({what})")
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        con.row_factory = sqlite3.Row
+        found = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        con.execute("SELECT 1 FROM runs LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise OptpartError(f"{path}: not an optpart results database ({exc})") from None
+    if found is None or found[0] != str(SCHEMA_VERSION):
+        con.close()
+        raise OptpartError(f"{path}: results schema version {found[0] if found else 'missing'}, "
+                           f"this optpart reads version {SCHEMA_VERSION}")
+    return con
+
+
 def load_runs(path_or_con: str | Path | sqlite3.Connection,
               keys: Iterable[tuple[str, str, str]] | None = None) -> list[dict[str, Any]]:
-    """Every run as a dictionary (ordered by id), optionally only those with the given identities."""
+    """Every run as a dictionary (ordered by id), optionally only those with the given identities.
+
+    A path is opened read-only (:func:`connect_readonly`): reading never changes the file.
+    """
     own = not isinstance(path_or_con, sqlite3.Connection)
-    if own and not Path(path_or_con).exists():
-        raise OptpartError(f"no such results database: {path_or_con}")
-    con = connect(path_or_con) if own else path_or_con
+    con = connect_readonly(path_or_con) if own else path_or_con
     try:
         rows = [dict(r) for r in con.execute("SELECT * FROM runs ORDER BY id")]
     finally:
