@@ -312,6 +312,7 @@ def run_sweep(specs: Sequence[RunSpec], db_path: str | Path, *, executor: Execut
     """
     con = _db.connect(db_path)
     out = SweepOutcome(planned=len(specs), keys=[s.key for s in specs])
+    owner = _db.owner_token()
     try:
         done = _db.done_keys(con, include_errors=not retry_errors)
         todo, seen = [], set()
@@ -329,32 +330,66 @@ def run_sweep(specs: Sequence[RunSpec], db_path: str | Path, *, executor: Execut
         ex = make_executor(executor, jobs) if own else executor
         bar = Progress(len(todo), progress, skipped=out.skipped)
         try:
-            queue = list(reversed(range(len(todo))))  # pop() from the end keeps the planned order
-            running: dict[Any, int] = {}
-            while queue or running:
-                while queue and len(running) < ex.capacity:
-                    i = queue.pop()
-                    spec = todo[i]
-                    task = {"problem": spec.problem, "solver": spec.solver, "options": spec.options}
-                    running[ex.submit(run_one, task)] = i
-                finished, _ = ex.wait_any(running)
-                # Runs finishing together are written in planned order.
-                for handle in sorted(finished, key=running.__getitem__):
-                    spec = todo[running.pop(handle)]
-                    try:
-                        answer = ex.outcome(handle)
-                    except Exception as exc:  # the worker died, or the task could not be shipped
-                        answer = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-                    _db.insert_run(con, _row(spec, answer))
-                    out.ran += 1
-                    out.errors += answer["status"] == "error"
-                    bar.update(spec, answer["status"])
+            _run_claimed(todo, con, ex, owner, retry_errors, bar, out)
+        except BaseException:
+            # Interrupted (SIGTERM, Ctrl-C) or failed: stop the workers now, keep what is written.
+            if own:
+                ex.terminate()
+            raise
         finally:
             if own:
                 ex.close()
     finally:
-        con.close()
+        try:
+            _db.release_claims(con, owner)
+        finally:
+            con.close()
     return out
+
+
+#: Seconds between looks at runs that another sweep holds.
+CLAIM_POLL_S = 0.5
+
+
+def _run_claimed(todo: list[RunSpec], con, ex: Executor, owner: str, retry_errors: bool, bar: Progress,
+                 out: SweepOutcome) -> None:
+    """Claim, run and write the runs of ``todo`` in planned order, at most ``ex.capacity`` in
+    flight. Runs that another live sweep holds are put aside and looked at again when
+    nothing else is left: skipped once their row is there, run here if their sweep died."""
+    queue = list(range(len(todo)))[::-1]  # pop() from the end keeps the planned order
+    held_elsewhere: list[int] = []
+    running: dict[Any, int] = {}
+    while queue or running or held_elsewhere:
+        while queue and len(running) < ex.capacity:
+            i = queue.pop()
+            spec = todo[i]
+            state = _db.claim(con, spec.key, owner, include_errors=not retry_errors)
+            if state == "done":  # another sweep wrote it meanwhile
+                out.skipped += 1
+                bar.total -= 1
+                continue
+            if state == "busy":
+                held_elsewhere.append(i)
+                continue
+            task = {"problem": spec.problem, "solver": spec.solver, "options": spec.options}
+            running[ex.submit(run_one, task)] = i
+        if running:
+            finished, _ = ex.wait_any(running)
+            # Runs finishing together are written in planned order.
+            for handle in sorted(finished, key=running.__getitem__):
+                spec = todo[running.pop(handle)]
+                try:
+                    answer = ex.outcome(handle)
+                except Exception as exc:  # the worker died, or the task could not be shipped
+                    answer = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+                _db.insert_run(con, _row(spec, answer), owner=owner)
+                out.ran += 1
+                out.errors += answer["status"] == "error"
+                bar.update(spec, answer["status"])
+        elif held_elsewhere and not queue:
+            time.sleep(CLAIM_POLL_S)
+            queue = held_elsewhere[::-1]
+            held_elsewhere = []
 
 
 def iter_instances(paths: Iterable[str | Path]) -> list[Path]:

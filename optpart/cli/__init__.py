@@ -23,6 +23,7 @@ import argparse
 import importlib
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -119,6 +120,15 @@ def _check_args(args: argparse.Namespace) -> None:
             raise OptpartError(f"--out {out} is a directory; give a file name")
 
 
+class Terminated(BaseException):
+    """Raised in the main thread when the process gets SIGTERM, so that ``finally`` blocks
+    run (a sweep stops its workers, drops its claims, closes its database)."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -127,14 +137,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
+    try:
         _check_args(args)
         return int(args.func(args) or 0)
     except OptpartError as exc:
         print(f"optpart: error: {safe(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("optpart: interrupted", file=sys.stderr)
+        print("optpart: interrupted; results written so far are kept", file=sys.stderr)
         return 130
+    except Terminated:
+        print("optpart: terminated by SIGTERM; results written so far are kept", file=sys.stderr)
+        return 143
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
@@ -144,6 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"optpart: internal error: {type(exc).__name__}: {safe(exc)} (set OPTPART_DEBUG=1 for a traceback)",
               file=sys.stderr)
         return 3
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -380,29 +380,65 @@ def result_from_dict(doc: Mapping[str, Any], problem: Problem) -> Result:
     for key in ("status", "solver"):
         if key not in doc:
             raise FormatError(f"missing field '{key}' in result")
+        if not isinstance(doc[key], str):
+            raise FormatError(f"result field '{key}' must be a string, got {_short(doc[key])}")
     try:
         status = Status(doc["status"])
     except ValueError:
-        raise FormatError(f"unknown status {doc['status']!r}; known: "
+        raise FormatError(f"unknown status {_short(doc['status'])}; known: "
                           f"{', '.join(s.value for s in Status)}") from None
+    lower_bound = _result_number(doc, "lower_bound")
+    message = doc.get("message", "")
+    if not isinstance(message, str):
+        raise FormatError(f"result field 'message' must be a string, got {_short(message)}")
     if not status.has_solution:
-        return Result(problem=str(doc.get("problem", problem.name)), solver=str(doc["solver"]), status=status,
-                      lower_bound=float(doc.get("lower_bound") or 0.0), message=str(doc.get("message", "")))
+        return Result(problem=str(doc.get("problem", problem.name)), solver=doc["solver"], status=status,
+                      lower_bound=lower_bound, message=message)
     if "placement" not in doc or not isinstance(doc["placement"], dict):
         raise FormatError(f"result with status '{status.value}' has no 'placement' object")
-    placement = problem.placement_from_ids({str(k): str(v) for k, v in doc["placement"].items()})
+    for nid, did in doc["placement"].items():
+        if not isinstance(did, str):
+            raise FormatError(f"placement of node '{nid}' must be a device id (a string), got {_short(did)}")
+    placement = problem.placement_from_ids(doc["placement"])
     start = None
     if doc.get("schedule"):
         sched = doc["schedule"]
-        start = np.zeros(problem.n_nodes)
+        if not isinstance(sched, dict):
+            raise FormatError(f"result field 'schedule' must be an object, got {type(sched).__name__}")
+        values = []
         for nid in problem.node_ids:
-            if nid not in sched or "start" not in sched[nid]:
+            entry = sched.get(nid)
+            if not isinstance(entry, dict) or "start" not in entry:
                 raise FormatError(f"schedule has no start time for node '{nid}'")
-        start = np.array([float(sched[nid]["start"]) for nid in problem.node_ids])
-    result = evaluate(problem, placement, start, solver=str(doc["solver"]), status=status,
-                      lower_bound=float(doc.get("lower_bound") or 0.0),
-                      memory_model=str(doc.get("memory_model", "static")),
-                      message=str(doc.get("message", "")), options=doc.get("options") or {},
-                      stats=doc.get("stats") or {})
-    result.wall_seconds = float(doc.get("wall_seconds", 0.0))
+            x = entry["start"]
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(float(x)):
+                raise FormatError(f"schedule of node '{nid}' has start={_short(x)}; it must be a finite number")
+            values.append(float(x))
+        start = np.array(values)
+    memory_model = doc.get("memory_model", "static")
+    if memory_model not in ("static", "peak"):
+        raise FormatError(f"result field 'memory_model' is {_short(memory_model)}; use 'static' or 'peak'")
+    for key in ("options", "stats"):
+        if not isinstance(doc.get(key) or {}, dict):
+            raise FormatError(f"result field '{key}' must be an object, got {_short(doc[key])}")
+    result = evaluate(problem, placement, start, solver=doc["solver"], status=status,
+                      lower_bound=lower_bound, memory_model=memory_model, message=message,
+                      options=doc.get("options") or {}, stats=doc.get("stats") or {})
+    result.wall_seconds = _result_number(doc, "wall_seconds")
     return result
+
+
+def _result_number(doc: Mapping[str, Any], key: str) -> float:
+    """A result's optional number (``null`` or absent read as 0), or an error naming the field."""
+    value = doc.get(key)
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FormatError(f"result field '{key}' must be a number, got {_short(value)}")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise FormatError(f"result field '{key}' is {_short(value)}; it is beyond the float range") from None
+    if not math.isfinite(x) or x < 0:
+        raise FormatError(f"result field '{key}' is {_short(value)}; it must be a finite number >= 0")
+    return x
