@@ -13,6 +13,7 @@ __all__ = ["safe", "plot_safe"]
 
 #: Longest text :func:`safe` keeps by default; the rest is replaced by an ellipsis.
 DEFAULT_LIMIT = 2000
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def safe(text: object, limit: int | None = DEFAULT_LIMIT) -> str:
@@ -36,6 +37,8 @@ def safe(text: object, limit: int | None = DEFAULT_LIMIT) -> str:
     for ch in s:
         if ch.isprintable():
             out.append(ch)
+        elif ch in _SHORT:
+            out.append(_SHORT[ch])
         else:
             code = ord(ch)
             out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
