@@ -494,47 +494,24 @@ class Problem:
         for nid, dids in c.forbid.items():
             v = node(nid, "forbid")
             self.forbidden[v] = frozenset(device(d, f"forbid of node '{nid}'") for d in dids)
-        # Colocation groups: overlapping groups merge (union-find), so `group_of` is a partition.
-        parent = list(range(n)) if c.colocate else []
-
-        def find(x: int) -> int:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for g in c.colocate:
-            members = [node(nid, "colocate") for nid in g]
-            for v in members[1:]:
-                ra, rb = find(members[0]), find(v)
-                if ra != rb:
-                    parent[max(ra, rb)] = min(ra, rb)
+        # Colocation groups: overlapping groups merge, so `group_of` is a partition. Groups are
+        # ordered by their smallest node index, members sorted.
         self.group_of = np.full(n, -1, dtype=np.int64)
         self.groups: list[np.ndarray] = []
         if c.colocate:
-            roots: dict[int, list[int]] = {}
-            for g in c.colocate:
-                for nid in g:
-                    v = self.node_index[nid]
-                    roots.setdefault(find(v), [])
-            for v in range(n):
-                r = find(v)
-                if r in roots:
-                    roots[r].append(v)
-            for r in sorted(roots):
-                members = np.array(sorted(set(roots[r])), dtype=np.int64)
-                if members.size < 2:
-                    continue
-                self.group_of[members] = len(self.groups)
-                self.groups.append(members)
+            self.groups = _colocation_groups(c.colocate, self.node_index, n)
+            for gi, members in enumerate(self.groups):
+                self.group_of[members] = gi
         # Pins inside a group must agree; the group inherits the pin.
-        for gi, members in enumerate(self.groups):
-            pins = {int(self.pin[v]) for v in members if self.pin[v] >= 0}
-            if len(pins) > 1:
-                names = sorted(self.device_ids[d] for d in pins)
-                raise ProblemError(f"colocation group of node '{self.node_ids[members[0]]}' is pinned to "
-                                   f"several devices: {', '.join(names)}")
-            if pins:
+        if c.pin and self.groups:
+            pinned_groups = np.unique(self.group_of[(self.pin >= 0) & (self.group_of >= 0)])
+            for gi in pinned_groups.tolist():
+                members = self.groups[gi]
+                pins = {int(d) for d in self.pin[members] if d >= 0}
+                if len(pins) > 1:
+                    names = sorted(self.device_ids[d] for d in pins)
+                    raise ProblemError(f"colocation group of node '{self.node_ids[members[0]]}' is pinned to "
+                                       f"several devices: {', '.join(names)}")
                 self.pin[members] = pins.pop()
         for v, devs in self.forbidden.items():
             if self.pin[v] >= 0 and self.pin[v] in devs:
@@ -735,6 +712,57 @@ class Problem:
         if missing.size:
             raise ProblemError(f"placement leaves node '{self.node_ids[missing[0]]}' without a device")
         return placement
+
+
+def _colocation_groups(colocate: Sequence[Sequence[str]], index: Mapping[str, int], n: int) -> list[np.ndarray]:
+    """Colocation groups as sorted index arrays, overlapping groups merged, ordered by their
+    smallest member; groups of one node dropped.
+
+    Disjoint groups (the common case: one group per variable) take a vectorised path;
+    overlapping ones a union-find (Tarjan 1975) over the merged nodes.
+    """
+    sizes = np.fromiter((len(g) for g in colocate), dtype=np.int64, count=len(colocate))
+    flat_ids = [nid for g in colocate for nid in g]
+    flat = np.fromiter((index.get(nid, -1) for nid in flat_ids), dtype=np.int64, count=len(flat_ids))
+    if (flat < 0).any():
+        raise ProblemError(f"colocate names unknown node '{flat_ids[int(np.flatnonzero(flat < 0)[0])]}'")
+    gid = np.repeat(np.arange(sizes.size), sizes)
+    if flat.size == 0:
+        return []
+    if np.bincount(flat, minlength=n).max() <= 1:  # disjoint groups, no repeats
+        keep = sizes[gid] >= 2
+        flat, gid = flat[keep], gid[keep]
+        if flat.size == 0:
+            return []
+        order = np.lexsort((flat, gid))
+        flat, gid = flat[order], gid[order]
+        starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+        parts = np.split(flat, starts[1:])
+        return [parts[i] for i in np.argsort(flat[starts], kind="stable").tolist()]
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    bounds = np.r_[0, np.cumsum(sizes)].tolist()
+    members_all = flat.tolist()
+    for i in range(sizes.size):
+        members = members_all[bounds[i]:bounds[i + 1]]
+        for v in members[1:]:
+            ra, rb = find(members[0]), find(v)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+    roots: dict[int, list[int]] = {}
+    for v in sorted(set(members_all)):
+        roots.setdefault(find(v), []).append(v)
+    out = []
+    for r in sorted(roots):
+        if len(roots[r]) >= 2:
+            out.append(np.array(roots[r], dtype=np.int64))
+    return out
 
 
 def _check_link(latency: float, bandwidth: float, what: str) -> None:
