@@ -1,4 +1,4 @@
-"""File formats: optpart JSON (problems and results), STG, dnn-partitioning JSON, networkx.
+"""File formats: optpart JSON (problems and results), columnar .npz, STG, dnn-partitioning JSON, networkx.
 
 :func:`load` recognises a file by its content and extension: ``.stg`` files are
 STG; JSON (optionally gzip-compressed, ``.json.gz``) is an optpart problem when it
@@ -17,6 +17,7 @@ from .dnn_partitioning import dnn_partitioning_from_dict, looks_like_dnn_partiti
 from .networkx_io import from_networkx, to_networkx
 from .optpart_json import (PROBLEM_FORMAT, RESULT_FORMAT, problem_from_dict, problem_to_json,
                            result_from_dict, result_to_json)
+from .npz import read_npz, write_npz
 from .stg import parse_stg, read_stg
 from ._io import parse_json, read_bytes, read_text, write_bytes
 
@@ -29,6 +30,8 @@ __all__ = [
     "from_networkx",
     "to_networkx",
     "read_stg",
+    "read_npz",
+    "write_npz",
     "parse_stg",
     "problem_to_json",
     "result_to_json",
@@ -37,7 +40,7 @@ __all__ = [
 
 def _stem(path: Path) -> str:
     name = path.name
-    for suffix in (".gz", ".json", ".stg"):
+    for suffix in (".gz", ".json", ".stg", ".npz"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     return name
@@ -53,6 +56,8 @@ def _decode(path: Path, data: bytes) -> str:
 def load(path: str | Path) -> Problem:
     """Read a problem from an optpart JSON, STG or dnn-partitioning file (format detected)."""
     path = Path(path)
+    if path.name.endswith(".npz"):
+        return read_npz(path)
     data = read_bytes(path)
     if path.suffix == ".stg" or path.name.endswith(".stg.gz"):
         return parse_stg(_decode(path, data), name=_stem(path))
@@ -81,7 +86,11 @@ def _write(path: Path, text: str) -> None:
 
 
 def save(problem: Problem, path: str | Path) -> None:
-    """Write a problem as optpart JSON (gzip-compressed when the name ends in ``.gz``)."""
+    """Write a problem as optpart JSON (gzip-compressed when the name ends in ``.gz``), or
+    as the columnar ``.npz`` format when the name ends in ``.npz`` (big graphs; docs/formats.md)."""
+    if Path(path).name.endswith(".npz"):
+        write_npz(problem, path)
+        return
     _write(Path(path), problem_to_json(problem))
 
 

@@ -108,8 +108,7 @@ def write_bytes(path: str | Path, data: bytes) -> None:
     try:
         if path.name.endswith(".gz"):
             # mtime=0 and no file name keep compressed bytes identical across runs.
-            with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
-                                                         compresslevel=6) as fh:
+            with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as fh:
                 fh.write(data)
         else:
             path.write_bytes(data)

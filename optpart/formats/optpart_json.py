@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from operator import itemgetter
 from typing import Any, Mapping
 
 import numpy as np
@@ -75,18 +76,15 @@ def _number(value: Any, what: str, allow_inf: bool = False) -> float:
 def _column(items: list, key: str, what: str, ids: list[str] | None = None, default=None) -> list:
     try:
         if default is None:
-            return [item[key] for item in items]
+            return list(map(itemgetter(key), items))
         return [item.get(key, default) for item in items]
-    except KeyError:
-        for i, item in enumerate(items):
-            if key not in item:
-                who = f"'{ids[i]}'" if ids else f"at position {i}"
-                raise FormatError(f"{what} {who} has no field '{key}'") from None
-        raise
-    except (TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError):
         for i, item in enumerate(items):
             if not isinstance(item, dict):
-                raise FormatError(f"{what} at position {i} must be a JSON object, got {item!r}") from None
+                raise FormatError(f"{what} at position {i} must be a JSON object, got {_short(item)}") from None
+            if default is None and key not in item:
+                who = f"'{ids[i]}'" if ids else f"at position {i}"
+                raise FormatError(f"{what} {who} has no field '{key}'") from None
         raise
 
 
@@ -144,12 +142,16 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
     node_meta = None
     if any(not known.issuperset(nd) for nd in nodes):
         node_meta = [{k: v for k, v in nd.items() if k not in known} for nd in nodes]
-    index = {nid: i for i, nid in enumerate(ids)}
+    index = dict(zip(ids, range(len(ids))))
     src_ids = _column(edges, "src", "edge")
     dst_ids = _column(edges, "dst", "edge")
     try:
-        src = [index[str(s)] for s in src_ids]
-        dst = [index[str(t)] for t in dst_ids]
+        if {type(x) for x in src_ids} | {type(x) for x in dst_ids} <= {str}:
+            src = list(map(index.__getitem__, src_ids))
+            dst = list(map(index.__getitem__, dst_ids))
+        else:
+            src = [index[str(s)] for s in src_ids]
+            dst = [index[str(t)] for t in dst_ids]
     except KeyError:
         for e, (s, t) in enumerate(zip(src_ids, dst_ids)):
             for end in (s, t):
@@ -158,22 +160,7 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
         raise
     byte_values = _numeric_column(_column(edges, "bytes", "edge", default=0), "bytes",
                                   name_of=lambda e: f"edge '{src_ids[e]}' -> '{dst_ids[e]}'")
-    devices = None
-    if "devices" in doc:
-        if not isinstance(doc["devices"], list):
-            raise FormatError(f"field 'devices' must be a list of {{\"id\", \"memory\", \"speed\"}} objects, "
-                              f"got {type(doc['devices']).__name__}")
-        check_devices(len(doc["devices"]), "field 'devices': device count")
-        devices = []
-        for i, d in enumerate(doc["devices"]):
-            if not isinstance(d, dict) or "id" not in d:
-                raise FormatError(f"device at position {i} needs an 'id'")
-            if isinstance(d["id"], bool) or not isinstance(d["id"], (str, int)):
-                raise FormatError(f"device at position {i} has id {_short(d['id'])}; ids are strings")
-            if "memory" not in d:
-                raise FormatError(f"device '{d['id']}' has no field 'memory' (bytes, or \"inf\")")
-            devices.append(Device(str(d["id"]), _number(d["memory"], f"device '{d['id']}' memory", True),
-                                  _speed(d.get("speed", 1.0), d["id"])))
+    devices = _devices_from_list(doc["devices"]) if "devices" in doc else None
     links = _links_from_dict(doc["links"]) if "links" in doc else None
     constraints = _constraints_from_dict(doc.get("constraints") or {})
     if (constraints.pin or constraints.forbid) and devices is None:
@@ -191,6 +178,25 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
         temp_bytes=split.get("temp_bytes"), node_meta=node_meta,
         name=name, meta=meta,
     )
+
+
+def _devices_from_list(items: Any) -> list[Device]:
+    """The ``devices`` field: a list of ``{"id", "memory", "speed"}`` objects."""
+    if not isinstance(items, list):
+        raise FormatError(f"field 'devices' must be a list of {{\"id\", \"memory\", \"speed\"}} objects, "
+                          f"got {type(items).__name__}")
+    check_devices(len(items), "field 'devices': device count")
+    devices = []
+    for i, d in enumerate(items):
+        if not isinstance(d, dict) or "id" not in d:
+            raise FormatError(f"device at position {i} needs an 'id'")
+        if isinstance(d["id"], bool) or not isinstance(d["id"], (str, int)):
+            raise FormatError(f"device at position {i} has id {_short(d['id'])}; ids are strings")
+        if "memory" not in d:
+            raise FormatError(f"device '{d['id']}' has no field 'memory' (bytes, or \"inf\")")
+        devices.append(Device(str(d["id"]), _number(d["memory"], f"device '{d['id']}' memory", True),
+                              _speed(d.get("speed", 1.0), d["id"])))
+    return devices
 
 
 def _speed(value: Any, did: Any) -> float:
