@@ -13,6 +13,8 @@ so killing it loses at most those.
 * :class:`DaskExecutor` submits to an existing ``dask.distributed`` scheduler
   (``dask://HOST:PORT``); ``distributed`` is imported only here, and only when asked for
   (the optional ``dask`` extra). Results come back to the one process that owns the database.
+  Dask ships runs and results with ``pickle``, and unpickling a result runs code chosen by
+  whoever sent it: use only schedulers and workers you control (``docs/bench.md``).
 """
 
 from __future__ import annotations
