@@ -9,8 +9,9 @@ set of rules. Values may be numbers (bytes, seconds, bytes/s), unit strings
 Rules (also in ``docs/formats.md``):
 
 * ``devices=K`` sets the count; the file's devices keep their ids (pins and link
-  overrides name them), extra ones are named ``dev<i>``; without ``devices`` the file's
-  count is kept, and a graph without devices is an error.
+  overrides name them), extra ones are named ``dev<i>``; without ``devices`` a per-device
+  list of ``memory`` (else ``speed``) gives the count, else the file's count is kept, and
+  a graph without devices is an error.
 * ``memory``/``speed``: one value for every device, one per device (a list or a comma
   list of exactly ``K`` values) or a dictionary naming devices; a device a dictionary
   leaves out keeps the file's value, and a new device it leaves out is an error. Left
@@ -33,7 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .errors import OptpartError
 from .limits import check_devices
 from .problem import Device, Links, Problem
-from .units import parse_bandwidth, parse_bytes, parse_time
+from .units import parse_bandwidth, parse_bytes, parse_speed, parse_time
 
 __all__ = ["resolve_devices", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY"]
 
@@ -45,15 +46,9 @@ Value = Any  # a number, a unit string, a comma list, a sequence, or a {device i
 
 
 def _parse_speed(text: Any) -> float:
-    if isinstance(text, bool):
-        raise OptpartError(f"speed {text!r} must be a positive number")
-    try:
-        s = float(text)
-    except (TypeError, ValueError, OverflowError):
-        raise OptpartError(f"speed {text!r} must be a positive number") from None
-    if not (0 < s < math.inf):
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
         raise OptpartError(f"speed {text!r} must be a positive finite number")
-    return s
+    return parse_speed(text)
 
 
 def _with_name(name: str, parse: Callable[[Any], float], raw: Any) -> float:
@@ -94,6 +89,17 @@ def _per_device(name: str, value: Value, parse: Callable[[Any], float], ids: Seq
     if len(values) != k:
         raise OptpartError(f"{name} gives {len(values)} values for {k} devices")
     return values
+
+
+def _list_length(value: Value) -> int:
+    """The device count a per-device list implies (``"80GiB,40GiB"`` -> 2), or 0 for one value."""
+    if isinstance(value, str):
+        n = len(value.split(","))
+    elif isinstance(value, (list, tuple)):
+        n = len(value)
+    else:
+        return 0
+    return n if n > 1 else 0
 
 
 def _count(devices: Any) -> int:
@@ -151,7 +157,8 @@ def resolve_devices(problem: Problem, *, devices: int | None = None, memory: Val
         if links is problem.links:
             return problem
         return problem.with_devices(list(problem.devices), links=links, constraints=problem.constraints)
-    k = _count(devices) if devices is not None else problem.n_devices
+    k = _count(devices) if devices is not None else (_list_length(memory) or _list_length(speed)
+                                                      or problem.n_devices)
     if k == 0:
         raise OptpartError(f"'{problem.name}' has no devices; give their number (--devices K)")
     old = problem.devices
