@@ -11,6 +11,7 @@ limit                      default             environment variable
 =========================  ==================  ==========================================
 decompressed input size    2 GiB               ``OPTPART_MAX_INPUT_BYTES``
 device count               4096                ``OPTPART_MAX_DEVICES``
+bench worker processes     256                 ``OPTPART_MAX_JOBS``
 =========================  ==================  ==========================================
 
 4096 devices make two ``k x k`` float64 link matrices of 128 MiB each.
@@ -22,10 +23,11 @@ import os
 
 from .errors import OptpartError, ProblemError
 
-__all__ = ["max_input_bytes", "max_devices", "check_devices", "DEFAULT_MAX_INPUT_BYTES", "DEFAULT_MAX_DEVICES"]
+__all__ = ["max_input_bytes", "max_devices", "check_devices", "check_jobs", "DEFAULT_MAX_INPUT_BYTES", "DEFAULT_MAX_DEVICES"]
 
 DEFAULT_MAX_INPUT_BYTES = 2 * 2**30
 DEFAULT_MAX_DEVICES = 4096
+DEFAULT_MAX_JOBS = 256
 
 
 def _env_int(name: str, default: int) -> int:
@@ -57,3 +59,11 @@ def check_devices(k: int, what: str = "device count") -> None:
     if k > limit:
         raise ProblemError(f"{what} {k} exceeds the limit of {limit} devices "
                            f"(set OPTPART_MAX_DEVICES to raise it)")
+
+
+def check_jobs(jobs: int) -> None:
+    """Raise :class:`OptpartError` when ``jobs`` worker processes exceed ``OPTPART_MAX_JOBS`` (256)."""
+    limit = _env_int("OPTPART_MAX_JOBS", DEFAULT_MAX_JOBS)
+    if jobs > limit:
+        raise OptpartError(f"--jobs {jobs} exceeds the limit of {limit} worker processes "
+                           "(set OPTPART_MAX_JOBS to raise it)")

@@ -178,3 +178,10 @@ def test_plan_sweep_checks_the_seed(tmp_path):
     optpart.save(layered_dag(5, seed=1), path)
     with pytest.raises(optpart.OptpartError, match="seed 4294967296"):
         plan_sweep([path], ["single"], devices=[1], seed=2**32)
+
+
+def test_worker_count_is_limited(monkeypatch):
+    from optpart.bench.executors import LocalExecutor
+    monkeypatch.setenv("OPTPART_MAX_JOBS", "4")
+    with pytest.raises(optpart.OptpartError, match="--jobs 5 exceeds the limit of 4"):
+        LocalExecutor(5)

@@ -85,6 +85,8 @@ def connect(path: str | Path) -> sqlite3.Connection:
     path = Path(path)
     if path.is_dir():
         raise OptpartError(f"{path} is a directory, not a results database")
+    if not path.parent.is_dir():
+        raise OptpartError(f"cannot create the results database {path}: directory '{path.parent}' does not exist")
     try:
         con = sqlite3.connect(str(path), timeout=30.0)
         con.row_factory = sqlite3.Row

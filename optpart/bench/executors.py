@@ -30,6 +30,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from ..errors import OptpartError
+from ..limits import check_jobs
 
 __all__ = ["Executor", "InlineExecutor", "LocalExecutor", "DaskExecutor", "make_executor"]
 
@@ -135,6 +136,7 @@ class LocalExecutor(Executor):
     def __init__(self, jobs: int = 1) -> None:
         if jobs < 1:
             raise OptpartError(f"--jobs {jobs} must be at least 1")
+        check_jobs(jobs)
         self.capacity = jobs
         self._jobs = jobs
         self._pool = self._new_pool()
