@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -741,9 +742,9 @@ def _colocation_groups(colocate: Sequence[Sequence[str]], index: Mapping[str, in
     Disjoint groups (the common case: one group per variable) take a vectorised path;
     overlapping ones a union-find (Tarjan 1975) over the merged nodes.
     """
-    sizes = np.fromiter((len(g) for g in colocate), dtype=np.int64, count=len(colocate))
-    flat_ids = [nid for g in colocate for nid in g]
-    flat = np.fromiter((index.get(nid, -1) for nid in flat_ids), dtype=np.int64, count=len(flat_ids))
+    sizes = np.fromiter(map(len, colocate), dtype=np.int64, count=len(colocate))
+    flat_ids = list(chain.from_iterable(colocate))
+    flat = np.fromiter(map(index.get, flat_ids, repeat(-1)), dtype=np.int64, count=len(flat_ids))
     if (flat < 0).any():
         raise ProblemError(f"colocate names unknown node '{flat_ids[int(np.flatnonzero(flat < 0)[0])]}'")
     gid = np.repeat(np.arange(sizes.size), sizes)

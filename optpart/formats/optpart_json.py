@@ -111,6 +111,20 @@ def _numeric_column(values: list, key: str, ids: list[str] | None = None, name_o
         raise
 
 
+def _node_meta(nodes: list, known: frozenset) -> list[dict]:
+    """Per-node metadata (the keys that are not model fields, in the node's own order). When
+    every node has the keys of the first in the same order (the usual case), the values are
+    picked with ``itemgetter``, without a Python loop per key."""
+    first = tuple(nodes[0]) if nodes else ()
+    extra = [k for k in first if k not in known]
+    if extra and all(map(first.__eq__, map(tuple, nodes))):  # same keys in the same order
+        if len(extra) == 1:
+            key = extra[0]
+            return [{key: v} for v in map(itemgetter(key), nodes)]
+        return [dict(zip(extra, vals)) for vals in map(itemgetter(*extra), nodes)]
+    return [{k: v for k, v in nd.items() if k not in known} for nd in nodes]
+
+
 def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
     """Build a :class:`Problem` from a parsed optpart-problem document."""
     _check_header(doc, PROBLEM_FORMAT)
@@ -141,7 +155,7 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
     known = frozenset(_NODE_FIELDS)
     node_meta = None
     if any(not known.issuperset(nd) for nd in nodes):
-        node_meta = [{k: v for k, v in nd.items() if k not in known} for nd in nodes]
+        node_meta = _node_meta(nodes, known)
     index = dict(zip(ids, range(len(ids))))
     src_ids = _column(edges, "src", "edge")
     dst_ids = _column(edges, "dst", "edge")
