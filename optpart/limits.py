@@ -11,10 +11,12 @@ limit                      default             environment variable
 =========================  ==================  ==========================================
 decompressed input size    2 GiB               ``OPTPART_MAX_INPUT_BYTES``
 device count               4096                ``OPTPART_MAX_DEVICES``
+nodes x devices            2^28 cells          ``OPTPART_MAX_CELLS``
 bench worker processes     256                 ``OPTPART_MAX_JOBS``
 =========================  ==================  ==========================================
 
-4096 devices make two ``k x k`` float64 link matrices of 128 MiB each.
+4096 devices make two ``k x k`` float64 link matrices of 128 MiB each; solvers keep
+``n x k`` tables (the allowed-device mask, earliest finish times), 2 GiB at 2^28 float64 cells.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ import os
 
 from .errors import OptpartError, ProblemError
 
-__all__ = ["max_input_bytes", "max_devices", "check_devices", "check_jobs", "DEFAULT_MAX_INPUT_BYTES", "DEFAULT_MAX_DEVICES"]
+__all__ = ["max_input_bytes", "max_devices", "check_devices", "check_cells", "check_jobs", "DEFAULT_MAX_INPUT_BYTES", "DEFAULT_MAX_DEVICES"]
 
 DEFAULT_MAX_INPUT_BYTES = 2 * 2**30
 DEFAULT_MAX_DEVICES = 4096
 DEFAULT_MAX_JOBS = 256
+DEFAULT_MAX_CELLS = 2**28
 
 
 def _env_int(name: str, default: int) -> int:
@@ -67,3 +70,12 @@ def check_jobs(jobs: int) -> None:
     if jobs > limit:
         raise OptpartError(f"--jobs {jobs} exceeds the limit of {limit} worker processes "
                            "(set OPTPART_MAX_JOBS to raise it)")
+
+
+def check_cells(n_nodes: int, n_devices: int) -> None:
+    """Raise :class:`ProblemError` when ``n_nodes x n_devices`` exceeds ``OPTPART_MAX_CELLS``."""
+    limit = _env_int("OPTPART_MAX_CELLS", DEFAULT_MAX_CELLS)
+    if n_nodes * n_devices > limit:
+        raise ProblemError(f"{n_nodes} nodes x {n_devices} devices = {n_nodes * n_devices} node-device pairs "
+                           f"exceeds the limit of {limit} (per-node, per-device tables would not fit; "
+                           "set OPTPART_MAX_CELLS to raise it)")

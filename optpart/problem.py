@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import ProblemError
-from .limits import check_devices
+from .limits import check_cells, check_devices
 
 __all__ = ["Device", "LinkOverride", "Links", "Constraints", "Problem"]
 
@@ -406,6 +406,7 @@ class Problem:
     def _set_devices(self, devices: Sequence[Device], links: Links | None) -> None:
         devices = tuple(devices)
         check_devices(len(devices))
+        check_cells(self.n_nodes, len(devices))
         for d in devices:
             if not isinstance(d, Device):
                 raise ProblemError(f"devices must be Device objects, got {_short(d)}")

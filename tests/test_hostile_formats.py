@@ -202,6 +202,14 @@ def test_library_refuses_device_counts_over_the_limit_before_allocating(monkeypa
         p.with_devices([Device(f"d{i}", 1.0) for i in range(9)])
 
 
+def test_node_device_tables_are_limited(monkeypatch):
+    p = Problem.build(nodes=[{"id": f"n{i}", "time": 1.0, "memory": 1} for i in range(10)])
+    monkeypatch.setenv("OPTPART_MAX_CELLS", "30")
+    with pytest.raises(ProblemError, match="10 nodes x 4 devices = 40 .* limit of 30 .*OPTPART_MAX_CELLS"):
+        p.with_devices([Device(f"d{i}", 1.0) for i in range(4)])
+    assert p.with_devices([Device(f"d{i}", 1.0) for i in range(3)]).n_devices == 3
+
+
 def test_a_schedule_that_could_overflow_is_refused_naming_the_cause():
     nodes = [{"id": "a", "time": 1e300, "memory": 1}, {"id": "b", "time": 1.0, "memory": 1}]
     p = Problem.build(nodes=nodes, edges=[{"src": "a", "dst": "b", "bytes": 1}])
