@@ -9,7 +9,7 @@ the environment variable that raises it.
 =========================  ==================  ==========================================
 limit                      default             environment variable
 =========================  ==================  ==========================================
-decompressed input size    2 GiB               ``OPTPART_MAX_INPUT_BYTES``
+decompressed input size    1 GiB               ``OPTPART_MAX_INPUT_BYTES``
 device count               4096                ``OPTPART_MAX_DEVICES``
 nodes x devices            2^28 cells          ``OPTPART_MAX_CELLS``
 bench worker processes     256                 ``OPTPART_MAX_JOBS``
@@ -27,7 +27,7 @@ from .errors import OptpartError, ProblemError
 
 __all__ = ["max_input_bytes", "max_devices", "check_devices", "check_cells", "check_jobs", "DEFAULT_MAX_INPUT_BYTES", "DEFAULT_MAX_DEVICES"]
 
-DEFAULT_MAX_INPUT_BYTES = 2 * 2**30
+DEFAULT_MAX_INPUT_BYTES = 2**30
 DEFAULT_MAX_DEVICES = 4096
 DEFAULT_MAX_JOBS = 256
 DEFAULT_MAX_CELLS = 2**28
