@@ -44,3 +44,26 @@ def diamond() -> optpart.Problem:
         links={"latency": 0.5, "bandwidth": 10},
         name="diamond",
     )
+
+
+#: Wall-clock safety net for solvers that take a time limit: never reached in the tests,
+#: whose outcomes rest on deterministic budgets (``budget``), not on the machine's speed.
+SAFETY_NET_S = 600.0
+
+
+def budget(solver: str, deterministic_time: float = 10.0) -> dict:
+    """Keyword arguments that bound ``solver`` deterministically in a test.
+
+    A solver whose spec offers ``deterministic_time`` (CP-SAT) gets it, plus the safety net as
+    its time limit; other solvers that take a time limit get only the safety net (their own
+    work counters bound them); solvers that ignore time limits get nothing.
+    """
+    from optpart.solvers.registry import solver_spec
+
+    spec = solver_spec(solver)
+    kw: dict = {}
+    if spec.uses_time_limit:
+        kw["time_limit"] = SAFETY_NET_S
+    if spec.option("deterministic_time") is not None:
+        kw["deterministic_time"] = deterministic_time
+    return kw

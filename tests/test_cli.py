@@ -79,7 +79,7 @@ def test_usage_errors(capsys):
     assert main(["solve", str(SMALL), "--devices", "2", "--memory", "16 parsecs"]) == 2
     assert "unknown size unit" in capsys.readouterr().err
     assert main(["solve", str(SMALL), "--devices", "2", "--option", "nope=1"]) == 2
-    assert "unknown option 'nope'" in capsys.readouterr().err
+    assert "heuristic: no option 'nope'; its options: effort" in capsys.readouterr().err
 
 
 def test_info_and_solvers(capsys):

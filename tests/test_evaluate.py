@@ -235,7 +235,8 @@ def test_an_optimal_claim_beyond_the_generic_bound_is_not_verifiable(diamond):
 def test_an_optimal_claim_at_the_generic_bound_is_proven():
     p = optpart.Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 1}, {"id": "b", "time": 1.0, "memory": 1}],
                               devices=[Device("g0", 8), Device("g1", 8)])
-    doc, verdict = _claims(p, "cpsat", time_limit=5)
+    from conftest import budget
+    doc, verdict = _claims(p, "cpsat", **budget("cpsat"))
     assert doc["status"] == "optimal"
     assert verdict().valid
 

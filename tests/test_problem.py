@@ -10,6 +10,8 @@ import pytest
 import optpart
 from optpart import Constraints, Device, Links, Problem, ProblemError
 
+from conftest import budget
+
 
 def build(nodes, edges=(), devices=None, **kw):
     return Problem.build(nodes=nodes, edges=edges, devices=devices, **kw)
@@ -196,17 +198,23 @@ def test_mixed_nodes_through_the_json_reader(tmp_path):
     _assert_mixed(optpart.load(path))
 
 
-def test_mixed_file_no_solver_claims_a_fit_that_breaks_peak():
-    """The issue-12 instance: 81 B of nodes and two 50 B devices; b (50 B of parameters) fills one."""
+MIXED_XFAIL = {"milp": "milp returns a placement labelled peak that overflows under peak (reported to exact)"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(s, marks=pytest.mark.xfail(reason=MIXED_XFAIL[s], strict=False))
+                                  if s in MIXED_XFAIL else s for s in optpart.available_solvers()])
+def test_mixed_file_no_solver_claims_a_fit_that_breaks_peak(name):
+    """The issue-12 instance: 81 B of nodes and two 50 B devices; b (50 B of parameters) fills one,
+    so under peak b cannot even receive a's 1 B output: no placement fits."""
     nodes = [{"id": "a", "time": 1, "param_bytes": 30, "output_bytes": 1},
              {"id": "b", "time": 1, "memory": 50}, {"id": "c", "time": 1, "memory": 0}]
     p = build(nodes, [{"src": "a", "dst": "b", "bytes": 1}], devices=[Device("g0", 50), Device("g1", 50)])
-    for name in optpart.available_solvers():
-        r = optpart.solve(p, name, memory_model="peak", time_limit=30)
-        if r.ok:
-            optpart.check(p, r)
-            assert optpart.memory.overflow_message(p, r.placement, r.start, r.finish, "peak") is None, name
-            assert r.placement[0] != r.placement[1], name
+    r = optpart.solve(p, name, memory_model="peak", **budget(name))
+    assert not r.ok, f"{name} claims {r.status.value} for an instance where nothing fits under peak"
+    static = optpart.solve(p, name, memory_model="static", **budget(name))
+    if static.ok:  # under static a (31 B) and b (50 B) sit on different devices
+        optpart.check(p, static)
+        assert static.placement[0] != static.placement[1], name
 
 
 # ---------------------------------------------------------------- immutability

@@ -115,7 +115,8 @@ def register(subparsers: Any) -> None:
                               description="Run the cross product of instances, solvers, device counts and memory "
                                           "scales; one row per run in an SQLite file. Rerunning skips finished runs.")
     p.add_argument("instances", nargs="+", metavar="INSTANCE", help="problem files, or directories of them")
-    p.add_argument("--solvers", "-s", default="single", metavar="A,B", help="solver names (default single)")
+    p.add_argument("--solvers", "-s", default="heuristic", metavar="A,B",
+                   help="solver names (default heuristic)")
     add_device_arguments(p)
     # add_device_arguments defines --devices K; here it is a list of counts.
     for action in p._actions:

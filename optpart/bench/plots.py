@@ -136,7 +136,8 @@ def plot_schedule(problem: Problem, result: Result, *, max_transfers: int = 300,
     ax.set_yticks([row[d] for d in range(k)], [plot_safe(d) for d in problem.device_ids])
     ax.set_ylim(-0.6, k - 0.4)
     ax.set_ylabel("device")
-    ax.set_title(f"{plot_safe(problem.name)}: {plot_safe(result.solver)}, {result.status.value}, makespan {makespan / tsize:.4g} {tname} "
+    ax.set_title(f"{plot_safe(problem.name)}: {plot_safe(result.solver)}, {result.status.value} "
+                 f"({result.memory_model} memory), makespan {makespan / tsize:.4g} {tname} "
                  f"(lower bound {result.lower_bound / tsize:.4g} {tname})")
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.grid(axis="x", alpha=0.3)

@@ -70,6 +70,8 @@ def _registry(*infos: SolverInfo) -> dict[str, SolverInfo]:
 SOLVERS: dict[str, SolverInfo] = _registry(
     SolverInfo("heuristic", "optpart.solvers.pardnn",
                "ParDNN-style critical-path partitioner with schedule-aware refinement, always within memory"),
+    SolverInfo("pardnn", "optpart.solvers.pardnn_seed",
+               "the ParDNN seed method alone: slicing, mapping, refinement, memory step"),
     SolverInfo("cpsat", "optpart.solvers.cpsat",
                "exact: OR-Tools CP-SAT, proven optimum or bound and gap", exact=True, requires=("ortools",)),
     SolverInfo("milp", "optpart.solvers.milp",
@@ -86,7 +88,7 @@ SOLVERS: dict[str, SolverInfo] = _registry(
 )
 
 #: Other names users may type for a solver.
-ALIASES: dict[str, str] = {"pardnn": "heuristic"}
+ALIASES: dict[str, str] = {}
 
 
 def solver_names() -> list[str]:
@@ -131,6 +133,8 @@ FALLBACK_SPECS: dict[str, SolverSpec] = {
                    Option("deterministic", bool, True, "deterministic time limit (reproducible runs)"),
                    Option("log", bool, False, "print the CP-SAT search log"),
                    Option("use_hint", bool, True, "seed the search with a heuristic placement"),
+                   Option("parameters", dict, None, "raw CP-SAT parameters, e.g. {\"max_deterministic_time\": 5}",
+                          allow_none=True),
                    models=("static", "peak"), hint=True, time_limit=True),
     "milp": _spec(Option("backend", str, "highs", "MILP backend", choices=("highs", "cbc")),
                   Option("threads", int, 2, "backend threads", min=1),
