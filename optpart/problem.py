@@ -759,8 +759,9 @@ def _colocation_groups(colocate: Sequence[Sequence[str]], index: Mapping[str, in
         order = np.lexsort((flat, gid))
         flat, gid = flat[order], gid[order]
         starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
-        parts = np.split(flat, starts[1:])
-        return [parts[i] for i in np.argsort(flat[starts], kind="stable").tolist()]
+        bounds = np.r_[starts, flat.size].tolist()
+        order = np.argsort(flat[starts], kind="stable").tolist()
+        return [flat[bounds[i]:bounds[i + 1]] for i in order]
     parent = list(range(n))
 
     def find(x: int) -> int:

@@ -239,7 +239,7 @@ def read_npz(path: str | Path) -> Problem:
     node_meta = None
     if "node_meta" in arrays:
         node_meta = parse_json(_column(path, arrays, "node_meta", None).tobytes(), f"{path} (member 'node_meta')")
-        if not isinstance(node_meta, list) or len(node_meta) != n or not all(isinstance(x, dict) for x in node_meta):
+        if not isinstance(node_meta, list) or len(node_meta) != n or set(map(type, node_meta)) - {dict}:
             raise FormatError(f"{path}: member 'node_meta' must be a JSON list of {n} objects")
     devices = _devices_from_list(header["devices"]) if "devices" in header else None
     links = _links_from_dict(header["links"]) if "links" in header else None
