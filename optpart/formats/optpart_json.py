@@ -144,9 +144,10 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
                 raise FormatError(f"node at position {i} has id {_short(nid)}; ids are strings")
         ids = [str(x) for x in raw_ids]
     time = _numeric_column(_column(nodes, "time", "node", ids), "time", ids)
+    present = set().union(*map(dict.keys, nodes))  # every key any node has, in one C pass
     split = {}
     for key in ("param_bytes", "output_bytes", "temp_bytes"):
-        if any(key in nd for nd in nodes):
+        if key in present:
             split[key] = _numeric_column(_column(nodes, key, "node", ids, default=math.nan), key, ids)
     if split:  # NaN: not given for this node; Problem.from_arrays fills it (docs/model.md section 3)
         memory = _numeric_column(_column(nodes, "memory", "node", ids, default=math.nan), "memory", ids)
@@ -154,13 +155,13 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
         memory = _numeric_column(_column(nodes, "memory", "node", ids), "memory", ids)
     known = frozenset(_NODE_FIELDS)
     node_meta = None
-    if any(not known.issuperset(nd) for nd in nodes):
+    if not known.issuperset(present):
         node_meta = _node_meta(nodes, known)
     index = dict(zip(ids, range(len(ids))))
     src_ids = _column(edges, "src", "edge")
     dst_ids = _column(edges, "dst", "edge")
     try:
-        if {type(x) for x in src_ids} | {type(x) for x in dst_ids} <= {str}:
+        if set(map(type, src_ids)) | set(map(type, dst_ids)) <= {str}:
             src = list(map(index.__getitem__, src_ids))
             dst = list(map(index.__getitem__, dst_ids))
         else:
