@@ -65,6 +65,7 @@ def load(path: str | Path) -> Problem:
         raise FormatError(f"{path}: unknown format; optpart reads optpart JSON, STG (.stg) and "
                           "dnn-partitioning JSON")
     doc = parse_json(data, path)
+    del data  # the text of a big graph is hundreds of MB: free it before building the problem
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if fmt == PROBLEM_FORMAT:
         problem = problem_from_dict(doc)
