@@ -72,8 +72,11 @@ def mean_costs(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     k = problem.n_devices
     allowed = problem.allowed
     inv_speed = 1.0 / problem.device_speed
-    counts = allowed.sum(axis=1)
-    wbar = problem.time * (allowed @ inv_speed) / np.maximum(counts, 1)
+    if allowed.all():  # no restriction: one mean for every node (no n x k product)
+        wbar = problem.time * float(inv_speed.sum() / max(k, 1))
+    else:
+        counts = allowed.sum(axis=1)
+        wbar = problem.time * (allowed @ inv_speed) / np.maximum(counts, 1)
     if k < 2:
         return wbar, np.zeros(problem.n_edges)
     off = ~np.eye(k, dtype=bool)

@@ -579,6 +579,18 @@ class Problem:
             return 0.0
         return float(self.latency[a, b] + self.edge_bytes[edge] / self.bandwidth[a, b])
 
+    def running_need(self) -> np.ndarray:
+        """Bytes each node surely holds on its device while it runs, under peak.
+
+        Its parameters, temporaries and output, plus the output of every predecessor (held
+        locally or as a received copy until the node finishes). A zero-time node runs for an
+        instant, at which its inputs may be freed (half-open intervals), so its inputs do not count.
+        """
+        inputs = np.zeros(self.n_nodes)
+        np.add.at(inputs, self.edge_dst, self.output_bytes[self.edge_src])
+        inputs[self.time <= 0] = 0.0
+        return self.param_bytes + self.temp_bytes + self.output_bytes + inputs
+
     def infeasibility(self, memory_model: str = "static") -> str | None:
         """A reason why no placement can fit memory and constraints, or None if none is obvious.
 
@@ -587,7 +599,7 @@ class Problem:
         use, a node with no allowed device, a node larger than every device it may use,
         the nodes pinned to one device larger than it, and total memory above total
         capacity. Under the ``peak`` model only what is held for certain counts: a
-        running node holds its parameters, temporaries and output (its static memory);
+        running node holds its parameters, temporaries, output and inputs (:meth:`running_need`);
         a set of nodes on one device holds all their parameters plus its largest running
         node; all devices together hold at least every parameter. Sizes are compared
         with :func:`optpart.memory.fits`, the one memory-fit rule.
@@ -621,10 +633,12 @@ class Problem:
         if no_device.any():
             v = int(np.flatnonzero(no_device)[0])
             return f"node '{self.node_ids[v]}' is forbidden on every device"
-        too_big = ~fits(self.memory, room)
+        need = self.running_need() if peak else self.memory
+        too_big = ~fits(need, room)
         if too_big.any():
             v = int(np.flatnonzero(too_big)[0])
-            return (f"node '{self.node_ids[v]}' needs {format_bytes(self.memory[v])} but the largest device "
+            what = " while it runs (parameters, temporaries, output and inputs)" if peak else ""
+            return (f"node '{self.node_ids[v]}' needs {format_bytes(need[v])}{what} but the largest device "
                     f"it may use has {format_bytes(room[v])}")
         pinned = np.flatnonzero(self.pin >= 0)
         for d in np.unique(self.pin[pinned]).tolist():

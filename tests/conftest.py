@@ -20,7 +20,8 @@ settings.register_profile("thorough", max_examples=500, deadline=None,
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+#: The shared benchmark data sits beside the checkout; OPTPART_SHARED_DATA points elsewhere (e.g. from a worktree).
+SHARED_DATA = Path(os.environ.get("OPTPART_SHARED_DATA") or ROOT.parent / "shared" / "data")
 INSTANCES = ROOT / "instances"
 
 
@@ -28,7 +29,8 @@ def shared_data(*parts: str) -> Path:
     """A path under ../shared/data, or skip the test (saying why) when it is not there."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"shared data not found at {path} (it sits beside the project checkout)")
+        pytest.skip(f"shared data not found at {path} (it sits beside the project checkout, "
+                    "or set OPTPART_SHARED_DATA)")
     return path
 
 

@@ -98,3 +98,28 @@ def test_units():
     assert parse_bytes("16GiB") == 16 * 2**30 and parse_bytes("2GB") == 2e9 and parse_bytes(5) == 5
     assert parse_bandwidth("25GB/s") == 25e9 and parse_bandwidth("100Gbit/s") == 12.5e9
     assert parse_time("10us") == pytest.approx(1e-5) and parse_time("2ms") == pytest.approx(2e-3)
+
+
+def test_solve_memory_model_flag_and_defaults(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["solve", str(SMALL), "--devices", "2", "-o", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["solver"] == "heuristic" and doc["memory_model"] == "peak"
+    assert main(["solve", str(SMALL), "--devices", "2", "--memory-model", "static", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_model"] == "static"
+    with pytest.raises(SystemExit) as usage:
+        main(["solve", str(SMALL), "--devices", "2", "--memory-model", "liveness"])
+    assert usage.value.code == 2 and "invalid choice: 'liveness'" in capsys.readouterr().err
+    assert main(["solve", str(SMALL), "--devices", "2"]) == 0
+    assert "memory    peak model respected" in capsys.readouterr().out
+
+
+def test_solvers_command_shows_guarantees_and_options(capsys):
+    assert main(["solvers"]) == 0
+    out = capsys.readouterr().out
+    assert "memory models" in out and "time limit" in out and "hint" in out
+    assert main(["solvers", "heuristic"]) == 0
+    detail = capsys.readouterr().out
+    assert "--option effort (float >= 0" in detail
+    assert main(["solvers", "nope"]) == 2
+    assert "unknown solver 'nope'" in capsys.readouterr().err

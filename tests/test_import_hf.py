@@ -59,7 +59,12 @@ def vit():
     return tf.ViTForImageClassification(cfg), (torch.randn(2, 3, 16, 16),)
 
 
-MODELS = {"gpt2": gpt2, "bert": bert, "t5": t5, "llama": llama, "mixtral": mixtral, "vit": vit}
+def resnet():
+    cfg = tf.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=10)
+    return tf.ResNetForImageClassification(cfg), (torch.randn(2, 3, 32, 32),)
+
+
+MODELS = {"gpt2": gpt2, "bert": bert, "t5": t5, "llama": llama, "mixtral": mixtral, "vit": vit, "resnet": resnet}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

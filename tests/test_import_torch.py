@@ -251,7 +251,7 @@ def test_traced_step_graph_computes_the_loss_and_gradients_of_eager_autograd():
     assert step.param_names == tuple(n for n, _ in model.named_parameters())
     assert step.loss == DEFAULT_LOSS and step.trace_mode == "fake" and step.input_names == ("0",)
     params = [p.detach() for p in model.parameters()]
-    loss, *grads = step.graph_module(params, [], x)
+    loss, *grads = step.graph_module(params, [], *step.flatten_inputs((x,)))
     ref = default_loss(model(x))
     ref_grads = torch.autograd.grad(ref, list(model.parameters()))
     assert torch.allclose(loss, ref)
@@ -365,3 +365,5 @@ def test_nested_and_non_tensor_inputs():
 
     step = trace_training_step(Scaled(), (torch.empty(2, 4), 3.0, None))
     assert step.input_names == ("0",)
+    with pytest.raises(FormatError, match=r"these inputs give graph inputs \['0', '1'\]; the traced step has \['0'\]"):
+        step.flatten_inputs((torch.empty(2, 4), torch.empty(1)))

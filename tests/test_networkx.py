@@ -48,6 +48,9 @@ def test_edge_metadata_survives_and_pins_need_devices():
     back = optpart.to_networkx(p)
     assert back.edges["a", "b"] == {"bytes": 10.0, "kind": "activation"}
     _same(p, optpart.from_networkx(back))
+    bigger = optpart.from_networkx(back, memory_capacity="2GiB")  # the graph's devices, new capacity
+    assert [(d.id, d.memory) for d in bigger.devices] == [("gpu0", 2 * 2**30), ("gpu1", 2 * 2**30)]
+    assert bigger.constraints.pin == {"a": "gpu1"}
 
 
 def test_foreign_attribute_names_units_and_a_device_count():

@@ -42,6 +42,7 @@ COMMAND_MODULES: list[str] = [
     "optpart.cli.evaluate",
     "optpart.cli.info",
     "optpart.cli.solvers",
+    "optpart.cli.fit",
     "optpart.bench.commands",
     "optpart.cli.import_",
     "optpart.cli.show",

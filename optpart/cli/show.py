@@ -2,10 +2,10 @@
 
 ``optpart show result.json --problem gpt2.json --by module --depth 3`` prints one row per
 module, cut at ``--depth`` levels of its ``named_modules()`` path (``transformer.h.0`` is
-depth 3) with its class when the import recorded it: the devices its nodes run on (with node counts), its run time and its memory
-(static: what its nodes hold for the whole step). Nodes without the key (``module`` is
-written by the PyTorch importer; ``phase``, ``op`` by the PyTorch and ONNX importers) are
-grouped under ``-``.
+depth 3), with its class when the import recorded it: the devices its nodes run on (with
+node counts), its run time and its memory (static: what its nodes hold for the whole step).
+Nodes without the key (``module`` is written by the PyTorch importer and, from scoped node
+names, the ONNX one; ``phase`` and ``op`` by both) are grouped under ``-``.
 """
 
 from __future__ import annotations

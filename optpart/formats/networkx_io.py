@@ -19,6 +19,8 @@ strings (``str(node)``).
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Mapping, Sequence
 
 import networkx as nx
@@ -100,11 +102,13 @@ def from_networkx(
                                f"with time=...)")
         times.append(_value(d[time], parse_time, f"node '{v}' {time}"))
     split_names = dict(zip(_SPLIT, (param_bytes, output_bytes, temp_bytes)))
-    split = {f: [_value(d.get(a, 0), parse_bytes, f"node '{v}' {a}") for v, d in zip(ids, data)]
+    # NaN: not given for this node; Problem.from_arrays fills it (docs/model.md section 3).
+    split = {f: [_value(d[a], parse_bytes, f"node '{v}' {a}") if a in d else math.nan for v, d in zip(ids, data)]
              for f, a in split_names.items() if any(a in d for d in data)}
     mem = None
     if not split or any(memory in d for d in data):
-        mem = [_value(d.get(memory, 0), parse_bytes, f"node '{v}' {memory}") for v, d in zip(ids, data)]
+        mem = [_value(d[memory], parse_bytes, f"node '{v}' {memory}") if memory in d else (math.nan if split else 0.0)
+               for v, d in zip(ids, data)]
     used = {time, memory, *split_names.values()}
     meta = [{k: val for k, val in d.items() if k not in used} for d in data]
     src, dst, nbytes, edge_meta = [], [], [], []
@@ -124,6 +128,10 @@ def from_networkx(
         devices = [Device(str(d["id"]), _value(d.get("memory", float("inf")), parse_bytes,
                                                f"device '{d['id']}' memory"), float(d.get("speed", 1.0)))
                    for d in gattr["devices"]]
+        if memory_capacity is not None or speed is not None:  # override the graph's values, keep its ids
+            memory_capacity = [d.memory for d in devices] if memory_capacity is None else memory_capacity
+            speed = [d.speed for d in devices] if speed is None else speed
+            devices = [d.id for d in devices]
     links = links if links is not None else gattr.get("links")
     constraints = constraints if constraints is not None else gattr.get("constraints")
     from .optpart_json import _constraints_from_dict, _links_from_dict  # the JSON readers' validation

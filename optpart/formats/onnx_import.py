@@ -57,7 +57,7 @@ def _numel(shape: Sequence[int] | None) -> int:
 
 
 def _conv(ins, outs, attrs) -> int:
-    x, w = ins[0], ins[1]
+    w = ins[1]
     if w is None or outs[0] is None:
         return 0
     # 2 * output elements * (input channels per group) * kernel size; w is [Cout, Cin/g, k...].

@@ -23,10 +23,11 @@ Complexity: O(E k) arrival times, O(V k log gaps) gap searches.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from heapq import heappop, heappush
 from typing import Sequence
 
 from .gaps import GapLine
-from .graph import Graph
+from .graph import Graph, arrivals
 from .policy import MemoryPolicy
 
 __all__ = ["NoRoom", "EftSchedule", "eft_schedule"]
@@ -83,36 +84,85 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
     lat, inv_bw = g.lat, g.inv_bw
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     admits, record = policy.admits, policy.place
+    free_heap = [(0.0, d) for d in range(k)]   # (end, device), stale entries skipped lazily
+    ends = [0.0] * k                           # lines[d].end, as a list (for min with a C key)
+    # uniform links: one transfer formula for every device pair, so a node's arrival on
+    # each device comes from its inputs' local maxima and the two best remote arrivals
+    uniform = g.uniform and k > 1
+    lat0 = g.mean_lat if uniform else 0.0
+    ibw0 = g.mean_inv_bw if uniform else 0.0
     for v in order:
         devs = policy.devices_for(v)
         if not devs:
             raise NoRoom(v, policy.no_room_message(v))
         lo, hi = in_ptr[v], in_ptr[v + 1]
         if near and len(devs) > 2:
-            allowed = set(devs)
-            cand = {place[pred[i]] for i in range(lo, hi)} & allowed
-            cand.add(min(devs, key=lambda d: (lines[d].end, d)))
-            devs = sorted(cand)
-        tv = time[v]
-        best_f = best_s = 0.0
-        best_d = -1
-        slots = []
-        for d in devs:
-            ready = 0.0
+            cand = []
+            for i in range(lo, hi):
+                d = place[pred[i]]
+                if d not in cand:
+                    cand.append(d)
+            if len(devs) < k:
+                allowed = set(devs)
+                cand = [d for d in cand if d in allowed]
+                first = min(devs, key=ends.__getitem__)  # ties: the first, i.e. lowest index
+            else:  # every device allowed: the one that frees up first, from a lazy heap
+                while free_heap[0][0] != lines[free_heap[0][1]].end:
+                    heappop(free_heap)
+                first = free_heap[0][1]
+            if first not in cand:
+                cand.append(first)
+            if len(cand) > 1:
+                cand.sort()
+            devs = cand
+        split = uniform and len(devs) > 3
+        if split:
+            local: dict[int, float] = {}
+            r1 = r2 = 0.0   # best remote arrival (from device d1) and best from another device
+            d1 = -1
             for i in range(lo, hi):
                 u = pred[i]
                 pu = place[u]
-                r = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
-                if r > ready:
-                    ready = r
+                fu = finish[u]
+                if fu > local.get(pu, 0.0):
+                    local[pu] = fu
+                x = fu + lat0 + ib[i] * ibw0
+                if x > r1:
+                    if pu != d1:
+                        r2 = r1
+                    r1, d1 = x, pu
+                elif x > r2 and pu != d1:
+                    r2 = x
+        tv = time[v]
+        best_f = best_s = 0.0
+        best_d = -1
+        for d in devs:
+            if split:
+                ready = r2 if d == d1 else r1
+                x = local.get(d, 0.0)
+                if x > ready:
+                    ready = x
+            else:
+                ready = 0.0
+                for i in range(lo, hi):
+                    u = pred[i]
+                    pu = place[u]
+                    r = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
+                    if r > ready:
+                        ready = r
             dur = tv * inv_speed[d]
             line = lines[d]
             s = ready if ready >= line.end else line.earliest_start(ready, dur)
             f = s + dur
-            slots.append((f, d, s))
             if best_d < 0 or f < best_f:
                 best_f, best_s, best_d = f, s, d
         if not admits(v, best_d, best_s, best_f):
+            slots = []
+            for d in devs:
+                ready = arrivals(g, v, (d,), place, finish)[0]
+                dur = tv * inv_speed[d]
+                s = lines[d].earliest_start(ready, dur)
+                slots.append((s + dur, d, s))
             slots.sort()
             for f, d, s in slots:
                 if admits(v, d, s, f):
@@ -120,7 +170,11 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
                     break
             else:
                 raise NoRoom(v, policy.no_room_message(v))
-        lines[best_d].reserve(best_s, best_f)
+        line = lines[best_d]
+        line.reserve(best_s, best_f)
+        if near and line.end != ends[best_d]:
+            ends[best_d] = line.end
+            heappush(free_heap, (line.end, best_d))
         record(v, best_d, best_s, best_f)
         place[v], start[v], finish[v] = best_d, best_s, best_f
     return EftSchedule(place, start, finish)

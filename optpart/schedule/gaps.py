@@ -39,6 +39,7 @@ built here never overlap, not even by an ulp. (The checker's tolerance,
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from operator import sub
 
 __all__ = ["GapLine", "BLOCK"]
 
@@ -133,7 +134,7 @@ class GapLine:
                 gs.insert(i + 1, start)
                 ge.insert(i + 1, b)
                 ge[i] = start
-                self._refresh(j)
+                self._refresh(j, b - a)
             return
         j = bisect_right(bend, start)
         if j < len(bend):
@@ -150,7 +151,7 @@ class GapLine:
                     gs[i] = finish
                 else:
                     del gs[i], ge[i]
-                self._refresh(j)
+                self._refresh(j, b - a)
                 return
         raise ValueError(f"slot [{start!r}, {finish!r}] is not idle on this device")
 
@@ -176,8 +177,10 @@ class GapLine:
             self.bmax[j] = b - a
             self._raise_leaf(j, b - a)
 
-    def _refresh(self, j: int) -> None:
-        """Block ``j`` changed: recompute its summary (delete or split it when needed)."""
+    def _refresh(self, j: int, old: float) -> None:
+        """A gap of length ``old`` in block ``j`` lost time: update the block's summary
+        (delete or split the block when needed). Pieces are never longer than ``old``,
+        so the longest gap changes only when ``old`` was it."""
         gs, ge = self.gs[j], self.ge[j]
         if not gs:
             del self.gs[j], self.ge[j], self.bmax[j], self.bend[j]
@@ -192,6 +195,8 @@ class GapLine:
             self._rebuild()
             return
         self.bend[j] = ge[-1]
+        if old < self.bmax[j]:
+            return
         m = _longest(gs, ge)
         if m != self.bmax[j]:
             self.bmax[j] = m
@@ -247,4 +252,4 @@ class GapLine:
 
 
 def _longest(gs: list[float], ge: list[float]) -> float:
-    return max(b - a for a, b in zip(gs, ge))
+    return max(map(sub, ge, gs))

@@ -58,6 +58,8 @@ class Graph:
             self.uniform = bool((lat_off == lat_off[0]).all() and (bw_off == bw_off[0]).all())
             self.mean_lat = float(lat_off.mean())
             self.mean_inv_bw = float((1.0 / bw_off).mean())
+            if self.uniform:  # the exact pair values, not a mean that may round
+                self.mean_lat, self.mean_inv_bw = float(lat_off[0]), float(1.0 / bw_off[0])
         else:
             self.uniform, self.mean_lat, self.mean_inv_bw = True, 0.0, 0.0
         wbar, cbar = mean_costs(problem)

@@ -7,7 +7,7 @@ kept small and stable so other memory models (the peak/liveness policy) plug in:
 ``devices_for(v) -> list[int]``
     The devices ``v`` may go to now, in increasing index order: its constraints (pin,
     forbid), its colocation group (once a member is placed, only that device), and
-    room left. Empty means stuck.
+    room left. Empty means stuck. The caller must not modify the list.
 ``admits(v, d, start, finish) -> bool``
     A finer check at the slot the engine chose on ``d``. The engine only offers a slot
     on a device from ``devices_for(v)``; when it returns False the engine tries the
@@ -74,10 +74,14 @@ class StaticPolicy:
         self.capacity = cap.tolist()
         # room with the one fit rule's slack folded in: fits(used + need, cap) <=> need <= room
         self.room = (cap + MEMORY_RTOL * np.maximum(1.0, np.abs(cap))).tolist()
+        self.min_room = min(self.room, default=0.0)
         self.used = [0.0] * problem.n_devices
         self.mem = problem.memory.tolist()
         self.group_of = problem.group_of.tolist()
-        self.group_need = [float(problem.memory[m].sum()) for m in problem.groups]
+        n_groups = len(problem.groups)
+        grouped = problem.group_of >= 0
+        self.group_need = np.bincount(problem.group_of[grouped], weights=problem.memory[grouped],
+                                      minlength=n_groups).tolist() if n_groups else []
         self.group_device = [-1] * len(problem.groups)
         k = problem.n_devices
         all_devices = list(range(k))
@@ -114,6 +118,8 @@ class StaticPolicy:
         if not self.memory_aware:
             return self.allowed_list[v]
         need = self.need(v)
+        if need <= self.min_room:  # room everywhere: the shared list, no copy (callers do not mutate it)
+            return self.allowed_list[v]
         room = self.room
         return [d for d in self.allowed_list[v] if need <= room[d]]
 
@@ -131,6 +137,8 @@ class StaticPolicy:
             b = self.mem[v]
         self.used[d] += b
         self.room[d] -= b
+        if self.room[d] < self.min_room:
+            self.min_room = self.room[d]
 
     def no_room_message(self, v: int) -> str:
         problem = self.problem

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -115,8 +116,17 @@ class TracedStep:
 
     @property
     def n_inputs(self) -> int:
-        """Number of example inputs (positional or keyword)."""
+        """Number of graph inputs made from the example inputs (one per tensor)."""
         return len(self.input_names)
+
+    def flatten_inputs(self, example_inputs) -> list:
+        """The tensors of ``example_inputs`` (shaped like the traced ones) in placeholder order,
+        so that ``graph_module(params, buffers, *step.flatten_inputs(x), *targets)`` runs."""
+        names, tensors, _, _ = _split_inputs(example_inputs)
+        if names != self.input_names:
+            raise FormatError(f"these inputs give graph inputs {list(names)}; the traced step has "
+                              f"{list(self.input_names)}")
+        return tensors
 
 
 def output_tensors(value, *, floating_only: bool = False) -> list:
@@ -225,6 +235,36 @@ class _ModuleStamper:
         self.handles.clear()
 
 
+@contextmanager
+def _tracing_settings(module, training: bool, notes: list[str]):
+    """The module set up for tracing one step, and restored afterwards: ``train()`` or
+    ``eval()`` mode, a Hugging Face config's ``use_cache`` off, and ``grouped_mm`` experts
+    (no float32 CPU kernel, fake or real) replaced by the reference per-expert loop."""
+    cls = type(module).__name__
+    config = getattr(module, "config", None)
+    cache_was = getattr(config, "use_cache", None) if config is not None else None
+    was_training = module.training
+    experts_was = _experts_implementation(module)
+    switch_experts = bool(experts_was) and "grouped_mm" in experts_was.values()
+    try:
+        if cache_was:
+            config.use_cache = False
+            notes.append(f"{cls}: traced with config.use_cache=False (one step, no key/value cache kept)")
+        if switch_experts:
+            module.set_experts_implementation({k: ("eager" if v == "grouped_mm" else v)
+                                               for k, v in experts_was.items()})
+            notes.append(f"{cls}: mixture-of-experts layers traced with experts_implementation='eager' "
+                         f"(instead of 'grouped_mm')")
+        module.train(training)
+        yield
+    finally:
+        module.train(was_training)
+        if switch_experts:
+            module.set_experts_implementation(experts_was)
+        if cache_was:
+            config.use_cache = cache_was
+
+
 def _experts_implementation(module) -> dict | None:
     """A Hugging Face model's per-(sub)config mixture-of-experts implementation, or None."""
     get = getattr(module, "get_experts_implementation", None)
@@ -262,6 +302,12 @@ class _MetaFailureFilter(logging.Filter):
     def __exit__(self, *exc):
         logging.getLogger(self.LOGGER).removeFilter(self)
         return False
+
+
+def _where(module, path: str, operator: str | None) -> str:
+    """`` in module 'a.b' (Linear) at operator aten.mm.default`` (the parts that are known)."""
+    text = f" in module '{path}' ({type(module.get_submodule(path)).__name__})" if path else ""
+    return text + (f" at operator {operator}" if operator else "")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -477,55 +523,33 @@ def trace_training_step(
             # Real tensors: values read by the model (``.item()``) become constants of this trace.
             return make_fx(step, tracing_mode="real", _error_on_data_dependent_ops=False)(params, buffers, *xs)
 
-    config = getattr(module, "config", None)
-    cache_was = getattr(config, "use_cache", None) if config is not None else None
-    was_training = module.training
-    experts_was = _experts_implementation(module)
     try:
-        if cache_was:
-            config.use_cache = False
-            notes.append(f"{cls}: traced with config.use_cache=False (one step, no key/value cache kept)")
-        if experts_was and "grouped_mm" in experts_was.values():
-            # torch's grouped matmul has no float32 CPU kernel (fake or real): trace the
-            # reference per-expert loop instead, whose routing is data-dependent.
-            module.set_experts_implementation({k: ("eager" if v == "grouped_mm" else v)
-                                               for k, v in experts_was.items()})
-            notes.append(f"{cls}: mixture-of-experts layers traced with experts_implementation='eager' "
-                         f"(instead of 'grouped_mm')")
-        module.train(training)
-        modes = ["fake", "real"] if trace_mode == "auto" else [trace_mode]
-        gm, used = None, None
-        for i, mode in enumerate(modes):
-            if progress is not None:
-                progress.stage(f"tracing with {mode} tensors")
-            meta_failure = _MetaFailureFilter()
-            try:
-                with meta_failure:
-                    gm, used = run(mode), mode
-                break
-            except FormatError:
-                raise
-            except Exception as exc:  # the tracer raises many types; each becomes one line
-                where = stamper.current()
-                where_txt = f" in module '{where}' ({type(module.get_submodule(where)).__name__})" if where else ""
-                if meta_failure.operator:
-                    where_txt += f" at operator {meta_failure.operator}"
-                if i + 1 < len(modes) and _is_data_dependent(exc):
-                    note = (f"{cls}: fake-tensor tracing stopped{where_txt} on a data-dependent operator "
-                            f"({_first_line(exc)[:160]}); traced again with real CPU tensors")
-                    notes.append(note)
-                    if progress is not None:
-                        progress.note(note)
-                    continue
-                raise FormatError(f"cannot trace {cls}{where_txt} with {mode} tensors: "
-                                  f"{_first_line(exc)[:300]}") from None
+        with _tracing_settings(module, training, notes):
+            modes = ["fake", "real"] if trace_mode == "auto" else [trace_mode]
+            gm, used = None, None
+            for i, mode in enumerate(modes):
+                if progress is not None:
+                    progress.stage(f"tracing with {mode} tensors")
+                meta_failure = _MetaFailureFilter()
+                try:
+                    with meta_failure:
+                        gm, used = run(mode), mode
+                    break
+                except FormatError:
+                    raise
+                except Exception as exc:  # the tracer raises many types; each becomes one line
+                    where_txt = _where(module, stamper.current(), meta_failure.operator)
+                    if i + 1 < len(modes) and _is_data_dependent(exc):
+                        note = (f"{cls}: fake-tensor tracing stopped{where_txt} on a data-dependent operator "
+                                f"({_first_line(exc)[:160]}); traced again with real CPU tensors")
+                        notes.append(note)
+                        if progress is not None:
+                            progress.note(note)
+                        continue
+                    raise FormatError(f"cannot trace {cls}{where_txt} with {mode} tensors: "
+                                      f"{_first_line(exc)[:300]}") from None
     finally:
         stamper.close()
-        module.train(was_training)
-        if experts_was and "grouped_mm" in experts_was.values():
-            module.set_experts_implementation(experts_was)
-        if cache_was:
-            config.use_cache = cache_was
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return _describe(gm, module, pnames, bnames, input_names, len(targets), training, state["loss"], used,

@@ -40,9 +40,9 @@ import time as _time
 
 import numpy as np
 
+from ...bounds import work_bound
 from ...evaluate import peak_memory, problem_lower_bound
 from ...memory import fits
-from ...paths import upward_rank as _upward_rank
 from ...problem import Problem
 from ...result import Status
 from ...schedule import NoRoom, StaticPolicy, etf_schedule
@@ -50,7 +50,7 @@ from ...errors import SolverError
 from ...units import format_bytes
 from ..base import Solution
 from ..spec import Option, SolverSpec
-from .eft import eft_schedule, heft_order, topological_priority
+from .eft import eft_schedule, heft_order, topological_priority, upward_rank
 from .improve import iterated_search, local_search
 from .mapping import map_clusters
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
@@ -69,11 +69,13 @@ _MAX_EVALS_PER_EFFORT = 1_500
 _MAX_EVALS = 1_000_000     # evaluations at most, whatever the effort (a time limit stops earlier)
 _BOTH_SIZE = 30_000        # nodes + edges up to which the seed method also runs at effort 1
 _ETF_SIZE = 30_000         # ... up to which the ETF construction runs at effort 1
-_JUSTIFY_SIZE = 10_000_000  # ... up to which schedules are double-justified at effort 1
+_JUSTIFY_SIZE = 1_000_000  # ... up to which schedules are double-justified at effort 1
+_FULL_CANDIDATES = 2_000_000  # nodes x devices up to which EFT tries every device (as heft does)
 _JUSTIFIED_SCORE_NODES = 300
 _VARIANT_SIZE = 30_000     # nodes + edges up to which extra EFT priority orders are tried
 _NOISY_ORDERS = 24         # noisy orders per unit of effort (fewer on larger graphs)
 _MAX_NOISY_ORDERS = 2_000
+_BOUND_SIZE = 8_000_000    # nodes x devices up to which the optimality test uses every generic bound
 _DEADLINE_SHARE = 0.7      # share of the time limit the search may use (the rest: checking, output)
 
 
@@ -114,13 +116,23 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     n, m = g.n, problem.n_edges
     size = max(1, n + m)
     evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size, _MAX_EVALS))
-    units = memory_units(problem)
-    unit_of, members, unit_mem = units
+    cache: dict = {}
+
+    def units():
+        """Memory units (colocation groups as one), built on first use."""
+        if "units" not in cache:
+            cache["units"] = memory_units(problem)
+        return cache["units"]
+
     found = []  # (makespan, tag, place, start, finish)
     jr = 1 if effort * _JUSTIFY_SIZE >= size else 0
 
-    def late(stage: str) -> bool:
-        if deadline is not None and _time.perf_counter() > deadline:
+    unit = [0.0]  # seconds the first construction took: the yardstick for later stages
+
+    def late(stage: str, cost: float = 0.0) -> bool:
+        """True (and say why) when the deadline has passed or a stage of ``cost`` first
+        constructions would pass it."""
+        if deadline is not None and _time.perf_counter() + cost * unit[0] > deadline:
             stats.setdefault("stopped", f"time limit reached before {stage}")
             return True
         return False
@@ -133,13 +145,17 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         found.append((ms, tag, place, s, f))
 
     # 1. HEFT's own construction: the heuristic is never worse than heft
-    res = eft_schedule(g, capacity, heft_order(g))
+    t0 = _time.perf_counter()
+    full = effort * _FULL_CANDIDATES >= g.n * g.k
+    stats["candidates"] = "all devices" if full else "predecessors' devices + the first free"
+    res = eft_schedule(g, capacity, heft_order(g), candidates="all" if full else "near")
     if res is not None:
         add(1, *res)
+    unit[0] = _time.perf_counter() - t0
     # 2. m-ETF's earliest-start construction
-    if effort * _ETF_SIZE >= size and not late("the ETF construction"):
+    if effort * _ETF_SIZE >= size and not late("the ETF construction", 1.5):
         try:
-            r = etf_schedule(g, _upward_rank(problem).tolist(),
+            r = etf_schedule(g, upward_rank(g),
                              StaticPolicy(problem, capacity=capacity, solver="heuristic"))
             add(5, r.place, r.start, r.finish)
         except NoRoom:
@@ -151,23 +167,23 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         base = np.asarray(bottom)
         count = int(min(_NOISY_ORDERS * max(1.0, effort), _MAX_NOISY_ORDERS, 300_000 / size * max(1.0, effort)))
         for tag in range(count + 1):
-            if late("the EFT priority variants"):
+            if late("the EFT priority variants", 1.2):
                 break
             pr = np.asarray(top) + base if tag == 0 else base * rng.uniform(0.9, 1.1, size=g.n)
             rv = eft_schedule(g, capacity, topological_priority(g, pr))
             if rv is not None:
                 add(10 + tag, *rv)
     # 4. the seed method (phases 1-4)
-    if (effort * _BOTH_SIZE >= size or res is None) and not (found and late("the seed method")):
+    if (effort * _BOTH_SIZE >= size or res is None) and not (found and late("the seed method", 1.0)):
         place = pardnn_placement(problem, g, capacity, refine_evals=min(20, evals // 4), deadline=deadline,
-                                 units=units)
+                                 units=units())
         if place is not None:
             s, f, ms = schedule_placement(g, place, jr)
             found.append((ms, 0, place, s, f))
     # 5. the hint, and everything on the fastest device that holds it
     if hint is not None:
         ph = project_constraints(problem, g, np.asarray(hint).tolist())
-        ph = repair_memory(problem, g, ph, capacity, units) or greedy_fill(problem, ph, capacity, units)
+        ph = repair_memory(problem, g, ph, capacity, units()) or greedy_fill(problem, ph, capacity, units())
         if ph is not None:
             s3, f3, ms3 = schedule_placement(g, ph, jr)
             found.append((ms3, 2, ph, s3, f3))
@@ -178,9 +194,9 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         s1, f1, ms1 = schedule_placement(g, p1, 0)
         found.append((ms1, 4, p1, s1, f1))
     if not found:
-        place = greedy_fill(problem, None, capacity, units)
+        place = greedy_fill(problem, None, capacity, units())
         if place is None:
-            place = greedy_fill(problem, None, capacity, units, best_fit=True)
+            place = greedy_fill(problem, None, capacity, units(), best_fit=True)
         if place is None:
             return None
         s, f, ms = schedule_placement(g, place, jr)
@@ -190,7 +206,8 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)
     used = 0
-    if evals >= 5 and g.k > 1 and not late("the improvement"):
+    if evals >= 5 and g.k > 1 and not late("the improvement", 0.5):
+        unit_of, members, unit_mem = units()
         if g.n <= _JUSTIFIED_SCORE_NODES:
             new, used = iterated_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
                                         evals, deadline, seed=seed, justified=True)
@@ -262,7 +279,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     if problem.n_nodes == 0:
         return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0))
     capacity = problem.device_memory.astype(float).tolist()
-    reason = _pinned_overflow(problem, capacity)
+    reason = None if memory_model == "peak" and problem.has_split else _pinned_overflow(problem, capacity)  # peak: .peak checks
     if reason is not None:
         return Solution(Status.INFEASIBLE, message=reason, memory_model=memory_model)
     g = Graph(problem)
@@ -299,7 +316,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
                  "colocation group, and no forbidden devices)")
         return Solution(Status.UNKNOWN, message=msg, memory_model=memory_model, stats=stats)
     ms, place, s, f = best
-    lb = problem_lower_bound(problem)
+    # the generic bounds cost O(n k) with constraints; on huge instances only the work bound
+    lb = problem_lower_bound(problem) if g.n * g.k <= _BOUND_SIZE else work_bound(problem)
     status = Status.OPTIMAL if ms <= lb + 1e-9 * max(1.0, ms) else Status.FEASIBLE
     message = f"stopped early: {stats['stopped']}" if "stopped" in stats else ""
     return Solution(status, placement=np.asarray(place, dtype=np.int64), start=np.asarray(s),

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ...paths import priority_order as _priority_order
-from ...paths import upward_rank as _upward_rank
+from ...paths import bottom_levels_csr
 from ...schedule import NoRoom, StaticPolicy, eft_schedule as _engine
 from .schedule import Graph
 
@@ -29,13 +29,13 @@ __all__ = ["upward_rank", "heft_order", "topological_priority", "eft_schedule"]
 
 
 def upward_rank(g: Graph) -> list[float]:
-    """HEFT's upward rank with mean run times and mean transfer times."""
-    return _upward_rank(g.problem).tolist()
+    """HEFT's upward rank (:func:`optpart.paths.upward_rank`) from the graph's mean costs."""
+    return bottom_levels_csr(g.topo.tolist(), g.out_ptr, g.succ, g.mean_time, g.out_comm_mean)
 
 
 def heft_order(g: Graph) -> list[int]:
     """Decreasing upward rank, ties by topological position (HEFT's order)."""
-    return _priority_order(g.problem, _upward_rank(g.problem)).tolist()
+    return _priority_order(g.problem, np.asarray(upward_rank(g))).tolist()
 
 
 def topological_priority(g: Graph, priority: Sequence[float]) -> list[int]:
