@@ -53,7 +53,7 @@ def test_infeasible_is_one_line_and_exit_1(capsys):
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 1}], '
      '"edges": [{"src": "a", "dst": "q"}]}', "unknown node 'q'"),
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": -2, "memory": 1}]}', "node 'a' has time=-2"),
-    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": NaN, "memory": 1}]}', "node 'a' has time=nan"),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": NaN, "memory": 1}]}', "not valid JSON"),
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1}]}', "node 'a' has no field 'memory'"),
     ('{"format": "optpart-problem", "version": 2, "nodes": []}', "version 2"),
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 99}], '

@@ -54,9 +54,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     devices = _list(args.devices, int, "--devices") if args.devices else None
     scales = _list(args.memory_scale, float, "--memory-scale")
     solvers = _list(args.solvers, str, "--solvers")
-    # --devices here is a list, so apply_device_arguments gets one count at a time.
-    device_args = argparse.Namespace(devices=None, memory=args.memory, speed=args.speed,
-                                     bandwidth=args.bandwidth, latency=args.latency)
+    # --devices here is a list: plan_sweep resolves one count at a time.
+    device_args = {"memory": args.memory, "speed": args.speed, "bandwidth": args.bandwidth,
+                   "latency": args.latency}
     options = _solver_options(args.option)
     if args.memory_model != "peak":  # the registry's default; a per-solver --option wins
         for name in solvers:

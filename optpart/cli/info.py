@@ -11,6 +11,7 @@ from ..bounds import all_bounds
 from ..formats import load
 from ..units import format_bandwidth, format_bytes, format_time
 from .common import add_device_arguments, apply_device_arguments, table
+from ..text import safe
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -59,7 +60,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
              ["lower bound", format_time(info["lower_bound_s"])]]
     if reason:
         rows.append(["infeasible", reason])
-    print(f"{problem.name}\n" + table(rows, ["", ""]).split("\n", 2)[2])
+    print(f"{safe(problem.name)}\n" + table(rows, ["", ""]).split("\n", 2)[2])
     return 0
 
 

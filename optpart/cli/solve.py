@@ -9,6 +9,7 @@ from ..formats import load, result_to_json, save_result
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solve, solver_names
 from ..solvers.spec import MEMORY_MODELS
 from .common import add_device_arguments, apply_device_arguments, format_summary, parse_option
+from ..text import safe
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
@@ -25,7 +26,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         if args.out:
             print(f"\nresult written to {args.out}")
     if not result.ok:
-        print(f"optpart: {result.status.value}: {result.message or 'no placement found'}", file=sys.stderr)
+        print(f"optpart: {result.status.value}: {safe(result.message or 'no placement found')}", file=sys.stderr)
         return 1
     return 0
 
