@@ -199,6 +199,56 @@ def placements(draw, problem: Problem):
     return out
 
 
+# ---------------------------------------------------------------- edge cases of time and memory
+@st.composite
+def edge_case_problems(draw, max_nodes: int = 9, max_devices: int = 3):
+    """Problems at the edges of the model's arithmetic, for every solver and the checker.
+
+    Starting from :func:`problems`, one or more of: a time unit of 1e-9 s or 1e6 s (times and
+    transfer costs scaled together); zero-time nodes; all times equal (many equal finish
+    times); chains of *views* (zero time, zero memory, zero-byte edges: reshape-like nodes)
+    behind existing nodes, views behind views; and the param/output/temp split on some nodes
+    (others give only ``memory``: mixed files), so that peak and static differ.
+    """
+    base = draw(problems(max_nodes=max_nodes, max_devices=max_devices, pins=False, per_pair_links=False,
+                         memory=("loose", "just_enough")))
+    n = base.n_nodes
+    unit = draw(st.sampled_from([1e-9, 1.0, 1e6]))
+    time = base.time.copy()
+    if draw(st.booleans()):
+        time[:] = draw(st.integers(0, 3))                         # equal times (maybe all zero)
+    zero = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    time[np.asarray(zero, dtype=bool)] = 0.0                      # zero-time nodes
+    ids = list(base.node_ids)
+    src, dst, nbytes = base.edge_src.tolist(), base.edge_dst.tolist(), base.edge_bytes.tolist()
+    memory = base.memory.tolist()
+    time = time.tolist()
+    for v in draw(st.lists(st.integers(0, max(0, n - 1)), max_size=3)) if n else []:
+        tail = v
+        for _ in range(draw(st.integers(1, 3))):                  # views chained behind views
+            ids.append(f"view{len(ids)}")
+            time.append(0.0)
+            memory.append(0.0)
+            src.append(tail)
+            dst.append(len(ids) - 1)
+            nbytes.append(0.0)
+            tail = len(ids) - 1
+    m = len(ids)
+    split = {}
+    if draw(st.booleans()):
+        out = draw(st.lists(st.integers(0, 30), min_size=m, max_size=m))
+        # Mixed files: nodes without the split (NaN) hold their `memory` as parameters under peak.
+        given = np.asarray(draw(st.lists(st.booleans(), min_size=m, max_size=m)), dtype=bool)
+        split = {"param_bytes": np.where(given, np.asarray(memory) // 2, np.nan),
+                 "output_bytes": np.where(given, np.asarray(out, dtype=float), np.nan),
+                 "temp_bytes": np.where(given, 0.0, np.nan)}
+    links = base.links
+    return Problem.from_arrays(
+        ids, np.asarray(time) * unit, memory, src, dst, nbytes,
+        devices=base.devices, links=Links(links.latency * unit, links.bandwidth / unit),
+        constraints=base.constraints, name=f"edge-{unit:g}", **split)
+
+
 # ------------------------------------------------------------------ zero-duration and extreme times
 #: Run times that stress float schedules: instants, 1e-9, 1e6, fractions without exact binary form.
 EXTREME_TIMES = (0.0, 0.0, 0.0, 1e-9, 1e6, 0.1, 1.0 / 3.0, 1.0, 2.5, 7.0)

@@ -230,6 +230,7 @@ def test_metis_reports_memory_it_cannot_repair():
     p = chain(6, memory=4.0)
     p = p.with_devices([Device("dev0", 16), Device("dev1", 100)],
                        constraints=Constraints(pin={f"c{i}": "dev0" for i in range(5)}))
-    r = optpart.solve(p, "metis")
-    assert r.status is Status.UNKNOWN and r.placement is None
-    assert r.message.startswith("metis part ") and "20 B of 16 B" in r.message
+    r = optpart.solve(p, "metis")  # the registry's screening proves it before metis runs (issue 15)
+    assert r.status is Status.INFEASIBLE and r.placement is None
+    assert "pinned to device 'dev0' need 20 B" in r.message
+

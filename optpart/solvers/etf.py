@@ -38,15 +38,30 @@ from .spec import SolverSpec
 
 __all__ = ["solve", "SPEC"]
 
-SPEC = SolverSpec(options=(), memory_models=("static",), uses_hint=False, uses_time_limit=False)
+SPEC = SolverSpec(options=(), memory_models=("static", "peak"), uses_hint=False, uses_time_limit=False)
 
 
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static") -> Solution:
     """Place and schedule ``problem`` with m-ETF; see the module docstring."""
+    peak = memory_model == "peak" and problem.has_split
+    if peak:  # liveness tracked while scheduling, as Baechi's m-ETF keeps memory in its simulation
+        from ..schedule.liveness import LivenessPolicy
+        policy = LivenessPolicy(problem)
+    else:
+        policy = StaticPolicy(problem, solver="m-ETF")
     try:
-        res = etf_schedule(Graph(problem), upward_rank(problem).tolist(), StaticPolicy(problem, solver="m-ETF"))
+        res = etf_schedule(Graph(problem), upward_rank(problem).tolist(), policy)
     except NoRoom as stuck:
-        return Solution(Status.UNKNOWN, message=stuck.message)
+        return Solution(Status.UNKNOWN, message=stuck.message, memory_model=memory_model)
+    if peak:
+        from ..memory import overflow_message
+        reason = overflow_message(problem, np.asarray(res.place), np.asarray(res.start), np.asarray(res.finish),
+                                  "peak", "m-ETF")
+        if reason is not None:
+            return Solution(Status.UNKNOWN, message=reason, memory_model="peak")
+        return Solution(Status.FEASIBLE, placement=np.asarray(res.place, dtype=np.int64),
+                        start=np.asarray(res.start), memory_model="peak",
+                        stats={"priority": "bottom level, mean costs"})
     return Solution(Status.FEASIBLE, placement=np.asarray(res.place, dtype=np.int64), start=np.asarray(res.start),
                     stats={"priority": "bottom level, mean costs"})

@@ -48,7 +48,7 @@ __all__ = ["solve", "heft_order", "SPEC"]
 
 SPEC = SolverSpec(
     options=(Option("memory_aware", bool, True, "skip devices without room (false: classic memory-blind HEFT)"),),
-    memory_models=("static",), uses_hint=False, uses_time_limit=False)
+    memory_models=("static", "peak"), uses_hint=False, uses_time_limit=False)
 
 
 def heft_order(problem: Problem) -> list[int]:
@@ -67,12 +67,23 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         memory-blind HEFT, whose overflowing placement is answered ``unknown``.
     """
     solver = "heft" if memory_aware else "heft (memory-blind)"
-    policy = StaticPolicy(problem, memory_aware=memory_aware, solver=solver)
+    peak = memory_model == "peak" and problem.has_split and memory_aware
+    if peak:  # liveness tracked while scheduling (optpart/schedule/liveness.py)
+        from ..schedule.liveness import LivenessPolicy
+        policy = LivenessPolicy(problem)
+    else:
+        policy = StaticPolicy(problem, memory_aware=memory_aware, solver=solver)
     try:
         res = eft_schedule(Graph(problem), heft_order(problem), policy)
     except NoRoom as stuck:
-        return Solution(Status.UNKNOWN, message=stuck.message)
+        return Solution(Status.UNKNOWN, message=stuck.message, memory_model=memory_model)
     placement = np.asarray(res.place, dtype=np.int64)
+    if peak:
+        reason = overflow_message(problem, placement, np.asarray(res.start), np.asarray(res.finish), "peak", solver)
+        if reason is not None:
+            return Solution(Status.UNKNOWN, message=reason, memory_model="peak")
+        return Solution(Status.FEASIBLE, placement=placement, start=np.asarray(res.start), memory_model="peak",
+                        stats={"rank": "upward, mean costs", "memory_aware": True})
     if not memory_aware:
         reason = overflow_message(problem, placement, solver=solver)
         if reason is not None:

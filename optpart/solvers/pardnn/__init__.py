@@ -280,7 +280,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     if problem.n_nodes == 0:
         return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0))
     capacity = problem.device_memory.astype(float).tolist()
-    reason = _pinned_overflow(problem, capacity)
+    reason = None if memory_model == "peak" and problem.has_split else _pinned_overflow(problem, capacity)  # peak: .peak checks
     if reason is not None:
         return Solution(Status.INFEASIBLE, message=reason, memory_model=memory_model)
     g = Graph(problem)
