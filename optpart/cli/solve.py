@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..formats import load, result_to_json, save_result
+from ..progress import progress, set_quiet
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solve, solver_names
 from ..solvers.spec import MEMORY_MODELS
 from .common import add_device_arguments, apply_device_arguments, format_summary, parse_option
@@ -13,12 +14,21 @@ from ..text import safe
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
-    problem = apply_device_arguments(load(args.file), args)
-    options = dict(parse_option(o) for o in args.option or [])
-    result = solve(problem, args.solver, memory_model=args.memory_model, time_limit=args.time_limit,
-                   seed=args.seed, **options)
-    if args.out:
-        save_result(result, problem, args.out)
+    if args.quiet:
+        set_quiet(True)
+    # A live "reading / solving / writing" line with elapsed time on a terminal (silent when
+    # piped or with -q): a large graph takes seconds to read and a solver may run minutes.
+    with progress(f"optpart solve {safe(args.file)}") as bar:
+        bar.stage("reading")
+        problem = apply_device_arguments(load(args.file), args)
+        options = dict(parse_option(o) for o in args.option or [])
+        bar.stage(f"solving with {safe(args.solver)}"
+                  + (f" (time limit {args.time_limit:g} s)" if args.time_limit else ""))
+        result = solve(problem, args.solver, memory_model=args.memory_model, time_limit=args.time_limit,
+                       seed=args.seed, **options)
+        if args.out:
+            bar.stage("writing")
+            save_result(result, problem, args.out)
     if args.json:
         sys.stdout.write(result_to_json(result, problem))
     else:
@@ -45,4 +55,5 @@ def register(sub) -> None:
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
     p.add_argument("--out", "-o", metavar="FILE", help="write the result as optpart JSON")
     p.add_argument("--json", action="store_true", help="print the result JSON instead of the table")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display on the terminal")
     p.set_defaults(func=_cmd_solve)
