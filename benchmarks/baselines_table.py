@@ -71,12 +71,12 @@ def quality(args) -> str:
 def scale(args) -> str:
     p = random_dag(args.scale, k=8)
     rows = []
-    for name in ("heft", "etf", "topo", "metis"):
+    for name in ("heft", "etf", "topo", "metis", "single", "pardnn", "heuristic"):
         if name not in optpart.available_solvers():
             continue
         times, r = [], None
         for _ in range(args.repeat):
-            p._lower_bound_cache = None
+            optpart.bounds.forget(p)
             t, r = timed(lambda: optpart.solve(p, name, seed=0))
             times.append(t)
         rows.append([name, p.n_nodes, p.n_edges, r.status.value, f"{r.makespan:.4g}", f"{100 * r.gap:.1f}%",

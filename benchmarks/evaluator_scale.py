@@ -25,7 +25,7 @@ def measure(n: int) -> dict:
     t_build, p = timed(lambda: random_dag(n, edges_per_node=2, k=8))
     placement = (np.arange(n) * 8) // n
     t_sched, _ = timed(lambda: optpart.canonical_schedule(p, placement))
-    p._lower_bound_cache = None
+    optpart.bounds.forget(p)
     t_eval, r = timed(lambda: optpart.evaluate(p, placement))
     t_check, _ = timed(lambda: optpart.violations(p, r))
     return {"nodes": n, "edges": p.n_edges, "build_s": t_build, "schedule_s": t_sched, "evaluate_s": t_eval,

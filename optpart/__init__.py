@@ -1,19 +1,22 @@
 """optpart: place a DNN's operator graph on memory-limited devices to minimise the step time.
 
-The model is fixed in MODEL.md; this package re-exports the public API only.
+The model is fixed in docs/model.md; this package re-exports the public API only.
+The default solver is ``heuristic`` and the default memory model ``peak`` (liveness,
+equal to static on graphs without the param/output/temp split).
 
 >>> import optpart
 >>> p = optpart.Problem.build(
 ...     nodes=[{"id": "a", "time": 1.0, "memory": 4}, {"id": "b", "time": 2.0, "memory": 4}],
 ...     edges=[{"src": "a", "dst": "b", "bytes": 0}]).with_devices(2, memory=8)
->>> r = optpart.solve(p, "single")
->>> r.status.value, r.makespan
-('feasible', 3.0)
+>>> r = optpart.solve(p)
+>>> r.solver, r.status.value, r.makespan, r.memory_model
+('heuristic', 'optimal', 3.0, 'peak')
 """
 
 from .bounds import all_bounds, critical_path_bound, largest_node_bound, lower_bound, work_bound
 from .errors import FormatError, OptpartError, ProblemError, ScheduleError, SolverError
 from .evaluate import canonical_schedule, check, evaluate, peak_memory, static_memory, violations
+from .judge import Verdict, judge
 from .formats import from_networkx, load, load_result, save, save_result, to_networkx
 from .problem import Constraints, Device, LinkOverride, Links, Problem
 from .result import Result, Status
@@ -26,7 +29,7 @@ __all__ = [
     "Problem", "Device", "Links", "LinkOverride", "Constraints",
     "Result", "Status",
     "solve", "solver_names", "available_solvers",
-    "evaluate", "canonical_schedule", "check", "violations", "static_memory", "peak_memory",
+    "evaluate", "judge", "Verdict", "canonical_schedule", "check", "violations", "static_memory", "peak_memory",
     "lower_bound", "all_bounds", "critical_path_bound", "work_bound", "largest_node_bound",
     "load", "save", "load_result", "save_result", "from_networkx", "to_networkx",
     "OptpartError", "ProblemError", "FormatError", "SolverError", "ScheduleError",

@@ -1,4 +1,4 @@
-"""Lower bounds on the optimal makespan that hold for every problem (``../shared/MODEL.md`` section 4).
+"""Lower bounds on the optimal makespan that hold for every problem (``docs/model.md`` section 4).
 
 Each bound relaxes the problem in one way, so each is at most the makespan of any
 valid schedule:
@@ -10,16 +10,22 @@ valid schedule:
 * :func:`largest_node_bound` the single longest node at its fastest allowed speed.
 
 :func:`lower_bound` is their maximum. Exact solvers add the bound they prove.
+:func:`problem_lower_bound` is the same number, computed once per problem and kept
+in a cache owned by this module (a problem is immutable, so the cache never goes stale,
+and nothing is written into the problem).
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
 from .paths import top_levels_csr
 from .problem import Problem
 
-__all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "lower_bound", "all_bounds"]
+__all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "lower_bound", "all_bounds",
+           "problem_lower_bound", "forget"]
 
 
 def _fastest_durations(problem: Problem) -> np.ndarray:
@@ -69,3 +75,19 @@ def all_bounds(problem: Problem) -> dict[str, float]:
 def lower_bound(problem: Problem) -> float:
     """The best (largest) of the generic lower bounds."""
     return max(all_bounds(problem).values())
+
+
+_CACHE: "weakref.WeakKeyDictionary[Problem, float]" = weakref.WeakKeyDictionary()
+
+
+def problem_lower_bound(problem: Problem) -> float:
+    """:func:`lower_bound` of ``problem``, computed once per problem object (weakly cached)."""
+    cached = _CACHE.get(problem)
+    if cached is None:
+        cached = _CACHE[problem] = lower_bound(problem)
+    return cached
+
+
+def forget(problem: Problem) -> None:
+    """Drop the cached bound of ``problem`` (benchmarks that time the bound's computation)."""
+    _CACHE.pop(problem, None)

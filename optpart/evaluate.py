@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .bounds import lower_bound as _generic_lower_bound
+from .bounds import problem_lower_bound
 from .errors import ProblemError, ScheduleError
 from .memory import as_placement as _as_placement
 from .memory import fits, memory_timeline, peak_memory, static_memory
@@ -135,15 +135,6 @@ def canonical_schedule(problem: Problem, placement, priority: np.ndarray | None 
                 if c < math.inf:
                     push(events, (c, e))
     return np.asarray(start), np.asarray(finish)
-
-
-def problem_lower_bound(problem: Problem) -> float:
-    """The generic lower bound of a problem, computed once and cached on it."""
-    cached = getattr(problem, "_lower_bound_cache", None)
-    if cached is None:
-        cached = _generic_lower_bound(problem)
-        problem._lower_bound_cache = cached
-    return cached
 
 
 def evaluate(problem: Problem, placement, start: np.ndarray | None = None, *, solver: str = "evaluate",

@@ -1,6 +1,8 @@
-"""The placement problem: graph, devices, links and constraints (``../shared/MODEL.md`` section 1).
+"""The placement problem: graph, devices, links and constraints (``docs/model.md`` section 1).
 
-A :class:`Problem` is immutable once built. It keeps the graph as integer-indexed
+A :class:`Problem` is immutable once built: its numpy arrays are read-only, and derived
+figures (such as the lower bound of :mod:`optpart.bounds`) are cached by their owners, never
+written into the problem. It keeps the graph as integer-indexed
 numpy arrays so that solvers and the evaluator run plain loops over integer ids:
 
 * nodes ``0..n-1`` in file order, with ``time``, ``memory`` and the optional
@@ -28,11 +30,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .errors import ProblemError
+from .limits import check_cells, check_devices
 
 __all__ = ["Device", "LinkOverride", "Links", "Constraints", "Problem"]
 
@@ -84,8 +88,20 @@ class Constraints:
 
 
 def _as_float_array(values, n: int, what: str, ids: Sequence[str], allow_inf: bool = False) -> np.ndarray:
+    """``values`` as a float64 array of ``n`` finite numbers >= 0, or a :class:`ProblemError`
+    naming the first bad node, and refusing columns whose sum overflows to infinity (a
+    makespan or memory total computed from them would be inf or NaN)."""
     try:
         arr = np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        vals = list(values)
+        for i, x in enumerate(vals):
+            try:
+                float(x)
+            except OverflowError:
+                raise ProblemError(f"node '{ids[i]}' has {what}={_short(x)}; it is beyond the float range "
+                                   "(at most about 1.8e308)") from None
+        raise ProblemError(f"node field '{what}' holds a number beyond the float range") from None
     except (TypeError, ValueError) as exc:
         raise ProblemError(f"node field '{what}' must hold numbers: {exc}") from None
     if arr.shape != (n,):
@@ -95,7 +111,37 @@ def _as_float_array(values, n: int, what: str, ids: Sequence[str], allow_inf: bo
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ProblemError(f"node '{ids[i]}' has {what}={float(arr[i])!r}; it must be a finite number >= 0")
+    _check_sum(arr, f"node field '{what}'", lambda i: f"node '{ids[i]}'")
     return arr
+
+
+def _short(x: Any, limit: int = 40) -> str:
+    text = repr(x)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _check_sum(arr: np.ndarray, what: str, name_of) -> None:
+    """Refuse an array of finite values whose sum is not finite (float overflow)."""
+    if arr.size == 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(arr.sum())
+    if not math.isfinite(total):
+        i = int(np.argmax(arr))
+        raise ProblemError(f"{what} sums to {total!r} (largest value {float(arr[i])!r} at {name_of(i)}): "
+                           "the values overflow the float range when added; use smaller units")
+
+
+def _partial_array(values, n: int, what: str, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """A node column where NaN means "not given": ``(values with NaN as 0, given mask)``."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        arr = None
+    if arr is None or arr.shape != (n,):
+        arr = _as_float_array(values, n, what, ids)  # raises the one message for a bad column
+    given = ~np.isnan(arr)
+    return _as_float_array(np.where(given, arr, 0.0), n, what, ids), given
 
 
 class Problem:
@@ -134,46 +180,64 @@ class Problem:
     ) -> "Problem":
         """Build a problem from parallel arrays (the fast path used by every reader).
 
-        ``edge_src``/``edge_dst`` hold node indices. ``memory`` may be left out when the
-        split ``param_bytes``/``output_bytes``/``temp_bytes`` is given; it is then their sum.
+        ``edge_src``/``edge_dst`` hold node indices. Memory (docs/model.md section 3): a
+        node gives ``memory``, the split ``param_bytes``/``output_bytes``/``temp_bytes``,
+        or both. ``NaN`` in any of these arrays means "not given for this node", so one
+        graph may mix nodes of both kinds:
+
+        * a node with only ``memory`` holds it as ``param_bytes`` (all step) under peak;
+        * a node with only (part of) the split has static ``memory`` = the sum of its split
+          (parts not given count 0);
+        * a node with neither is an error naming it.
+
+        ``memory=None`` means "not given for any node"; without any split either, every
+        node then holds 0 bytes (graphs that carry no memory, e.g. STG).
         """
         p = cls()
         p.name = str(name)
         p.meta = dict(meta or {})
-        ids = [str(x) for x in node_ids]
+        ids = list(map(str, node_ids))
         n = len(ids)
-        index: dict[str, int] = {}
-        for i, nid in enumerate(ids):
-            if nid in index:
-                raise ProblemError(f"duplicate node id '{nid}' (nodes {index[nid]} and {i})")
-            index[nid] = i
+        index = dict(zip(ids, range(n)))
+        if len(index) != n:  # a duplicate: name the first one and both positions
+            seen: dict[str, int] = {}
+            for i, nid in enumerate(ids):
+                if nid in seen:
+                    raise ProblemError(f"duplicate node id '{nid}' (nodes {seen[nid]} and {i})")
+                seen[nid] = i
         p.node_ids = ids
         p.node_index = index
         p.n_nodes = n
         p.time = _as_float_array(time, n, "time", ids)
-        split = [param_bytes, output_bytes, temp_bytes]
-        names = ["param_bytes", "output_bytes", "temp_bytes"]
-        arrays = [None if a is None else _as_float_array(a, n, nm, ids) for a, nm in zip(split, names)]
-        p.has_split = any(a is not None for a in arrays)
+        names = ("param_bytes", "output_bytes", "temp_bytes")
+        parts = [None if a is None else _partial_array(a, n, nm, ids)
+                 for a, nm in zip((param_bytes, output_bytes, temp_bytes), names)]
+        given_split = np.zeros(n, dtype=bool)
+        for part in parts:
+            if part is not None:
+                given_split |= part[1]
+        split = [np.zeros(n) if part is None else part[0] for part in parts]
         if memory is None:
-            if p.has_split:
-                memory = sum(a for a in arrays if a is not None)
-            else:
-                memory = np.zeros(n)
-        p.memory = _as_float_array(memory, n, "memory", ids)
-        zeros = np.zeros(n)
-        if p.has_split:
-            p.param_bytes, p.output_bytes, p.temp_bytes = [zeros if a is None else a for a in arrays]
-        else:
-            # MODEL.md section 3: a node with only `memory` holds it for the whole step.
-            p.param_bytes, p.output_bytes, p.temp_bytes = p.memory, zeros, zeros
+            memory = np.full(n, np.nan) if given_split.any() else np.zeros(n)
+        mem, mem_given = _partial_array(memory, n, "memory", ids)
+        neither = ~mem_given & ~given_split
+        if neither.any():
+            v = int(np.flatnonzero(neither)[0])
+            raise ProblemError(f"node '{ids[v]}' gives neither memory nor param_bytes/output_bytes/temp_bytes")
+        p.memory = np.where(mem_given, mem, split[0] + split[1] + split[2])
+        _check_sum(p.memory, "node field 'memory'", lambda i: f"node '{ids[i]}'")
+        p.has_split = bool(given_split.any())
+        # docs/model.md section 3: a node with only `memory` holds it for the whole step.
+        p.param_bytes = np.where(given_split, split[0], p.memory)
+        p.output_bytes = np.where(given_split, split[1], 0.0)
+        p.temp_bytes = np.where(given_split, split[2], 0.0)
         p.node_meta = None if node_meta is None else [dict(m) for m in node_meta]
         if p.node_meta is not None and len(p.node_meta) != n:
             raise ProblemError(f"node_meta has {len(p.node_meta)} entries for {n} nodes")
         p._set_edges(edge_src, edge_dst, edge_bytes)
         p._set_devices(devices or (), links)
         p._set_constraints(constraints or Constraints())
-        return p
+        return p._freeze()
 
     @classmethod
     def build(
@@ -186,7 +250,14 @@ class Problem:
         name: str = "problem",
         meta: Mapping[str, Any] | None = None,
     ) -> "Problem":
-        """Build a problem from dictionaries shaped like the optpart JSON format.
+        """Build a problem from dictionaries shaped like the optpart JSON format (docs/model.md section 5).
+
+        Built directly (no file format involved): ``nodes`` are ``{"id", "time", "memory"}``
+        and/or the peak split, extra keys kept as node metadata; ``edges`` are ``{"src", "dst",
+        "bytes"}`` (bytes default 0); ``devices`` are :class:`Device` or ``{"id", "memory",
+        "speed"}``; ``links`` a :class:`Links` or ``{"latency", "bandwidth", "pairs"}``;
+        ``constraints`` a :class:`Constraints` or ``{"pin", "colocate", "forbid"}``.
+        Infinite numbers may be written ``"inf"``.
 
         >>> p = Problem.build(
         ...     nodes=[{"id": "a", "time": 1.0, "memory": 10}, {"id": "b", "time": 2.0, "memory": 5}],
@@ -195,32 +266,68 @@ class Problem:
         >>> p.n_nodes, p.n_edges, p.n_devices
         (2, 1, 2)
         """
-        from .formats.optpart_json import problem_from_dict
+        nodes, edges = list(nodes), list(edges)
+        for i, nd in enumerate(nodes):
+            if not isinstance(nd, Mapping) or "id" not in nd:
+                raise ProblemError(f"node at position {i} must be a mapping with an 'id', got {nd!r}")
+        ids = [str(nd["id"]) for nd in nodes]
 
-        doc: dict[str, Any] = {"format": "optpart-problem", "version": 1, "name": name,
-                               "nodes": list(nodes), "edges": list(edges)}
-        if devices is not None:
-            doc["devices"] = [d if isinstance(d, Mapping) else
-                              {"id": d.id, "memory": d.memory, "speed": d.speed} for d in devices]
-        if links is not None:
-            doc["links"] = links if isinstance(links, Mapping) else _links_to_dict(links)
-        if constraints is not None:
-            doc["constraints"] = constraints if isinstance(constraints, Mapping) else _constraints_to_dict(constraints)
-        if meta:
-            doc["meta"] = dict(meta)
-        return problem_from_dict(doc)
+        def column(key: str, required: bool) -> list[float]:
+            out = []
+            for nid, nd in zip(ids, nodes):
+                if key not in nd or nd[key] is None:
+                    if required:
+                        raise ProblemError(f"node '{nid}' has no field '{key}'")
+                    out.append(math.nan)
+                else:
+                    x = _build_number(nd[key], f"node '{nid}'", key)
+                    if math.isnan(x):  # NaN would read as "not given" below
+                        raise ProblemError(f"node '{nid}' has {key}=nan; it must be a finite number >= 0")
+                    out.append(x)
+            return out
+
+        split = {key: column(key, False) for key in _SPLIT if any(key in nd for nd in nodes)}
+        meta_rows = [{k: v for k, v in nd.items() if k not in _NODE_KEYS} for nd in nodes]
+        index = {nid: i for i, nid in enumerate(ids)}
+        src, dst, nbytes = [], [], []
+        for e, ed in enumerate(edges):
+            if not isinstance(ed, Mapping) or "src" not in ed or "dst" not in ed:
+                raise ProblemError(f"edge at position {e} must be a mapping with 'src' and 'dst', got {ed!r}")
+            for end in ("src", "dst"):
+                if str(ed[end]) not in index:
+                    raise ProblemError(f"edge '{ed['src']}' -> '{ed['dst']}' names unknown node '{ed[end]}'")
+            src.append(index[str(ed["src"])])
+            dst.append(index[str(ed["dst"])])
+            nbytes.append(_build_number(ed.get("bytes", 0), f"edge '{ed['src']}' -> '{ed['dst']}'", "bytes"))
+        devs = None if devices is None else [_build_device(d) for d in devices]
+        if links is not None and not isinstance(links, Links):
+            links = _build_links(links)
+        if constraints is not None and not isinstance(constraints, Constraints):
+            constraints = _build_constraints(constraints)
+        return cls.from_arrays(
+            ids, column("time", True), column("memory", not split), src, dst, nbytes,
+            devices=devs, links=links, constraints=constraints,
+            param_bytes=split.get("param_bytes"), output_bytes=split.get("output_bytes"),
+            temp_bytes=split.get("temp_bytes"), node_meta=meta_rows if any(meta_rows) else None,
+            name=name, meta=meta)
 
     def _set_edges(self, edge_src, edge_dst, edge_bytes) -> None:
         n = self.n_nodes
-        src = np.asarray(edge_src, dtype=np.int64).reshape(-1)
-        dst = np.asarray(edge_dst, dtype=np.int64).reshape(-1)
+        try:
+            src = np.asarray(edge_src, dtype=np.int64).reshape(-1)
+            dst = np.asarray(edge_dst, dtype=np.int64).reshape(-1)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ProblemError(f"edge endpoints must be node indices (integers): {exc}") from None
         if src.shape != dst.shape:
             raise ProblemError(f"edge_src has {src.size} entries but edge_dst has {dst.size}")
         m = src.size
         if edge_bytes is None:
             eb = np.zeros(m)
         else:
-            eb = np.asarray(edge_bytes, dtype=np.float64).reshape(-1)
+            try:
+                eb = np.asarray(edge_bytes, dtype=np.float64).reshape(-1)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise ProblemError(f"edge bytes must be numbers: {exc}") from None
             if eb.shape != (m,):
                 raise ProblemError(f"edge_bytes has {eb.size} entries for {m} edges")
         for arr, what in ((src, "source"), (dst, "destination")):
@@ -233,6 +340,8 @@ class Problem:
             e = int(np.flatnonzero(bad)[0])
             raise ProblemError(f"edge '{self.node_ids[src[e]]}' -> '{self.node_ids[dst[e]]}' has "
                                f"bytes={float(eb[e])!r}; it must be a finite number >= 0")
+        _check_sum(eb, "edge field 'bytes'",
+                   lambda e: f"edge '{self.node_ids[src[e]]}' -> '{self.node_ids[dst[e]]}'")
         loops = src == dst
         if loops.any():
             e = int(np.flatnonzero(loops)[0])
@@ -257,21 +366,23 @@ class Problem:
         self.topo = self._topological_order()
 
     def _topological_order(self) -> np.ndarray:
-        """Kahn's algorithm with a FIFO queue seeded in index order: deterministic, O(V + E)."""
+        """Kahn's algorithm with a FIFO queue seeded in index order: deterministic, O(V + E).
+
+        The loop walks ``order`` while appending to it (the list is the queue), over plain
+        Python lists: the fastest pure-Python form (about 2 s for 10^6 nodes).
+        """
         n = self.n_nodes
         indeg = np.diff(self.in_ptr).tolist()
         out_ptr = self.out_ptr.tolist()
         succ = self.edge_dst[self.out_edges].tolist()
-        order = [v for v in range(n) if indeg[v] == 0]
-        head = 0
-        while head < len(order):
-            v = order[head]
-            head += 1
-            for i in range(out_ptr[v], out_ptr[v + 1]):
-                w = succ[i]
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    order.append(w)
+        order = [v for v, d in enumerate(indeg) if d == 0]
+        append = order.append
+        for v in order:  # grows while walked: a FIFO queue
+            for w in succ[out_ptr[v]:out_ptr[v + 1]]:
+                d = indeg[w] - 1
+                indeg[w] = d
+                if not d:
+                    append(w)
         if len(order) < n:
             raise ProblemError(f"cycle: node '{self.node_ids[self._node_on_cycle(indeg)]}' lies on a cycle")
         return np.asarray(order, dtype=np.int64)
@@ -293,7 +404,19 @@ class Problem:
         return v
 
     def _set_devices(self, devices: Sequence[Device], links: Links | None) -> None:
-        self.devices = tuple(devices)
+        devices = tuple(devices)
+        check_devices(len(devices))
+        check_cells(self.n_nodes, len(devices))
+        for d in devices:
+            if not isinstance(d, Device):
+                raise ProblemError(f"devices must be Device objects, got {_short(d)}")
+            for what in ("memory", "speed"):
+                x = getattr(d, what)
+                if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+                    raise ProblemError(f"device '{d.id}' has {what}={_short(x)}; it must be a number")
+                if isinstance(x, int) and abs(x) > 1.7e308:
+                    raise ProblemError(f"device '{d.id}' has {what}={_short(x)}; it is beyond the float range")
+        self.devices = devices
         self.device_ids = [d.id for d in self.devices]
         self.device_index = {}
         for i, d in enumerate(self.devices):
@@ -328,6 +451,31 @@ class Problem:
         np.fill_diagonal(lat, 0.0)
         np.fill_diagonal(bw, math.inf)
         self.latency, self.bandwidth = lat, bw
+        self._check_path_bounds()
+
+    def _check_path_bounds(self) -> None:
+        """Refuse devices and links under which a schedule's length can overflow to inf.
+
+        Any schedule is at most the sum of all run times on the slowest device plus all
+        transfers over the slowest link; when that bound is finite, no start, finish or
+        makespan the evaluator computes can become inf or NaN.
+        """
+        if self.n_devices == 0:
+            return
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            run = float(self.time.sum()) / float(self.device_speed.min())
+            off = ~np.eye(self.n_devices, dtype=bool)
+            comm = 0.0
+            if self.n_edges and off.any():
+                comm = (float(self.latency[off].max()) * self.n_edges
+                        + float(self.edge_bytes.sum()) / float(self.bandwidth[off].min()))
+        if not math.isfinite(run):
+            raise ProblemError(f"the node times sum to {float(self.time.sum())!r} s, which on the slowest device "
+                               f"(speed {float(self.device_speed.min())!r}) overflows the float range")
+        if not math.isfinite(run + comm):
+            raise ProblemError(f"a schedule's length can overflow the float range: the edges carry "
+                               f"{float(self.edge_bytes.sum())!r} bytes in total over links as slow as "
+                               f"{float(self.bandwidth[off].min())!r} bytes/s")
 
     def _set_constraints(self, c: Constraints) -> None:
         n, k = self.n_nodes, self.n_devices
@@ -352,54 +500,38 @@ class Problem:
         for nid, dids in c.forbid.items():
             v = node(nid, "forbid")
             self.forbidden[v] = frozenset(device(d, f"forbid of node '{nid}'") for d in dids)
-        # Colocation groups: overlapping groups merge (union-find), so `group_of` is a partition.
-        parent = list(range(n)) if c.colocate else []
-
-        def find(x: int) -> int:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        for g in c.colocate:
-            members = [node(nid, "colocate") for nid in g]
-            for v in members[1:]:
-                ra, rb = find(members[0]), find(v)
-                if ra != rb:
-                    parent[max(ra, rb)] = min(ra, rb)
+        # Colocation groups: overlapping groups merge, so `group_of` is a partition. Groups are
+        # ordered by their smallest node index, members sorted.
         self.group_of = np.full(n, -1, dtype=np.int64)
         self.groups: list[np.ndarray] = []
         if c.colocate:
-            roots: dict[int, list[int]] = {}
-            for g in c.colocate:
-                for nid in g:
-                    v = self.node_index[nid]
-                    roots.setdefault(find(v), [])
-            for v in range(n):
-                r = find(v)
-                if r in roots:
-                    roots[r].append(v)
-            for r in sorted(roots):
-                members = np.array(sorted(set(roots[r])), dtype=np.int64)
-                if members.size < 2:
-                    continue
-                self.group_of[members] = len(self.groups)
-                self.groups.append(members)
+            self.groups = _colocation_groups(c.colocate, self.node_index, n)
+            for gi, members in enumerate(self.groups):
+                self.group_of[members] = gi
         # Pins inside a group must agree; the group inherits the pin.
-        for gi, members in enumerate(self.groups):
-            pins = {int(self.pin[v]) for v in members if self.pin[v] >= 0}
-            if len(pins) > 1:
-                names = sorted(self.device_ids[d] for d in pins)
-                raise ProblemError(f"colocation group of node '{self.node_ids[members[0]]}' is pinned to "
-                                   f"several devices: {', '.join(names)}")
-            if pins:
+        if c.pin and self.groups:
+            pinned_groups = np.unique(self.group_of[(self.pin >= 0) & (self.group_of >= 0)])
+            for gi in pinned_groups.tolist():
+                members = self.groups[gi]
+                pins = {int(d) for d in self.pin[members] if d >= 0}
+                if len(pins) > 1:
+                    names = sorted(self.device_ids[d] for d in pins)
+                    raise ProblemError(f"colocation group of node '{self.node_ids[members[0]]}' is pinned to "
+                                       f"several devices: {', '.join(names)}")
                 self.pin[members] = pins.pop()
         for v, devs in self.forbidden.items():
             if self.pin[v] >= 0 and self.pin[v] in devs:
                 raise ProblemError(f"node '{self.node_ids[v]}' is pinned to device "
                                    f"'{self.device_ids[self.pin[v]]}' that it is forbidden on")
         self._allowed = None
-        self._lower_bound_cache = None  # filled by optpart.evaluate.problem_lower_bound
+
+    def _freeze(self) -> "Problem":
+        """Make every array of the problem read-only (``p.time[0] = 1`` raises ValueError)."""
+        for value in self.__dict__.values():
+            for arr in (value if isinstance(value, list) else [value]):
+                if isinstance(arr, np.ndarray):
+                    arr.flags.writeable = False
+        return self
 
     # ------------------------------------------------------------------ derived views
     @property
@@ -419,6 +551,7 @@ class Problem:
                 mask[v, list(devs)] = False
             for members in self.groups:
                 mask[members] = mask[members].all(axis=0)
+            mask.flags.writeable = False
             self._allowed = mask
         return self._allowed
 
@@ -446,32 +579,53 @@ class Problem:
             return 0.0
         return float(self.latency[a, b] + self.edge_bytes[edge] / self.bandwidth[a, b])
 
+    def running_need(self) -> np.ndarray:
+        """Bytes each node surely holds on its device while it runs, under peak.
+
+        Its parameters, temporaries and output, plus the output of every predecessor (held
+        locally or as a received copy until the node finishes). A zero-time node runs for an
+        instant, at which its inputs may be freed (half-open intervals), so its inputs do not count.
+        """
+        inputs = np.zeros(self.n_nodes)
+        np.add.at(inputs, self.edge_dst, self.output_bytes[self.edge_src])
+        inputs[self.time <= 0] = 0.0
+        return self.param_bytes + self.temp_bytes + self.output_bytes + inputs
+
     def infeasibility(self, memory_model: str = "static") -> str | None:
         """A reason why no placement can fit memory and constraints, or None if none is obvious.
 
-        Checks, in order: a colocation group larger than every device it may use, a
-        node with no allowed device, a node larger than every device it may use, and
-        total memory above total capacity. Under the ``peak`` model only what is held
-        for certain counts: a running node holds its parameters, temporaries and output
-        (its static memory); a group holds all its parameters plus its largest running
-        node; all devices together hold at least every parameter.
+        The one place where infeasibility is screened (the registry calls it before any
+        solver). Checks, in order: a colocation group larger than every device it may
+        use, a node with no allowed device, a node larger than every device it may use,
+        the nodes pinned to one device larger than it, and total memory above total
+        capacity. Under the ``peak`` model only what is held for certain counts: a
+        running node holds its parameters, temporaries, output and inputs (:meth:`running_need`);
+        a set of nodes on one device holds all their parameters plus its largest running
+        node; all devices together hold at least every parameter. Sizes are compared
+        with :func:`optpart.memory.fits`, the one memory-fit rule.
         """
         if self.n_devices == 0:
             return None
         if memory_model not in ("static", "peak"):
             raise ProblemError(f"memory_model={memory_model!r}; use 'static' or 'peak'")
+        from .memory import fits
+        from .units import format_bytes
+
         peak = memory_model == "peak"
         cap = self.device_memory
         allowed = self.allowed
         room = np.where(allowed, cap[None, :], -1.0).max(axis=1)
+
+        def held(members: np.ndarray) -> float:
+            """Bytes the nodes ``members`` surely hold together on one device."""
+            if not peak:
+                return float(self.memory[members].sum())
+            running = self.output_bytes[members] + self.temp_bytes[members]
+            return float(self.param_bytes[members].sum() + running.max())
+
         for members in self.groups:
-            if peak:
-                running = self.output_bytes[members] + self.temp_bytes[members]
-                total = float(self.param_bytes[members].sum() + running.max())
-            else:
-                total = float(self.memory[members].sum())
-            if total > room[members[0]]:
-                from .units import format_bytes
+            total = held(members)
+            if not fits(total, room[members[0]]):
                 return (f"colocation group of node '{self.node_ids[members[0]]}' ({members.size} nodes) needs "
                         f"{format_bytes(total)} but the largest device it may use has "
                         f"{format_bytes(max(room[members[0]], 0))}")
@@ -479,16 +633,23 @@ class Problem:
         if no_device.any():
             v = int(np.flatnonzero(no_device)[0])
             return f"node '{self.node_ids[v]}' is forbidden on every device"
-        too_big = self.memory > room
+        need = self.running_need() if peak else self.memory
+        too_big = ~fits(need, room)
         if too_big.any():
-            from .units import format_bytes
             v = int(np.flatnonzero(too_big)[0])
-            return (f"node '{self.node_ids[v]}' needs {format_bytes(self.memory[v])} but the largest device "
+            what = " while it runs (parameters, temporaries, output and inputs)" if peak else ""
+            return (f"node '{self.node_ids[v]}' needs {format_bytes(need[v])}{what} but the largest device "
                     f"it may use has {format_bytes(room[v])}")
+        pinned = np.flatnonzero(self.pin >= 0)
+        for d in np.unique(self.pin[pinned]).tolist():
+            members = pinned[self.pin[pinned] == d]
+            total = held(members)
+            if not fits(total, cap[d]):
+                return (f"the {members.size} node(s) pinned to device '{self.device_ids[d]}' need "
+                        f"{format_bytes(total)} ({memory_model}) but it has {format_bytes(cap[d])}")
         need = float((self.param_bytes if peak else self.memory).sum())
         total_cap = float(cap.sum())
-        if need > total_cap:
-            from .units import format_bytes
+        if not fits(need, total_cap):
             return f"the graph needs {format_bytes(need)} but all devices together hold {format_bytes(total_cap)}"
         return None
 
@@ -536,7 +697,7 @@ class Problem:
             raise ProblemError(f"the constraints name device(s) {', '.join(map(repr, missing))}, which the new "
                                f"devices ({', '.join(q.device_ids)}) do not include")
         q._set_constraints(keep)
-        return q
+        return q._freeze()
 
     def with_memory_scale(self, scale: float) -> "Problem":
         """The same problem with every device capacity multiplied by ``scale``."""
@@ -589,6 +750,58 @@ class Problem:
         return placement
 
 
+def _colocation_groups(colocate: Sequence[Sequence[str]], index: Mapping[str, int], n: int) -> list[np.ndarray]:
+    """Colocation groups as sorted index arrays, overlapping groups merged, ordered by their
+    smallest member; groups of one node dropped.
+
+    Disjoint groups (the common case: one group per variable) take a vectorised path;
+    overlapping ones a union-find (Tarjan 1975) over the merged nodes.
+    """
+    sizes = np.fromiter(map(len, colocate), dtype=np.int64, count=len(colocate))
+    flat_ids = list(chain.from_iterable(colocate))
+    flat = np.fromiter(map(index.get, flat_ids, repeat(-1)), dtype=np.int64, count=len(flat_ids))
+    if (flat < 0).any():
+        raise ProblemError(f"colocate names unknown node '{flat_ids[int(np.flatnonzero(flat < 0)[0])]}'")
+    gid = np.repeat(np.arange(sizes.size), sizes)
+    if flat.size == 0:
+        return []
+    if np.bincount(flat, minlength=n).max() <= 1:  # disjoint groups, no repeats
+        keep = sizes[gid] >= 2
+        flat, gid = flat[keep], gid[keep]
+        if flat.size == 0:
+            return []
+        order = np.lexsort((flat, gid))
+        flat, gid = flat[order], gid[order]
+        starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+        bounds = np.r_[starts, flat.size].tolist()
+        order = np.argsort(flat[starts], kind="stable").tolist()
+        return [flat[bounds[i]:bounds[i + 1]] for i in order]
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    bounds = np.r_[0, np.cumsum(sizes)].tolist()
+    members_all = flat.tolist()
+    for i in range(sizes.size):
+        members = members_all[bounds[i]:bounds[i + 1]]
+        for v in members[1:]:
+            ra, rb = find(members[0]), find(v)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+    roots: dict[int, list[int]] = {}
+    for v in sorted(set(members_all)):
+        roots.setdefault(find(v), []).append(v)
+    out = []
+    for r in sorted(roots):
+        if len(roots[r]) >= 2:
+            out.append(np.array(roots[r], dtype=np.int64))
+    return out
+
+
 def _check_link(latency: float, bandwidth: float, what: str) -> None:
     if not (0 <= latency < math.inf):
         raise ProblemError(f"{what} has latency={latency!r}; it must be a finite number >= 0")
@@ -603,14 +816,57 @@ def _constraint_devices(c: Constraints) -> set[str]:
     return out
 
 
-def _links_to_dict(links: Links) -> dict[str, Any]:
-    from .formats.optpart_json import links_to_dict
-    return links_to_dict(links)
+_SPLIT = ("param_bytes", "output_bytes", "temp_bytes")
+_NODE_KEYS = frozenset(("id", "time", "memory") + _SPLIT)
 
 
-def _constraints_to_dict(c: Constraints) -> dict[str, Any]:
-    from .formats.optpart_json import constraints_to_dict
-    return constraints_to_dict(c)
+def _build_number(value: Any, who: str, key: str) -> float:
+    """A number from :meth:`Problem.build` input (``"inf"`` allowed; ranges are checked later)."""
+    if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ProblemError(f"{who} has {key}={value!r}; it must be a number")
+    return float(value)
+
+
+def _build_device(d: Device | Mapping[str, Any]) -> Device:
+    if isinstance(d, Device):
+        return d
+    if not isinstance(d, Mapping) or "id" not in d or "memory" not in d:
+        raise ProblemError(f"device {d!r} must be a Device or a mapping with 'id' and 'memory'")
+    did = str(d["id"])
+    return Device(did, _build_number(d["memory"], f"device '{did}'", "memory"),
+                  _build_number(d.get("speed", 1.0), f"device '{did}'", "speed"))
+
+
+def _build_links(doc: Mapping[str, Any]) -> Links:
+    if not isinstance(doc, Mapping):
+        raise ProblemError(f"links {doc!r} must be Links or a mapping with 'latency', 'bandwidth', 'pairs'")
+    lat = _build_number(doc.get("latency", 0.0), "links", "latency")
+    bw = _build_number(doc.get("bandwidth", math.inf), "links", "bandwidth")
+    pairs = []
+    for i, pr in enumerate(doc.get("pairs", ())):
+        if isinstance(pr, LinkOverride):
+            pairs.append(pr)
+            continue
+        if not isinstance(pr, Mapping) or "src" not in pr or "dst" not in pr:
+            raise ProblemError(f"link pair at position {i} needs 'src' and 'dst', got {pr!r}")
+        what = f"link '{pr['src']}' -> '{pr['dst']}'"
+        pairs.append(LinkOverride(str(pr["src"]), str(pr["dst"]),
+                                  _build_number(pr.get("latency", lat), what, "latency"),
+                                  _build_number(pr.get("bandwidth", bw), what, "bandwidth")))
+    return Links(lat, bw, tuple(pairs))
+
+
+def _build_constraints(doc: Mapping[str, Any]) -> Constraints:
+    if not isinstance(doc, Mapping):
+        raise ProblemError(f"constraints {doc!r} must be Constraints or a mapping with 'pin', 'colocate', 'forbid'")
+    unknown = sorted(set(doc) - {"pin", "colocate", "forbid"})
+    if unknown:
+        raise ProblemError(f"unknown constraint kind(s) {unknown}; known: pin, colocate, forbid")
+    return Constraints(pin={str(k): str(v) for k, v in dict(doc.get("pin") or {}).items()},
+                       colocate=tuple(tuple(str(x) for x in g) for g in doc.get("colocate") or ()),
+                       forbid={str(k): tuple(str(x) for x in v) for k, v in dict(doc.get("forbid") or {}).items()})
 
 
 def _is_default(value: Any, default: float) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -71,6 +72,21 @@ class Progress:
                 return
             self._bar = tqdm(total=total, desc=description, file=sys.stderr, leave=False,
                              dynamic_ncols=True, bar_format=None if total else "{desc} {elapsed}")
+            if not total:
+                # No units to count (one long call, e.g. a solve): redraw the elapsed time
+                # twice a second from a daemon thread so the user sees it is working.
+                self._stop = threading.Event()
+                self._ticker = threading.Thread(target=self._tick, name="optpart-progress", daemon=True)
+                self._ticker.start()
+
+    _stop: threading.Event | None = None
+    _ticker: threading.Thread | None = None
+
+    def _tick(self) -> None:
+        while self._stop is not None and not self._stop.wait(0.5):
+            bar = self._bar
+            if bar is not None:
+                bar.refresh()
 
     def stage(self, text: str) -> None:
         """Say what is being done now (``'tracing: counting FLOPs'``)."""
@@ -88,6 +104,10 @@ class Progress:
             self._bar.write(message, file=sys.stderr)
 
     def close(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            if self._ticker is not None:
+                self._ticker.join(timeout=1.0)
         if self._bar is not None:
             self._bar.close()
             self._bar = None

@@ -1,4 +1,4 @@
-"""What every solver answers (``../shared/MODEL.md`` section 4): :class:`Status` and :class:`Result`."""
+"""What every solver answers (``docs/model.md`` section 4): :class:`Status` and :class:`Result`."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ class Result:
     ``placement`` holds a device index per node, ``start``/``finish`` the schedule
     (seconds); all three are None unless the status has a solution. ``memory_static``
     and ``memory_peak`` hold bytes per device. ``memory_model`` names the memory
-    model the solver respects (``static`` or ``peak``); the checker verifies that one.
+    model the placement respects (``static`` or ``peak``; the one the caller asked for); the
+    checker verifies that one.
     """
 
     problem: str
@@ -52,7 +53,7 @@ class Result:
     finish: np.ndarray | None = None
     memory_static: np.ndarray | None = None
     memory_peak: np.ndarray | None = None
-    memory_model: str = "static"
+    memory_model: str = "peak"
     wall_seconds: float = 0.0
     message: str = ""
     options: dict[str, Any] = field(default_factory=dict)

@@ -35,7 +35,10 @@ _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf)\s*([A
 
 def _split(text: str | float | int, what: str) -> tuple[float, str]:
     if isinstance(text, (int, float)):
-        return float(text), ""
+        try:
+            return float(text), ""
+        except OverflowError:
+            raise OptpartError(f"{what} {text!r} is beyond the float range") from None
     m = _NUMBER.match(str(text))
     if not m:
         raise OptpartError(f"cannot read {what} {text!r}: expected a number with a unit, e.g. '16GiB'")
@@ -45,6 +48,9 @@ def _split(text: str | float | int, what: str) -> tuple[float, str]:
 def _checked(value: float, text, what: str) -> float:
     if math.isnan(value) or value < 0:
         raise OptpartError(f"{what} {text!r} must be a non-negative number")
+    if math.isinf(value) and "inf" not in str(text).lower():
+        # 1e400 or 1e308TiB overflow to inf: refused, never read as "unlimited" (write inf for that).
+        raise OptpartError(f"{what} {text!r} is beyond the float range; write 'inf' for unlimited")
     return value
 
 

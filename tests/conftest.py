@@ -20,7 +20,8 @@ settings.register_profile("thorough", max_examples=500, deadline=None,
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+#: The shared benchmark data sits beside the checkout; OPTPART_SHARED_DATA points elsewhere (e.g. from a worktree).
+SHARED_DATA = Path(os.environ.get("OPTPART_SHARED_DATA") or ROOT.parent / "shared" / "data")
 INSTANCES = ROOT / "instances"
 
 
@@ -28,7 +29,8 @@ def shared_data(*parts: str) -> Path:
     """A path under ../shared/data, or skip the test (saying why) when it is not there."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"shared data not found at {path} (it sits beside the project checkout)")
+        pytest.skip(f"shared data not found at {path} (it sits beside the project checkout, "
+                    "or set OPTPART_SHARED_DATA)")
     return path
 
 
@@ -44,3 +46,26 @@ def diamond() -> optpart.Problem:
         links={"latency": 0.5, "bandwidth": 10},
         name="diamond",
     )
+
+
+#: Wall-clock safety net for solvers that take a time limit: never reached in the tests,
+#: whose outcomes rest on deterministic budgets (``budget``), not on the machine's speed.
+SAFETY_NET_S = 600.0
+
+
+def budget(solver: str, deterministic_time: float = 10.0) -> dict:
+    """Keyword arguments that bound ``solver`` deterministically in a test.
+
+    A solver whose spec offers ``deterministic_time`` (CP-SAT) gets it, plus the safety net as
+    its time limit; other solvers that take a time limit get only the safety net (their own
+    work counters bound them); solvers that ignore time limits get nothing.
+    """
+    from optpart.solvers.registry import solver_spec
+
+    spec = solver_spec(solver)
+    kw: dict = {}
+    if spec.uses_time_limit:
+        kw["time_limit"] = SAFETY_NET_S
+    if spec.option("deterministic_time") is not None:
+        kw["deterministic_time"] = deterministic_time
+    return kw

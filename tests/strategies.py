@@ -197,3 +197,92 @@ def placements(draw, problem: Problem):
     for g in problem.groups:
         out[g] = out[g[0]]
     return out
+
+
+# ---------------------------------------------------------------- edge cases of time and memory
+@st.composite
+def edge_case_problems(draw, max_nodes: int = 9, max_devices: int = 3):
+    """Problems at the edges of the model's arithmetic, for every solver and the checker.
+
+    Starting from :func:`problems`, one or more of: a time unit of 1e-9 s or 1e6 s (times and
+    transfer costs scaled together); zero-time nodes; all times equal (many equal finish
+    times); chains of *views* (zero time, zero memory, zero-byte edges: reshape-like nodes)
+    behind existing nodes, views behind views; and the param/output/temp split on some nodes
+    (others give only ``memory``: mixed files), so that peak and static differ.
+    """
+    base = draw(problems(max_nodes=max_nodes, max_devices=max_devices, pins=False, per_pair_links=False,
+                         memory=("loose", "just_enough")))
+    n = base.n_nodes
+    unit = draw(st.sampled_from([1e-9, 1.0, 1e6]))
+    time = base.time.copy()
+    if draw(st.booleans()):
+        time[:] = draw(st.integers(0, 3))                         # equal times (maybe all zero)
+    zero = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    time[np.asarray(zero, dtype=bool)] = 0.0                      # zero-time nodes
+    ids = list(base.node_ids)
+    src, dst, nbytes = base.edge_src.tolist(), base.edge_dst.tolist(), base.edge_bytes.tolist()
+    memory = base.memory.tolist()
+    time = time.tolist()
+    for v in draw(st.lists(st.integers(0, max(0, n - 1)), max_size=3)) if n else []:
+        tail = v
+        for _ in range(draw(st.integers(1, 3))):                  # views chained behind views
+            ids.append(f"view{len(ids)}")
+            time.append(0.0)
+            memory.append(0.0)
+            src.append(tail)
+            dst.append(len(ids) - 1)
+            nbytes.append(0.0)
+            tail = len(ids) - 1
+    m = len(ids)
+    split = {}
+    if draw(st.booleans()):
+        out = draw(st.lists(st.integers(0, 30), min_size=m, max_size=m))
+        # Mixed files: nodes without the split (NaN) hold their `memory` as parameters under peak.
+        given = np.asarray(draw(st.lists(st.booleans(), min_size=m, max_size=m)), dtype=bool)
+        split = {"param_bytes": np.where(given, np.asarray(memory) // 2, np.nan),
+                 "output_bytes": np.where(given, np.asarray(out, dtype=float), np.nan),
+                 "temp_bytes": np.where(given, 0.0, np.nan)}
+    links = base.links
+    return Problem.from_arrays(
+        ids, np.asarray(time) * unit, memory, src, dst, nbytes,
+        devices=base.devices, links=Links(links.latency * unit, links.bandwidth / unit),
+        constraints=base.constraints, name=f"edge-{unit:g}", **split)
+
+
+# ------------------------------------------------------------------ zero-duration and extreme times
+#: Run times that stress float schedules: instants, 1e-9, 1e6, fractions without exact binary form.
+EXTREME_TIMES = (0.0, 0.0, 0.0, 1e-9, 1e6, 0.1, 1.0 / 3.0, 1.0, 2.5, 7.0)
+
+
+@st.composite
+def zero_time_problems(draw, max_nodes: int = 14, max_devices: int = 4):
+    """Problems full of zero-duration nodes (views, ``t``, ``expand``): chains of views behind
+    views, times of 1e-9 and 1e6 units, many equal finish times (repeated times), speeds that
+    make durations inexact (3.0), free or costly links. Memory is loose or total/K plus the
+    largest node (the heuristic's sufficient condition), so every list scheduler can finish.
+    """
+    n = draw(st.integers(1, max_nodes))
+    times = draw(st.lists(st.sampled_from(EXTREME_TIMES), min_size=n, max_size=n))
+    edges = set()
+    for v in range(1, n):
+        if draw(st.integers(0, 2)) == 0:      # a view chained behind the node just before it
+            times[v] = 0.0
+            edges.add((v - 1, v))
+        for u in draw(st.lists(st.integers(0, v - 1), max_size=3, unique=True)):
+            edges.add((u, v))
+    edges = sorted(edges)
+    k = draw(st.integers(1, max_devices))
+    speeds = draw(st.lists(st.sampled_from([1.0, 1.0, 3.0, 0.5]), min_size=k, max_size=k))
+    mem = draw(st.lists(st.integers(0, 50), min_size=n, max_size=n))
+    total = float(sum(mem))
+    loose = draw(st.booleans())
+    cap = total + 1.0 if loose else math.ceil(total / k) + max(mem, default=0)
+    devices = [Device(f"d{i}", float(cap), speeds[i]) for i in range(k)]
+    nbytes = draw(st.lists(st.sampled_from([0.0, 0.0, 1.0, 3.0, 1e6]), min_size=len(edges), max_size=len(edges)))
+    latency = draw(st.sampled_from([0.0, 0.0, 1e-9, 0.5]))
+    bandwidth = draw(st.sampled_from([1.0, 3.0, 1e9]))
+    return Problem.from_arrays(
+        [f"v{i}" for i in range(n)], np.array(times, dtype=float), np.array(mem, dtype=float),
+        [u for u, _ in edges], [w for _, w in edges], np.array(nbytes, dtype=float),
+        devices=devices, links=Links(latency, bandwidth, ()), name="hyp-zero-time",
+    )

@@ -119,7 +119,7 @@ def test_a_run_that_raises_is_an_error_row_not_a_crash(graphs, tmp_path):
     assert (out.ran, out.errors) == (2, 1)
     rows = {r["options"]: r for r in _rows(db_path)}
     bad = rows['{"no_such_option":1,"seed":0}']
-    assert bad["status"] == "error" and "no option 'no_such_option'" in bad["error"] and bad["makespan"] is None
+    assert bad["status"] == "error" and "option 'no_such_option'" in bad["error"] and bad["makespan"] is None
     assert rows['{"seed":0}']["status"] == "feasible"
     # Errors are skipped on resume unless retried.
     assert run_sweep(specs, db_path, executor="inline").ran == 0

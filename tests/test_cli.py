@@ -53,7 +53,7 @@ def test_infeasible_is_one_line_and_exit_1(capsys):
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 1}], '
      '"edges": [{"src": "a", "dst": "q"}]}', "unknown node 'q'"),
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": -2, "memory": 1}]}', "node 'a' has time=-2"),
-    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": NaN, "memory": 1}]}', "node 'a' has time=nan"),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": NaN, "memory": 1}]}', "not valid JSON"),
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1}]}', "node 'a' has no field 'memory'"),
     ('{"format": "optpart-problem", "version": 2, "nodes": []}', "version 2"),
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 99}], '
@@ -79,7 +79,7 @@ def test_usage_errors(capsys):
     assert main(["solve", str(SMALL), "--devices", "2", "--memory", "16 parsecs"]) == 2
     assert "unknown size unit" in capsys.readouterr().err
     assert main(["solve", str(SMALL), "--devices", "2", "--option", "nope=1"]) == 2
-    assert "has no option 'nope'" in capsys.readouterr().err
+    assert "heuristic: no option 'nope'; its options: effort" in capsys.readouterr().err
 
 
 def test_info_and_solvers(capsys):
@@ -98,3 +98,28 @@ def test_units():
     assert parse_bytes("16GiB") == 16 * 2**30 and parse_bytes("2GB") == 2e9 and parse_bytes(5) == 5
     assert parse_bandwidth("25GB/s") == 25e9 and parse_bandwidth("100Gbit/s") == 12.5e9
     assert parse_time("10us") == pytest.approx(1e-5) and parse_time("2ms") == pytest.approx(2e-3)
+
+
+def test_solve_memory_model_flag_and_defaults(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["solve", str(SMALL), "--devices", "2", "-o", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["solver"] == "heuristic" and doc["memory_model"] == "peak"
+    assert main(["solve", str(SMALL), "--devices", "2", "--memory-model", "static", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_model"] == "static"
+    with pytest.raises(SystemExit) as usage:
+        main(["solve", str(SMALL), "--devices", "2", "--memory-model", "liveness"])
+    assert usage.value.code == 2 and "invalid choice: 'liveness'" in capsys.readouterr().err
+    assert main(["solve", str(SMALL), "--devices", "2"]) == 0
+    assert "memory    peak model respected" in capsys.readouterr().out
+
+
+def test_solvers_command_shows_guarantees_and_options(capsys):
+    assert main(["solvers"]) == 0
+    out = capsys.readouterr().out
+    assert "memory models" in out and "time limit" in out and "hint" in out
+    assert main(["solvers", "heuristic"]) == 0
+    detail = capsys.readouterr().out
+    assert "--option effort (float >= 0" in detail
+    assert main(["solvers", "nope"]) == 2
+    assert "unknown solver 'nope'" in capsys.readouterr().err

@@ -153,3 +153,141 @@ def test_random_placements_are_always_valid():
         r = optpart.evaluate(p, placement)
         assert violations(p, r) == []
         assert r.makespan >= optpart.lower_bound(p) - 1e-9
+
+
+# ---------------------------------------------------------------- the judge (optpart evaluate)
+def _claims(problem, solver="heft", **kw):
+    """A result document written by optpart, as a dict, and a function to judge a variant of it."""
+    import json
+
+    from optpart.formats import result_to_json
+    from optpart.formats.optpart_json import result_from_dict
+
+    doc = json.loads(result_to_json(optpart.solve(problem, solver, **kw), problem))
+
+    def verdict(change=None, trust_bound=False):
+        d = json.loads(json.dumps(doc))
+        if change:
+            change(d)
+        return optpart.judge(problem, d, result_from_dict(d, problem), trust_bound=trust_bound)
+
+    return doc, verdict
+
+
+def test_judge_accepts_an_honest_result(diamond):
+    _, verdict = _claims(diamond)
+    v = verdict()
+    assert v.valid and not v.false_claims and not v.unverifiable
+
+
+@pytest.mark.parametrize("field, change, needle", [
+    ("makespan", lambda d: d.update(makespan=d["makespan"] - 0.5), "makespan: stated"),
+    ("finish", lambda d: d["schedule"]["b"].update(finish=d["schedule"]["b"]["finish"] + 1), "finish of node 'b'"),
+    ("gap", lambda d: d.update(gap=0.0), "gap: stated 0"),
+    ("memory", lambda d: d["memory"]["gpu0"].update(static=d["memory"]["gpu0"]["static"] + 1),
+     "memory (static) of device 'gpu0'"),
+    ("memory device", lambda d: d["memory"].update(gpu9={"static": 0, "peak": 0}), "device 'gpu9'"),
+    ("start", lambda d: d["schedule"]["d"].update(start=0.0, finish=1.0), "'d' starts at 0"),
+    ("bound above makespan", lambda d: d.update(lower_bound=d["makespan"] * 2), "above the makespan"),
+    ("optimal above own bound", lambda d: d.update(status="optimal", lower_bound=0.1, gap=(d["makespan"] - 0.1)
+                                                   / d["makespan"]), "above the file's own lower bound"),
+])
+def test_judge_names_each_false_claim_with_both_values(diamond, field, change, needle):
+    _, verdict = _claims(diamond)
+    v = verdict(change)
+    assert not v.valid, field
+    assert any(needle in c for c in v.false_claims), v.false_claims
+
+
+def test_judge_memory_over_capacity_under_the_claimed_model():
+    p = optpart.Problem.build(nodes=[{"id": "a", "time": 1, "memory": 6}, {"id": "b", "time": 1, "memory": 6}],
+                              devices=[Device("g0", 12), Device("g1", 12)])
+    _, verdict = _claims(p)
+    small = optpart.Problem.build(nodes=[{"id": "a", "time": 1, "memory": 6}, {"id": "b", "time": 1, "memory": 6}],
+                                  devices=[Device("g0", 8), Device("g1", 8)])
+    import json
+
+    from optpart.formats.optpart_json import result_from_dict
+    doc = json.loads(json.dumps(_claims(p)[0]))
+    doc["placement"] = {"a": "g0", "b": "g0"}
+    doc["schedule"] = {"a": {"start": 0, "finish": 1}, "b": {"start": 1, "finish": 2}}
+    doc.pop("memory")
+    v = optpart.judge(small, doc, result_from_dict(doc, small))
+    assert any("device 'g0' holds 12 B" in c for c in v.false_claims), v.false_claims
+    assert verdict().valid
+
+
+def test_an_optimal_claim_beyond_the_generic_bound_is_not_verifiable(diamond):
+    doc, verdict = _claims(diamond)
+    # The makespan is above the generic bound here, so only the solver's word could make it optimal.
+    assert doc["makespan"] > optpart.lower_bound(diamond) + 1e-9
+
+    def claim(d):
+        d.update(status="optimal", lower_bound=d["makespan"], gap=0.0)
+
+    v = verdict(claim)
+    assert not v.valid and not v.false_claims
+    assert any("not verifiable" in u for u in v.unverifiable) and any("lower_bound" in u for u in v.unverifiable)
+    trusted = verdict(claim, trust_bound=True)
+    assert trusted.valid and trusted.notes
+
+
+def test_an_optimal_claim_at_the_generic_bound_is_proven():
+    p = optpart.Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 1}, {"id": "b", "time": 1.0, "memory": 1}],
+                              devices=[Device("g0", 8), Device("g1", 8)])
+    from conftest import budget
+    doc, verdict = _claims(p, "cpsat", **budget("cpsat"))
+    assert doc["status"] == "optimal"
+    assert verdict().valid
+
+
+def test_a_false_infeasible_claim_is_caught(diamond):
+    def claim_infeasible(d):
+        for key in ("placement", "schedule", "memory", "makespan", "gap"):
+            d.pop(key)
+        d["status"] = "infeasible"
+
+    _, verdict = _claims(diamond)
+    v = verdict(claim_infeasible)
+    assert not v.valid and any("status 'infeasible': heft finds a placement" in c for c in v.false_claims)
+
+
+def test_an_infeasible_claim_is_proven_by_the_screening_or_marked_not_checked():
+    import json
+
+    from optpart.formats.optpart_json import result_from_dict
+    # Proven: the node is larger than every device.
+    p = optpart.Problem.build(nodes=[{"id": "a", "time": 1, "memory": 20}], devices=[Device("g0", 8)])
+    doc = json.loads(optpart.formats.result_to_json(optpart.solve(p, "heft"), p))
+    v = optpart.judge(p, doc, result_from_dict(doc, p))
+    assert v.valid and doc["status"] == "infeasible" and "proven by the evaluator's screening" in v.notes[0]
+    # Not provable by the screening and heft finds nothing: bin packing 3 x 6 B into two 10 B devices.
+    q = optpart.Problem.build(nodes=[{"id": x, "time": 1, "memory": 6} for x in "abc"],
+                              devices=[Device("g0", 10), Device("g1", 10)])
+    assert q.infeasibility() is None
+    doc = {"format": "optpart-result", "version": 1, "problem": "problem", "solver": "cpsat",
+           "status": "infeasible", "lower_bound": 0.0, "memory_model": "static"}
+    v = optpart.judge(q, doc, result_from_dict(doc, q))
+    assert v.valid and any("not checked (claimed by cpsat" in n for n in v.notes)
+
+
+def test_evaluate_cli_exit_codes_and_json_verdict(tmp_path, diamond, capsys):
+    import json
+
+    from optpart.cli import main
+    problem_file = tmp_path / "p.json"
+    optpart.save(diamond, problem_file)
+    result_file = tmp_path / "r.json"
+    assert main(["solve", str(problem_file), "-s", "heft", "-o", str(result_file)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(problem_file), str(result_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == {"valid": True, "false_claims": [],
+                                                              "unverifiable": [], "notes": []}
+    doc = json.loads(result_file.read_text())
+    doc["makespan"] = 1.0
+    result_file.write_text(json.dumps(doc))
+    assert main(["evaluate", str(problem_file), str(result_file), "--json"]) == 1
+    captured = capsys.readouterr()
+    verdict = json.loads(captured.out)["verdict"]
+    assert not verdict["valid"] and verdict["false_claims"][0].startswith("makespan: stated 1, recomputed")
+    assert captured.err.count("\n") == 1 and "false claim: makespan" in captured.err

@@ -152,3 +152,99 @@ def test_bundled_small_instances_load():
     assert files, "instances/small holds no problem"
     for path in files:
         assert optpart.load(path).n_nodes > 0
+
+
+# ---------------------------------------------------------------------- columnar .npz
+def _npz_members(path):
+    import zipfile
+    with zipfile.ZipFile(path) as zf:
+        return {i.filename: zf.read(i) for i in zf.infolist()}
+
+
+def _write_members(path, members):
+    import zipfile
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: layered_dag(30, seed=5),
+    lambda: training_graph(3, seed=2),
+    lambda: optpart.load(INSTANCES / "gpt2-training.json"),
+])
+def test_npz_round_trip_keeps_every_field_and_bytes_are_deterministic(tmp_path, make):
+    p = make()
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    optpart.save(p, a)
+    optpart.save(optpart.load(a), b)
+    assert problem_to_json(optpart.load(a)) == problem_to_json(p)
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_npz_keeps_constraints_split_and_unicode_ids(tmp_path):
+    p = optpart.Problem.build(
+        nodes=[{"id": "ä", "time": 1.0, "param_bytes": 4, "output_bytes": 1},
+               {"id": "b", "time": 2.0, "memory": 3}, {"id": "ç", "time": 1.0, "memory": 1}],
+        edges=[{"src": "ä", "dst": "b", "bytes": 2}],
+        devices=[optpart.Device("g0", 100.0), optpart.Device("g1", float("inf"), 2.0)],
+        links={"latency": 0.5, "bandwidth": 10, "pairs": [{"src": "g0", "dst": "g1", "latency": 1, "bandwidth": 5}]},
+        constraints={"pin": {"b": "g1"}, "colocate": [["ä", "ç"]], "forbid": {"ç": ["g0"]}}, name="mixed")
+    path = tmp_path / "m.npz"
+    optpart.save(p, path)
+    q = optpart.load(path)
+    assert problem_to_json(q) == problem_to_json(p)
+    assert [g.tolist() for g in q.groups] == [g.tolist() for g in p.groups]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: m.pop("time.npy"), "missing member 'time.npy'"),
+    (lambda m: m.__setitem__("evil.npy", b"x"), "unknown member 'evil.npy'"),
+    (lambda m: m.__setitem__("time.npy", m["edge_bytes.npy"]), "'time' has"),
+    (lambda m: m.__setitem__("edge_src.npy", m["time.npy"]), "'edge_src' has"),
+    (lambda m: m.__setitem__("time.npy", m["time.npy"][:60]), "'time.npy' is not a valid numpy array"),
+])
+def test_npz_members_are_checked(tmp_path, edit, message):
+    path = tmp_path / "p.npz"
+    optpart.save(layered_dag(12, seed=1), path)
+    members = _npz_members(path)
+    edit(members)
+    _write_members(path, members)
+    with pytest.raises(FormatError, match=message):
+        optpart.load(path)
+
+
+def test_npz_refuses_pickled_objects_and_oversized_headers(tmp_path):
+    import io
+    path = tmp_path / "p.npz"
+    optpart.save(layered_dag(12, seed=1), path)
+    members = _npz_members(path)
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.array([object()], dtype=object), allow_pickle=True)
+    members["time.npy"] = buf.getvalue()
+    _write_members(path, members)
+    with pytest.raises(FormatError, match="Python objects"):
+        optpart.load(path)
+    # A header that claims 10^12 elements is refused before any allocation.
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.zeros(3))
+    members["time.npy"] = buf.getvalue().replace(b"(3,)", b"(1000000000000,)")
+    _write_members(path, members)
+    with pytest.raises(FormatError, match="declares 1000000000000 elements"):
+        optpart.load(path)
+
+
+def test_npz_values_are_validated_like_json(tmp_path):
+    p = layered_dag(8, seed=1)
+    path = tmp_path / "p.npz"
+    optpart.save(p, path)
+    members = _npz_members(path)
+    import io
+    buf = io.BytesIO()
+    bad = p.time.copy()
+    bad[3] = -1.0
+    np.lib.format.write_array(buf, bad)
+    members["time.npy"] = buf.getvalue()
+    _write_members(path, members)
+    with pytest.raises(ProblemError, match=f"node '{p.node_ids[3]}' has time=-1.0"):
+        optpart.load(path)

@@ -144,7 +144,7 @@ def test_attention_flops_are_counted():
 
 def test_solvers_accept_and_checker_passes(mlp):
     problem = mlp.with_devices(2, memory=float(mlp.memory.sum()))
-    result = optpart.solve(problem, "single")
+    result = optpart.solve(problem, "single", memory_model="static")  # capacity = the static total
     optpart.check(problem, result)
     assert result.status is optpart.Status.FEASIBLE
     assert result.makespan == pytest.approx(problem.time.sum())
@@ -203,15 +203,36 @@ def test_cli_imports_a_torch_factory(tmp_path, monkeypatch, capsys):
         "(torch.empty(4, 8),)\n")
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "mlp.json.gz"
-    assert main(["import", "zoo_for_optpart_test:mlp", "-o", str(out), "--optimizer-bytes-per-param", "0",
-                 "--devices", "2", "--memory", "1MiB"]) == 0
+    assert main(["import", "zoo_for_optpart_test:mlp", "--path", ".", "-o", str(out),
+                 "--optimizer-bytes-per-param", "0", "--devices", "2", "--memory", "1MiB"]) == 0
     p = optpart.load(out)
     assert p.name == "mlp" and p.n_devices == 2
     assert p.meta["parameter_bytes"] == 4 * (8 * 16 + 16 + 16 + 1)
     upd = _by_phase(p, "optimizer")
     assert p.memory[upd].sum() == 2 * p.meta["parameter_bytes"]  # weights + gradients, no optimizer state
-    assert main(["import", "zoo_for_optpart_test:nope", "-o", str(out)]) == 2
-    assert "cannot load the model factory" in capsys.readouterr().err
+    assert main(["import", "zoo_for_optpart_test:nope", "--path", ".", "-o", str(out)]) == 2
+    assert "has no function 'nope'" in capsys.readouterr().err
+    # Without --path the working directory is not searched, and the error says how to ask for it.
+    (tmp_path / "zoo_unsearched_test.py").write_text("def mlp():\n    raise AssertionError('ran')\n")
+    assert main(["import", "zoo_unsearched_test:mlp", "-o", str(out)]) == 2
+    assert "--path ." in capsys.readouterr().err
+    # A file path works without --path.
+    assert main(["import", str(tmp_path / "zoo_for_optpart_test.py") + ":mlp", "-o", str(out), "-q"]) == 0
+
+
+def test_cli_import_never_lets_the_working_directory_shadow_a_package(tmp_path, monkeypatch, capsys):
+    """A stray torch.py in the working directory must not run in place of the real torch."""
+    from optpart.cli import main
+
+    (tmp_path / "torch.py").write_text("raise SystemExit('the stray torch.py ran')\n")
+    (tmp_path / "zoo_shadow_test.py").write_text(
+        "import torch\n"
+        "def mlp():\n"
+        "    return torch.nn.Linear(4, 2), (torch.empty(3, 4),)\n")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "m.json"
+    assert main(["import", "zoo_shadow_test:mlp", "--path", ".", "-o", str(out), "-q"]) == 0
+    assert optpart.load(out).n_nodes > 0
 
 
 # ---------------------------------------------------------------- trace_training_step, modules, fallbacks
@@ -329,7 +350,7 @@ def test_cli_import_per_device_memory_no_split_and_show_by_module(tmp_path, monk
         "    return torch.nn.Sequential(Block(), Block(), torch.nn.Linear(16, 2)), (torch.empty(4, 16),)\n")
     monkeypatch.chdir(tmp_path)
     prob, res = tmp_path / "net.json", tmp_path / "r.json"
-    assert main(["import", "zoo_show_test:net", "-o", str(prob), "--no-split", "Block", "-q",
+    assert main(["import", "zoo_show_test:net", "--path", ".", "-o", str(prob), "--no-split", "Block", "-q",
                  "-m", "1MiB,1MiB,512KiB", "--speed", "1,1,0.5"]) == 0
     assert capsys.readouterr().out == ""  # -q: nothing on stdout
     p = optpart.load(prob)

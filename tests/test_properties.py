@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 import optpart
@@ -26,7 +26,7 @@ from optpart.formats import parse_stg, problem_to_json, result_to_json
 from optpart.problem import Device
 from optpart.timeline import insertion_schedule, priority_order
 
-from strategies import placements, problems, tiny_problems
+from strategies import edge_case_problems, placements, problems, tiny_problems
 
 AVAILABLE = optpart.available_solvers()
 EXACT = [s for s in ("cpsat", "milp") if s in AVAILABLE]
@@ -39,10 +39,20 @@ def unlimited(problem):
                                 links=problem.links, constraints=problem.constraints)
 
 
+#: Deterministic budgets: CP-SAT stops on its deterministic time (machine-independent); the
+#: wall-clock limit is a safety net never reached on these sizes. Heuristics run without a
+#: time limit (their work is bounded by their own counters). MILP has no deterministic work
+#: limit, so it keeps the safety net only (its tiny models solve in milliseconds).
+EXACT_BUDGET = {"cpsat": {"deterministic_time": 20.0}, "milp": {}}
+SAFETY_NET_S = 600
+
+
 def solve(problem, solver, **kw):
-    kw.setdefault("time_limit", 20)
     if solver in EXACT:
+        kw.setdefault("time_limit", SAFETY_NET_S)
         kw.setdefault("deterministic", True)
+        for key, value in EXACT_BUDGET.get(solver, {}).items():
+            kw.setdefault(key, value)
     return optpart.solve(problem, solver, seed=0, **kw)
 
 
@@ -173,7 +183,7 @@ HEURISTIC_GAP_BOUND = 0.35
 @settings(max_examples=20)
 @given(problem=problems(max_nodes=9, max_devices=3, memory=("loose", "just_enough")))
 def test_heuristic_within_measured_gap_of_optimum(problem):
-    opt = solve(problem, "cpsat", time_limit=30)
+    opt = solve(problem, "cpsat")
     assume(opt.status is Status.OPTIMAL)
     h = solve(problem, "heuristic")
     assert h.ok, h.message
@@ -185,9 +195,20 @@ def test_heuristic_within_measured_gap_of_optimum(problem):
 @settings(max_examples=10)
 @given(problem=problems(max_nodes=8, max_devices=3))
 def test_solvers_are_deterministic(solver, problem):
-    a = solve(problem, solver, time_limit=10)
-    b = solve(problem, solver, time_limit=10)
-    assert result_to_json(a, problem, include_wall_time=False) == result_to_json(b, problem, include_wall_time=False)
+    a = solve(problem, solver)
+    b = solve(problem, solver)
+    assert _without_wall_times(a, problem) == _without_wall_times(b, problem)
+
+
+def _without_wall_times(result, problem) -> dict:
+    """The result document without wall times (``wall_seconds`` and stats such as ``search_seconds``;
+    CP-SAT's ``deterministic_seconds`` stays: it is deterministic)."""
+    import json
+    doc = json.loads(result_to_json(result, problem, include_wall_time=False))
+    stats = doc.get("stats", {})
+    for key in [k for k in stats if k.endswith("_seconds") and k != "deterministic_seconds"]:
+        del stats[key]
+    return doc
 
 
 @given(problem=problems())
@@ -208,3 +229,35 @@ def test_result_json_round_trip(tmp_path_factory, data):
     optpart.save_result(r, problem, path)
     back = optpart.load_result(path, problem)
     assert result_to_json(back, problem, include_wall_time=False) == result_to_json(r, problem, include_wall_time=False)
+
+
+# ------------------------------------------------------------------ 7. arithmetic edge cases
+#: Known failures, each reported to the solver's owner (a solver bug must not hide as a skip).
+EDGE_CASE_XFAIL = {
+    "milp": "milp returns a placement labelled peak that overflows under peak on zero-time views "
+            "with a 1e-9 s unit (reported to the exact branch)",
+}
+
+
+@pytest.mark.parametrize("solver", [pytest.param(s, marks=pytest.mark.xfail(reason=EDGE_CASE_XFAIL[s], strict=False))
+                                    if s in EDGE_CASE_XFAIL else s for s in AVAILABLE])
+# No shrinking: the examples are already tiny, and shrinking a known (xfail) failure costs minutes.
+@settings(max_examples=15, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(problem=edge_case_problems())
+def test_every_solver_on_arithmetic_edge_cases(solver, problem):
+    """Zero-time nodes, 1e-9 s and 1e6 s units, equal finish times, chained views, peak vs
+    static: every answer passes the checker under the model it names, and the evaluator's own
+    schedule of a placement is always valid."""
+    for model in ("peak", "static"):
+        r = solve(problem, solver, memory_model=model)
+        assert r.memory_model == model
+        if r.ok:
+            optpart.check(problem, r)
+        else:
+            assert r.placement is None and r.message
+            assert r.status is not Status.INFEASIBLE or problem.infeasibility(model) is not None \
+                or solver in EXACT, (solver, model, r.message)
+    placement = np.zeros(problem.n_nodes, dtype=np.int64)
+    for g in problem.groups:
+        placement[g] = placement[g[0]]
+    assert not violations(unlimited(problem), optpart.evaluate(unlimited(problem), placement))

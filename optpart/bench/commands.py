@@ -54,11 +54,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     devices = _list(args.devices, int, "--devices") if args.devices else None
     scales = _list(args.memory_scale, float, "--memory-scale")
     solvers = _list(args.solvers, str, "--solvers")
-    # --devices here is a list, so apply_device_arguments gets one count at a time.
-    device_args = argparse.Namespace(devices=None, memory=args.memory, speed=args.speed,
-                                     bandwidth=args.bandwidth, latency=args.latency)
+    # --devices here is a list: plan_sweep resolves one count at a time.
+    device_args = {"memory": args.memory, "speed": args.speed, "bandwidth": args.bandwidth,
+                   "latency": args.latency}
+    options = _solver_options(args.option)
+    if args.memory_model != "peak":  # the registry's default; a per-solver --option wins
+        for name in solvers:
+            options.setdefault(name, {}).setdefault("memory_model", args.memory_model)
     specs = plan_sweep(files, solvers, devices=devices, memory_scales=scales, time_limit=args.time_limit,
-                       seed=args.seed, solver_options=_solver_options(args.option), device_args=device_args)
+                       seed=args.seed, solver_options=options, device_args=device_args)
     outcome = run_sweep(specs, args.db, executor=args.executor, jobs=args.jobs,
                         retry_errors=args.retry_errors, progress=sys.stderr)
     all_rows = _db.load_runs(args.db)
@@ -115,7 +119,8 @@ def register(subparsers: Any) -> None:
                               description="Run the cross product of instances, solvers, device counts and memory "
                                           "scales; one row per run in an SQLite file. Rerunning skips finished runs.")
     p.add_argument("instances", nargs="+", metavar="INSTANCE", help="problem files, or directories of them")
-    p.add_argument("--solvers", "-s", default="single", metavar="A,B", help="solver names (default single)")
+    p.add_argument("--solvers", "-s", default="heuristic", metavar="A,B",
+                   help="solver names (default heuristic)")
     add_device_arguments(p)
     # add_device_arguments defines --devices K; here it is a list of counts.
     for action in p._actions:
@@ -124,6 +129,8 @@ def register(subparsers: Any) -> None:
             action.help = "device counts to sweep, e.g. 2,4,8 (default: each instance's own)"
     p.add_argument("--memory-scale", default="1.0", metavar="S[,S...]",
                    help="capacity = S x the instance's capacity, or S x total memory / K when unlimited (default 1.0)")
+    p.add_argument("--memory-model", choices=("peak", "static"), default="peak",
+                   help="memory model every placement must respect (default peak; docs/model.md section 3)")
     p.add_argument("--time-limit", "-t", type=float, metavar="S", help="seconds per run")
     p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
     p.add_argument("--option", action="append", metavar="SOLVER.KEY=VALUE", help="solver option, repeatable")

@@ -7,8 +7,13 @@ its own, so killing a sweep loses at most the runs in flight and never leaves a
 half-written row: SQLite commits are atomic (https://www.sqlite.org/atomiccommit.html,
 https://www.sqlite.org/wal.html).
 
-Only one process writes: the one that runs the sweep. Workers return plain
-dictionaries and never touch the file.
+Only the processes that run sweeps write; their workers return plain dictionaries
+and never touch the file. Several sweeps may share one file: each run is first
+*claimed* in the ``claims`` table (one ``BEGIN IMMEDIATE`` transaction, so two
+sweeps cannot claim one run), and the claim is dropped in the transaction that
+writes the run's row. A sweep skips runs claimed by a live sweep and waits for
+their rows; the claims of a sweep that died (its process is gone, same host) are
+taken over. Claims from another host are respected until their sweep ends.
 
 A run is identified by ``(problem_hash, solver, options)``: the SHA-256 of the
 problem's optpart JSON (devices and memory limits included, so the device count
@@ -19,14 +24,18 @@ rerun of the same sweep skips every identity already in the file.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
+import os
+import socket
 import sqlite3
+import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..errors import OptpartError
 
-__all__ = ["SCHEMA_VERSION", "COLUMNS", "connect", "options_key", "done_keys", "insert_run", "load_runs"]
+__all__ = ["SCHEMA_VERSION", "COLUMNS", "connect", "connect_readonly", "options_key", "done_keys", "insert_run", "load_runs", "claim", "release_claims", "owner_token"]
 
 #: Bumped when the columns change meaning; a file with another version is refused.
 SCHEMA_VERSION = 1
@@ -76,6 +85,8 @@ def connect(path: str | Path) -> sqlite3.Connection:
     path = Path(path)
     if path.is_dir():
         raise OptpartError(f"{path} is a directory, not a results database")
+    if not path.parent.is_dir():
+        raise OptpartError(f"cannot create the results database {path}: directory '{path.parent}' does not exist")
     try:
         con = sqlite3.connect(str(path), timeout=30.0)
         con.row_factory = sqlite3.Row
@@ -88,6 +99,9 @@ def connect(path: str | Path) -> sqlite3.Connection:
             con.execute(f"CREATE TABLE IF NOT EXISTS runs (\n  id INTEGER PRIMARY KEY,\n  {cols},\n"
                         "  UNIQUE (problem_hash, solver, options)\n)")
             con.execute("CREATE INDEX IF NOT EXISTS runs_setting ON runs (solver, devices, memory_scale)")
+            con.execute("CREATE TABLE IF NOT EXISTS claims (problem_hash TEXT NOT NULL, solver TEXT NOT NULL, "
+                        "options TEXT NOT NULL, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, "
+                        "claimed_at TEXT NOT NULL, PRIMARY KEY (problem_hash, solver, options))")
             con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         found = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     except sqlite3.DatabaseError as exc:
@@ -106,8 +120,63 @@ def done_keys(con: sqlite3.Connection, *, include_errors: bool = True) -> set[tu
     return {(r[0], r[1], r[2]) for r in con.execute(sql)}
 
 
-def insert_run(con: sqlite3.Connection, row: Mapping[str, Any]) -> None:
-    """Write one run and commit at once; a row with the same identity is replaced.
+def owner_token() -> str:
+    """An identity for this sweep's claims: host, process id and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def _alive(host: str, pid: int) -> bool:
+    """Whether a claim's sweep may still run: always True for another host (we cannot tell)."""
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def claim(con: sqlite3.Connection, key: tuple[str, str, str], owner: str, *,
+          include_errors: bool = True) -> str:
+    """Try to claim the run ``key`` for ``owner``.
+
+    Returns ``"claimed"`` (run it), ``"done"`` (its row is there: skip it) or ``"busy"``
+    (a live sweep holds it: wait for its row). One ``BEGIN IMMEDIATE`` transaction, so
+    two sweeps never both get ``"claimed"``.
+    """
+    host, pid = socket.gethostname(), os.getpid()
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        sql = "SELECT status FROM runs WHERE problem_hash = ? AND solver = ? AND options = ?"
+        row = con.execute(sql, key).fetchone()
+        if row is not None and (include_errors or row[0] != "error"):
+            con.execute("COMMIT")
+            return "done"
+        held = con.execute("SELECT owner, host, pid FROM claims WHERE problem_hash = ? AND solver = ? "
+                           "AND options = ?", key).fetchone()
+        if held is not None and held[0] != owner and _alive(held[1], int(held[2])):
+            con.execute("COMMIT")
+            return "busy"
+        stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        con.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)", (*key, owner, host, pid, stamp))
+        con.execute("COMMIT")
+        return "claimed"
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def release_claims(con: sqlite3.Connection, owner: str) -> None:
+    """Drop every claim of ``owner`` (a sweep ending, or interrupted)."""
+    with con:
+        con.execute("DELETE FROM claims WHERE owner = ?", (owner,))
+
+
+def insert_run(con: sqlite3.Connection, row: Mapping[str, Any], owner: str | None = None) -> None:
+    """Write one run and commit at once; a row with the same identity is replaced. With
+    ``owner``, the run's claim by that owner is dropped in the same transaction.
 
     Raises
     ------
@@ -121,18 +190,49 @@ def insert_run(con: sqlite3.Connection, row: Mapping[str, Any]) -> None:
         if "NOT NULL" in kind and row.get(name) is None:
             raise OptpartError(f"result row misses the required column '{name}'")
     values = [row.get(name) for name in _NAMES]
-    with con:  # one transaction per run: committed on exit
+    with con:  # one transaction per run (row written, claim dropped): committed on exit
         con.execute(f"INSERT OR REPLACE INTO runs ({', '.join(_NAMES)}) VALUES ({', '.join('?' * len(_NAMES))})",
                     values)
+        if owner is not None:
+            con.execute("DELETE FROM claims WHERE problem_hash = ? AND solver = ? AND options = ? AND owner = ?",
+                        (row["problem_hash"], row["solver"], row["options"], owner))
+
+
+def connect_readonly(path: str | Path) -> sqlite3.Connection:
+    """Open an existing results database for reading only: a missing, empty or foreign
+    file is an error, and the file is never created, converted or written."""
+    path = Path(path)
+    if not path.exists():
+        raise OptpartError(f"no such results database: {path}")
+    if path.is_dir():
+        raise OptpartError(f"{path} is a directory, not a results database")
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    if head != b"SQLite format 3\x00":
+        what = "an empty file" if not head else "not an SQLite file"
+        raise OptpartError(f"{path}: not an optpart results database ({what})")
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        con.row_factory = sqlite3.Row
+        found = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        con.execute("SELECT 1 FROM runs LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise OptpartError(f"{path}: not an optpart results database ({exc})") from None
+    if found is None or found[0] != str(SCHEMA_VERSION):
+        con.close()
+        raise OptpartError(f"{path}: results schema version {found[0] if found else 'missing'}, "
+                           f"this optpart reads version {SCHEMA_VERSION}")
+    return con
 
 
 def load_runs(path_or_con: str | Path | sqlite3.Connection,
               keys: Iterable[tuple[str, str, str]] | None = None) -> list[dict[str, Any]]:
-    """Every run as a dictionary (ordered by id), optionally only those with the given identities."""
+    """Every run as a dictionary (ordered by id), optionally only those with the given identities.
+
+    A path is opened read-only (:func:`connect_readonly`): reading never changes the file.
+    """
     own = not isinstance(path_or_con, sqlite3.Connection)
-    if own and not Path(path_or_con).exists():
-        raise OptpartError(f"no such results database: {path_or_con}")
-    con = connect(path_or_con) if own else path_or_con
+    con = connect_readonly(path_or_con) if own else path_or_con
     try:
         rows = [dict(r) for r in con.execute("SELECT * FROM runs ORDER BY id")]
     finally:

@@ -13,6 +13,8 @@ so killing it loses at most those.
 * :class:`DaskExecutor` submits to an existing ``dask.distributed`` scheduler
   (``dask://HOST:PORT``); ``distributed`` is imported only here, and only when asked for
   (the optional ``dask`` extra). Results come back to the one process that owns the database.
+  Dask ships runs and results with ``pickle``, and unpickling a result runs code chosen by
+  whoever sent it: use only schedulers and workers you control (``docs/bench.md``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,15 @@ from __future__ import annotations
 import abc
 import concurrent.futures as cf
 import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
 from typing import Any, Callable, Iterable
 
 from ..errors import OptpartError
+from ..limits import check_jobs
 
 __all__ = ["Executor", "InlineExecutor", "LocalExecutor", "DaskExecutor", "make_executor"]
 
@@ -47,6 +55,9 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release the workers."""
+
+    def terminate(self) -> None:
+        """Stop the runs in flight at once (the sweep was interrupted); ``close`` follows."""
 
     def __enter__(self) -> "Executor":
         return self
@@ -79,22 +90,60 @@ class InlineExecutor(Executor):
         pass
 
 
+def _parent_alive(parent_pid: int) -> bool:
+    return os.getppid() == parent_pid
+
+
+def _watch_parent(parent_pid: int, period_s: float) -> None:
+    while True:
+        time.sleep(period_s)
+        if not _parent_alive(parent_pid):
+            os._exit(1)
+
+
+def _die_with_parent(parent_pid: int, period_s: float = 0.5) -> None:
+    """Worker initializer: end this worker when the sweep's process dies, even by ``kill -9``.
+
+    On Linux the kernel sends SIGKILL at once (``prctl(PR_SET_PDEATHSIG)``, man 2 prctl;
+    the pool's workers are started by the thread that submits, which lives as long as
+    the sweep). Everywhere, a daemon thread also polls ``os.getppid()`` and exits when
+    the parent is gone: a worker never outlives its sweep by more than ``period_s``
+    (unless a solver holds the GIL), so it never holds the caller's pipes open.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # no libc symbol: the watchdog below still works
+            pass
+    if not _parent_alive(parent_pid):  # the parent died before prctl took effect
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent_pid, period_s), daemon=True,
+                     name="optpart-parent-watchdog").start()
+
+
 class LocalExecutor(Executor):
     """A pool of ``jobs`` worker processes on this machine.
 
     Workers start with the ``spawn`` method: a fresh interpreter does not inherit
-    the parent's threads or locks (safe beside Dask, pytest, notebooks).
+    the parent's threads or locks (safe beside Dask, pytest, notebooks). They die
+    with the process that made the pool (:func:`_die_with_parent`), and
+    :meth:`terminate` kills them at once when a sweep is interrupted.
     """
 
     def __init__(self, jobs: int = 1) -> None:
         if jobs < 1:
             raise OptpartError(f"--jobs {jobs} must be at least 1")
+        check_jobs(jobs)
         self.capacity = jobs
         self._jobs = jobs
         self._pool = self._new_pool()
 
     def _new_pool(self) -> cf.ProcessPoolExecutor:
-        return cf.ProcessPoolExecutor(max_workers=self._jobs, mp_context=multiprocessing.get_context("spawn"))
+        return cf.ProcessPoolExecutor(max_workers=self._jobs, mp_context=multiprocessing.get_context("spawn"),
+                                      initializer=_die_with_parent, initargs=(os.getpid(),))
 
     def submit(self, fn, arg):
         try:
@@ -114,6 +163,15 @@ class LocalExecutor(Executor):
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def terminate(self) -> None:
+        # The pool has no public "kill the workers"; its process table is the only handle.
+        for proc in list(getattr(self._pool, "_processes", {}).values()):
+            try:
+                proc.kill()
+            except (OSError, ValueError, AttributeError):
+                pass
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class DaskExecutor(Executor):

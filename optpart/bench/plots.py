@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import OptpartError
+from ..text import plot_safe
 from ..problem import Problem
 from ..result import Result
 from ..evaluate import memory_timeline
@@ -110,12 +111,12 @@ def plot_schedule(problem: Problem, result: Result, *, max_transfers: int = 300,
         ax.broken_barh(bars, (row[d] - 0.38, 0.76), facecolors=colors(d % colors.N), edgecolor="black", linewidth=0.3)
         busy = float((finish[on] - start[on]).sum())
         handles.append(Patch(facecolor=colors(d % colors.N), edgecolor="black",
-                             label=f"{problem.device_ids[d]}: {on.size} nodes, busy {busy / max(makespan, 1e-300):.0%}"))
+                             label=f"{plot_safe(problem.device_ids[d])}: {on.size} nodes, busy {busy / max(makespan, 1e-300):.0%}"))
     if problem.n_nodes <= max_labels:
         for v in range(problem.n_nodes):
             if finish[v] - start[v] < 0.013 * makespan * len(problem.node_ids[v]):
                 continue  # the id would not fit in its bar
-            ax.text((start[v] + finish[v]) / 2 / tsize, row[int(place[v])], problem.node_ids[v],
+            ax.text((start[v] + finish[v]) / 2 / tsize, row[int(place[v])], plot_safe(problem.node_ids[v]),
                     ha="center", va="center", fontsize=7, clip_on=True)
     # Transfers: producer's row at its finish -> consumer's row at the tensor's arrival.
     src, dst = problem.edge_src, problem.edge_dst
@@ -132,10 +133,11 @@ def plot_schedule(problem: Problem, result: Result, *, max_transfers: int = 300,
                                   label=f"transfer ({cross.size}): producer end -> arrival"))
         else:
             handles.append(Line2D([], [], color="none", label=f"{cross.size} transfers (not drawn: > {max_transfers})"))
-    ax.set_yticks([row[d] for d in range(k)], problem.device_ids)
+    ax.set_yticks([row[d] for d in range(k)], [plot_safe(d) for d in problem.device_ids])
     ax.set_ylim(-0.6, k - 0.4)
     ax.set_ylabel("device")
-    ax.set_title(f"{problem.name}: {result.solver}, {result.status.value}, makespan {makespan / tsize:.4g} {tname} "
+    ax.set_title(f"{plot_safe(problem.name)}: {plot_safe(result.solver)}, {result.status.value} "
+                 f"({result.memory_model} memory), makespan {makespan / tsize:.4g} {tname} "
                  f"(lower bound {result.lower_bound / tsize:.4g} {tname})")
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.grid(axis="x", alpha=0.3)
@@ -150,7 +152,7 @@ def plot_schedule(problem: Problem, result: Result, *, max_transfers: int = 300,
     for d, (t, b) in enumerate(lines):
         c = colors(d % colors.N)
         axm.plot(t / tsize, b / bsize, drawstyle="steps-post", color=c, linewidth=1.2,
-                 label=f"{problem.device_ids[d]} live (peak {b.max() / bsize:.3g} {bname})")
+                 label=f"{plot_safe(problem.device_ids[d])} live (peak {b.max() / bsize:.3g} {bname})")
         axm.hlines(static[d] / bsize, 0, makespan / tsize, colors=[c], linestyles="dashed", linewidth=1.0)
     mem_handles, _ = axm.get_legend_handles_labels()
     mem_handles.append(Line2D([], [], color="0.3", linestyle="dashed", label="static level (same colour)"))
@@ -217,7 +219,7 @@ def plot_gaps(source: str | Path | sqlite3.Connection | Sequence[Mapping[str, An
                 patch.set_alpha(0.7)
         else:
             ax.text(0.5, 0.5, "no run with a placement", ha="center", va="center", transform=ax.transAxes)
-        ax.set_xticks(range(1, len(solvers) + 1), solvers)
+        ax.set_xticks(range(1, len(solvers) + 1), [plot_safe(s) for s in solvers])
         ax.set_xlim(0.4, len(solvers) + 0.6)
         ax.set_xlabel("solver")
         ax.set_ylabel(ylabel)
@@ -225,7 +227,7 @@ def plot_gaps(source: str | Path | sqlite3.Connection | Sequence[Mapping[str, An
         ax.grid(axis="y", alpha=0.3)
     total = {s: sum(r["solver"] == s for r in rows) for s in solvers}
     handles = [Patch(facecolor=colors(j % 10), alpha=0.7,
-                     label=f"{s}: {len(data[s][0])} of {total[s]} runs with a placement") for j, s in enumerate(solvers)]
+                     label=f"{plot_safe(s)}: {len(data[s][0])} of {total[s]} runs with a placement") for j, s in enumerate(solvers)]
     axes[1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     axes[0].legend(handles=[plt.Line2D([], [], color="green", marker="^", linestyle="none", label="mean"),
                             plt.Line2D([], [], color="orange", label="median")], fontsize=8, loc="upper right")

@@ -9,8 +9,8 @@ and writes each finished run at once from this process, the only writer.
 
 Devices and memory (documented in ``docs/bench.md``):
 
-* the device count ``K`` of a setting replaces the instance's (its device and link
-  flags go through :func:`optpart.cli.apply_device_arguments`, as for ``optpart solve``);
+* the device count ``K`` of a setting replaces the instance's (devices and links go
+  through :func:`optpart.devices.resolve_devices`, the rules of ``optpart solve``);
   without ``devices`` the instance keeps its own;
 * memory scale ``s``: each device gets ``s`` times its capacity; a device with unlimited
   capacity gets ``s`` times the graph's total memory divided by ``K`` (so ``s = 1`` is
@@ -22,7 +22,6 @@ not stop the sweep. Rerunning skips error rows too, unless ``retry_errors`` is s
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import hashlib
 import json
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from .. import __version__
+from ..devices import resolve_devices
 from ..errors import OptpartError, SolverError
 from ..formats import load, problem_to_json
 from ..problem import Device, Problem
@@ -126,11 +126,22 @@ def check_solvers(names: Sequence[str]) -> list[str]:
     return out
 
 
-def _device_namespace(device_args: Any, k: int | None) -> argparse.Namespace:
-    values = {flag: getattr(device_args, flag, None) if device_args is not None else None for flag in _DEVICE_FLAGS}
-    if k is not None:
-        values["devices"] = k
-    return argparse.Namespace(**values)
+def _device_values(device_args: Mapping[str, Any] | Any, k: int | None) -> dict[str, Any]:
+    """Keyword arguments for :func:`resolve_devices`: ``device_args`` (a mapping, or any
+    object with those attributes) with the setting's device count."""
+    if device_args is None:
+        values: dict[str, Any] = {}
+    elif isinstance(device_args, Mapping):
+        unknown = set(device_args) - set(_DEVICE_FLAGS)
+        if unknown:
+            raise OptpartError(f"device_args names unknown setting(s) {sorted(map(str, unknown))}; "
+                               f"known: {', '.join(_DEVICE_FLAGS[1:])}")
+        values = dict(device_args)
+    else:
+        values = {flag: getattr(device_args, flag, None) for flag in _DEVICE_FLAGS}
+    values = {key: value for key, value in values.items() if value is not None}
+    values["devices"] = k
+    return values
 
 
 def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str], *,
@@ -153,12 +164,10 @@ def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str]
     time_limit, seed : solver settings, part of each run's options.
     solver_options : ``{solver: {option: value}}``, optional
         Extra options for one solver.
-    device_args : namespace, optional
-        ``memory``/``speed``/``bandwidth``/``latency`` as on the command line
-        (see :func:`optpart.cli.add_device_arguments`).
+    device_args : mapping, optional
+        ``memory``/``speed``/``bandwidth``/``latency`` for every instance, as
+        :func:`optpart.devices.resolve_devices` takes them.
     """
-    from ..cli.common import apply_device_arguments  # the command line's rules for devices and links
-
     names = check_solvers(list(solvers))
     solver_options = dict(solver_options or {})
     for key in solver_options:
@@ -168,6 +177,8 @@ def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str]
         for k in devices:
             if int(k) < 1:
                 raise OptpartError(f"device count {k} must be at least 1")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**31 - 1:
+        raise OptpartError(f"seed {seed!r} must be an integer between 0 and {2**31 - 1}")
     scales = [float(s) for s in memory_scales]
     for s in scales:
         if not (0 < s < math.inf):
@@ -176,7 +187,7 @@ def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str]
     for inst in instances:
         base, source = (inst, None) if isinstance(inst, Problem) else (load(inst), str(inst))
         for k in (list(devices) if devices is not None else [None]):
-            with_devices = apply_device_arguments(base, _device_namespace(device_args, k))
+            with_devices = resolve_devices(base, **_device_values(device_args, k))
             for s in scales:
                 problem = scale_memory(with_devices, s)
                 digest = problem_hash(problem)
@@ -301,6 +312,7 @@ def run_sweep(specs: Sequence[RunSpec], db_path: str | Path, *, executor: Execut
     """
     con = _db.connect(db_path)
     out = SweepOutcome(planned=len(specs), keys=[s.key for s in specs])
+    owner = _db.owner_token()
     try:
         done = _db.done_keys(con, include_errors=not retry_errors)
         todo, seen = [], set()
@@ -318,32 +330,66 @@ def run_sweep(specs: Sequence[RunSpec], db_path: str | Path, *, executor: Execut
         ex = make_executor(executor, jobs) if own else executor
         bar = Progress(len(todo), progress, skipped=out.skipped)
         try:
-            queue = list(reversed(range(len(todo))))  # pop() from the end keeps the planned order
-            running: dict[Any, int] = {}
-            while queue or running:
-                while queue and len(running) < ex.capacity:
-                    i = queue.pop()
-                    spec = todo[i]
-                    task = {"problem": spec.problem, "solver": spec.solver, "options": spec.options}
-                    running[ex.submit(run_one, task)] = i
-                finished, _ = ex.wait_any(running)
-                # Runs finishing together are written in planned order.
-                for handle in sorted(finished, key=running.__getitem__):
-                    spec = todo[running.pop(handle)]
-                    try:
-                        answer = ex.outcome(handle)
-                    except Exception as exc:  # the worker died, or the task could not be shipped
-                        answer = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-                    _db.insert_run(con, _row(spec, answer))
-                    out.ran += 1
-                    out.errors += answer["status"] == "error"
-                    bar.update(spec, answer["status"])
+            _run_claimed(todo, con, ex, owner, retry_errors, bar, out)
+        except BaseException:
+            # Interrupted (SIGTERM, Ctrl-C) or failed: stop the workers now, keep what is written.
+            if own:
+                ex.terminate()
+            raise
         finally:
             if own:
                 ex.close()
     finally:
-        con.close()
+        try:
+            _db.release_claims(con, owner)
+        finally:
+            con.close()
     return out
+
+
+#: Seconds between looks at runs that another sweep holds.
+CLAIM_POLL_S = 0.5
+
+
+def _run_claimed(todo: list[RunSpec], con, ex: Executor, owner: str, retry_errors: bool, bar: Progress,
+                 out: SweepOutcome) -> None:
+    """Claim, run and write the runs of ``todo`` in planned order, at most ``ex.capacity`` in
+    flight. Runs that another live sweep holds are put aside and looked at again when
+    nothing else is left: skipped once their row is there, run here if their sweep died."""
+    queue = list(range(len(todo)))[::-1]  # pop() from the end keeps the planned order
+    held_elsewhere: list[int] = []
+    running: dict[Any, int] = {}
+    while queue or running or held_elsewhere:
+        while queue and len(running) < ex.capacity:
+            i = queue.pop()
+            spec = todo[i]
+            state = _db.claim(con, spec.key, owner, include_errors=not retry_errors)
+            if state == "done":  # another sweep wrote it meanwhile
+                out.skipped += 1
+                bar.total -= 1
+                continue
+            if state == "busy":
+                held_elsewhere.append(i)
+                continue
+            task = {"problem": spec.problem, "solver": spec.solver, "options": spec.options}
+            running[ex.submit(run_one, task)] = i
+        if running:
+            finished, _ = ex.wait_any(running)
+            # Runs finishing together are written in planned order.
+            for handle in sorted(finished, key=running.__getitem__):
+                spec = todo[running.pop(handle)]
+                try:
+                    answer = ex.outcome(handle)
+                except Exception as exc:  # the worker died, or the task could not be shipped
+                    answer = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+                _db.insert_run(con, _row(spec, answer), owner=owner)
+                out.ran += 1
+                out.errors += answer["status"] == "error"
+                bar.update(spec, answer["status"])
+        elif held_elsewhere and not queue:
+            time.sleep(CLAIM_POLL_S)
+            queue = held_elsewhere[::-1]
+            held_elsewhere = []
 
 
 def iter_instances(paths: Iterable[str | Path]) -> list[Path]:

@@ -1,4 +1,10 @@
-"""``optpart evaluate``: re-score a result file against its problem and check every claim."""
+"""``optpart evaluate``: judge a result file against its problem.
+
+Everything is recomputed and compared with every claim of the file (makespan,
+finish times, status, lower bound, gap, memory per device; see :mod:`optpart.judge`).
+Exit 0: the claims hold and there is a placement; 1: a false (or, without
+``--trust-bound``, unverifiable) claim, or no placement; 2: bad input.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,10 @@ import argparse
 import json
 import sys
 
-from ..evaluate import violations
-from ..formats import load, load_result, read_text, result_to_json
-from ..units import format_time
+from ..errors import FormatError
+from ..formats import load, read_text, result_to_json
+from ..formats.optpart_json import result_from_dict
+from ..judge import judge
 from .common import add_device_arguments, apply_device_arguments, format_summary
 
 
@@ -17,27 +24,45 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if any(getattr(args, a) is not None for a in ("devices", "memory", "speed", "bandwidth", "latency")) \
             or problem.n_devices == 0 or problem.links is None:
         problem = apply_device_arguments(problem, args)
-    result = load_result(args.result, problem)
-    found = violations(problem, result)
-    reported = json.loads(read_text(args.result)).get("makespan")
+    try:
+        doc = json.loads(read_text(args.result))
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{args.result}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(doc, dict):
+        raise FormatError(f"{args.result}: a result is a JSON object")
+    result = result_from_dict(doc, problem)
+    verdict = judge(problem, doc, result, trust_bound=args.trust_bound)
     if args.json:
-        sys.stdout.write(result_to_json(result, problem))
+        out = json.loads(result_to_json(result, problem))
+        out["verdict"] = verdict.to_dict()
+        sys.stdout.write(json.dumps(out, indent=1) + "\n")
     else:
         print(format_summary(problem, result))
-        if reported is not None:
-            same = abs(reported - result.makespan) <= 1e-9 * max(1.0, abs(reported))
-            print(f"\nreported makespan {format_time(reported)}; re-scored {format_time(result.makespan)}"
-                  + ("" if same else "  (DIFFERENT)"))
-    if found:
-        print("optpart: invalid result: " + "; ".join(found), file=sys.stderr)
+        print("\nverdict   " + ("valid" if verdict.valid else "INVALID"))
+        for line in verdict.false_claims:
+            print(f"  false claim: {line}")
+        for line in verdict.unverifiable:
+            print(f"  not verifiable: {line}")
+        for line in verdict.notes:
+            print(f"  note: {line}")
+    if verdict.false_claims:
+        print(f"optpart: false claim: {verdict.false_claims[0]}"
+              + (f" (and {len(verdict.false_claims) - 1} more)" if len(verdict.false_claims) > 1 else ""),
+              file=sys.stderr)
+        return 1
+    if not verdict.valid:
+        print(f"optpart: not verifiable: {verdict.unverifiable[0]} (pass --trust-bound to accept the solver's word)",
+              file=sys.stderr)
         return 1
     return 0 if result.ok else 1
 
 
 def register(sub) -> None:
-    p = sub.add_parser("evaluate", help="re-score a result file against its problem and check it")
+    p = sub.add_parser("evaluate", help="judge a result file: recompute everything and compare every claim")
     p.add_argument("problem")
     p.add_argument("result")
     add_device_arguments(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--trust-bound", action="store_true",
+                   help="accept a stated lower bound (and so an optimal claim) the evaluator cannot check")
+    p.add_argument("--json", action="store_true", help="print the recomputed result with a 'verdict' field")
     p.set_defaults(func=_cmd_evaluate)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 from pathlib import Path
+from typing import Callable, Sequence
 
 from ..errors import FormatError, OptpartError
 from ..formats import save
@@ -60,8 +62,16 @@ def _parse_shape(text: str) -> tuple[str, list[int]]:
 
 def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
                  input_shapes: dict[str, list[int]] | None = None, name: str | None = None,
-                 no_split: str | None = None, trace_mode: str = "auto", profile: dict | None = None):
+                 no_split: str | None = None, trace_mode: str = "auto", search_path: Sequence[str] = (),
+                 profile: dict | None = None):
     """Import ``spec`` (an ``.onnx`` path or ``module:function``) as a :class:`~optpart.Problem`.
+
+    **This imports and runs the user's code**: ``module`` is imported (its top level runs)
+    and ``function()`` is called. ``module`` is either a dotted module name found on the
+    normal ``sys.path`` (the working directory is NOT added to it: a stray ``torch.py``
+    there cannot shadow a real package) or a path to a ``.py`` file. ``search_path``
+    (the CLI's ``--path DIR``) appends directories to ``sys.path``, after the installed
+    packages, while the module loads.
 
     The factory ``function()`` returns ``(module, example_inputs)``, ``(module,
     example_inputs, loss_fn)`` or a dict with keys ``module``, ``inputs`` and optionally
@@ -69,12 +79,13 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
     ``{"device": ..., "repeats": ..., "threads": ...}`` to measure every operator's time
     (:func:`optpart.torch.measured_problem`, ``docs/apply.md``) instead of estimating it.
     """
-    if profile is not None and (spec.endswith(".onnx") or Path(spec).is_file()):
-        raise OptpartError("--profile measures PyTorch models ('package.module:function'); "
-                           "ONNX models are priced by the cost model")
     if spec.endswith(".onnx") or Path(spec).is_file():
         from ..formats.onnx_import import from_onnx
         from ..progress import progress
+
+        if profile is not None:
+            raise OptpartError("--profile measures PyTorch models ('package.module:function'); "
+                               "ONNX models are priced by the cost model")
 
         if no_split:
             raise OptpartError("--no-split applies to PyTorch models (module classes); an ONNX graph has none")
@@ -85,15 +96,8 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
         raise FormatError(f"cannot import {spec!r}: give an .onnx file or a PyTorch factory 'package.module:function'")
     if input_shapes:
         raise OptpartError("--input-shape applies to ONNX models; a PyTorch factory makes its own inputs")
-    mod_name, fn_name = spec.split(":", 1)
-    try:
-        sys.path.insert(0, str(Path.cwd()))
-        try:
-            factory = getattr(importlib.import_module(mod_name), fn_name)
-        finally:
-            sys.path.pop(0)
-    except (ImportError, AttributeError) as exc:
-        raise FormatError(f"cannot load the model factory {spec!r}: {exc}") from None
+    mod_name, fn_name = spec.rsplit(":", 1)
+    factory = _load_factory(spec, mod_name, fn_name, search_path or ())
     made = factory()
     extra: dict = {}
     if isinstance(made, dict):
@@ -120,6 +124,34 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
     return problem
 
 
+def _load_factory(spec: str, mod_name: str, fn_name: str, search_path: Sequence[str]) -> Callable:
+    """The factory function named by ``spec``, importing its module (this runs the module)."""
+    if mod_name.endswith(".py"):
+        path = Path(mod_name)
+        if not path.is_file():
+            raise FormatError(f"cannot load the model factory {spec!r}: no file {mod_name!r}")
+        unit = importlib.util.spec_from_file_location(f"optpart_user_{path.stem}", path)
+        if unit is None or unit.loader is None:
+            raise FormatError(f"cannot load the model factory {spec!r}: {mod_name!r} is not a Python module")
+        module = importlib.util.module_from_spec(unit)
+        unit.loader.exec_module(module)
+    else:
+        added = [str(Path(d).resolve()) for d in search_path if str(Path(d).resolve()) not in sys.path]
+        sys.path.extend(added)  # after site-packages: user files never shadow installed packages
+        try:
+            module = importlib.import_module(mod_name)
+        except ImportError as exc:
+            hint = "" if search_path else " (the working directory is not searched: add --path . or give a .py file)"
+            raise FormatError(f"cannot load the model factory {spec!r}: {exc}{hint}") from None
+        finally:
+            for d in added:
+                sys.path.remove(d)
+    factory = getattr(module, fn_name, None)
+    if not callable(factory):
+        raise FormatError(f"cannot load the model factory {spec!r}: {mod_name} has no function {fn_name!r}")
+    return factory
+
+
 def _cmd_import(args: argparse.Namespace) -> int:
     if args.quiet:
         set_quiet(True)
@@ -134,7 +166,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
     profile = {"device": args.profile_device or "cpu", "repeats": args.profile_repeats or 5,
                "threads": args.profile_threads} if args.profile else None
     problem = import_model(args.model, training=args.training, cost_model=cm, input_shapes=shapes or None,
-                           name=args.name, no_split=args.no_split, trace_mode=args.trace_mode, profile=profile)
+                           name=args.name, no_split=args.no_split, trace_mode=args.trace_mode,
+                           search_path=args.path or (), profile=profile)
     memory = parse_list(args.memory, parse_bytes, "--memory") if args.memory is not None else None
     speed = parse_list(args.speed, parse_speed, "--speed") if args.speed is not None else None
     if args.devices is not None or memory is not None or speed is not None:
@@ -166,8 +199,16 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     """Add ``optpart import`` to the command line."""
-    p = subparsers.add_parser("import", help="turn an ONNX model or a PyTorch module into a problem file")
-    p.add_argument("model", help="an .onnx file, or 'package.module:function' returning (torch module, example inputs)")
+    p = subparsers.add_parser(
+        "import", help="turn an ONNX model or a PyTorch module into a problem file",
+        description="Import an ONNX file, or a PyTorch model made by a factory function. "
+                    "For 'module:function' optpart IMPORTS AND RUNS YOUR CODE: the module's top level "
+                    "and function() run in this process. The working directory is not searched "
+                    "unless you pass --path . (or give the module as a path to a .py file).")
+    p.add_argument("model", help="an .onnx file, or 'package.module:function' / 'path/to/file.py:function' "
+                                 "returning (torch module, example inputs); this runs that code")
+    p.add_argument("--path", action="append", metavar="DIR",
+                   help="directory to search for 'module' (appended after installed packages; repeatable)")
     p.add_argument("-o", "--out", required=True, metavar="FILE", help="problem file to write (.json or .json.gz)")
     p.add_argument("--training", action=argparse.BooleanOptionalAction, default=None,
                    help="one training step (forward, backward, optimizer) or the forward pass only "

@@ -11,6 +11,7 @@ from ..bounds import all_bounds
 from ..formats import load
 from ..units import format_bandwidth, format_bytes, format_time
 from .common import add_device_arguments, apply_device_arguments, table
+from ..text import safe
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -30,8 +31,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
     if problem.links is not None:
         info["links"] = {"latency_s": problem.links.latency, "bandwidth_bytes_per_s": problem.links.bandwidth,
                          "pairs": len(problem.links.pairs)}
-    reason = problem.infeasibility() if problem.n_devices else None
-    info["infeasible"] = reason
+    # The screening of Problem.infeasibility under both memory models (peak is the default).
+    reasons = {m: problem.infeasibility(m) if problem.n_devices else None for m in ("peak", "static")}
+    info["infeasible"] = reasons["peak"]
+    info["infeasible_static"] = reasons["static"]
+    reason = "; ".join(f"{m}: {r}" for m, r in reasons.items() if r)
     if args.json:
         print(json.dumps(info, indent=2, default=lambda x: "inf" if x == math.inf else str(x)))
         return 0
@@ -56,7 +60,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
              ["lower bound", format_time(info["lower_bound_s"])]]
     if reason:
         rows.append(["infeasible", reason])
-    print(f"{problem.name}\n" + table(rows, ["", ""]).split("\n", 2)[2])
+    print(f"{safe(problem.name)}\n" + table(rows, ["", ""]).split("\n", 2)[2])
     return 0
 
 

@@ -6,16 +6,29 @@ import argparse
 import sys
 
 from ..formats import load, result_to_json, save_result
-from ..solvers.registry import solve, solver_names
+from ..progress import progress, set_quiet
+from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solve, solver_names
+from ..solvers.spec import MEMORY_MODELS
 from .common import add_device_arguments, apply_device_arguments, format_summary, parse_option
+from ..text import safe
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
-    problem = apply_device_arguments(load(args.file), args)
-    options = dict(parse_option(o) for o in args.option or [])
-    result = solve(problem, args.solver, time_limit=args.time_limit, seed=args.seed, **options)
-    if args.out:
-        save_result(result, problem, args.out)
+    if args.quiet:
+        set_quiet(True)
+    # A live "reading / solving / writing" line with elapsed time on a terminal (silent when
+    # piped or with -q): a large graph takes seconds to read and a solver may run minutes.
+    with progress(f"optpart solve {safe(args.file)}") as bar:
+        bar.stage("reading")
+        problem = apply_device_arguments(load(args.file), args)
+        options = dict(parse_option(o) for o in args.option or [])
+        bar.stage(f"solving with {safe(args.solver)}"
+                  + (f" (time limit {args.time_limit:g} s)" if args.time_limit else ""))
+        result = solve(problem, args.solver, memory_model=args.memory_model, time_limit=args.time_limit,
+                       seed=args.seed, **options)
+        if args.out:
+            bar.stage("writing")
+            save_result(result, problem, args.out)
     if args.json:
         sys.stdout.write(result_to_json(result, problem))
     else:
@@ -23,7 +36,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         if args.out:
             print(f"\nresult written to {args.out}")
     if not result.ok:
-        print(f"optpart: {result.status.value}: {result.message or 'no placement found'}", file=sys.stderr)
+        print(f"optpart: {result.status.value}: {safe(result.message or 'no placement found')}", file=sys.stderr)
         return 1
     return 0
 
@@ -31,12 +44,16 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     p = sub.add_parser("solve", help="place a problem with a solver and print the result")
     p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz), STG (.stg) or dnn-partitioning JSON")
-    p.add_argument("--solver", "-s", default="heuristic",
-                   help=f"solver name (default heuristic); one of: {', '.join(solver_names())}")
+    p.add_argument("--solver", "-s", default=DEFAULT_SOLVER,
+                   help=f"solver name (default {DEFAULT_SOLVER}); one of: {', '.join(solver_names())}")
+    p.add_argument("--memory-model", choices=MEMORY_MODELS, default=DEFAULT_MEMORY_MODEL,
+                   help=f"memory model the placement must respect (default {DEFAULT_MEMORY_MODEL}: liveness; "
+                        "equal to static on graphs without the param/output/temp split); see docs/model.md")
     add_device_arguments(p)
     p.add_argument("--time-limit", "-t", type=float, metavar="S", help="seconds the solver may use")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
     p.add_argument("--out", "-o", metavar="FILE", help="write the result as optpart JSON")
     p.add_argument("--json", action="store_true", help="print the result JSON instead of the table")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display on the terminal")
     p.set_defaults(func=_cmd_solve)

@@ -1,4 +1,4 @@
-"""File formats: optpart JSON (problems and results), STG, dnn-partitioning JSON, networkx.
+"""File formats: optpart JSON (problems and results), columnar .npz, STG, dnn-partitioning JSON, networkx.
 
 :func:`load` recognises a file by its content and extension: ``.stg`` files are
 STG; JSON (optionally gzip-compressed, ``.json.gz``) is an optpart problem when it
@@ -8,8 +8,6 @@ says ``"format": "optpart-problem"`` and a dnn-partitioning graph when it has
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 
 from ..errors import FormatError
@@ -19,7 +17,9 @@ from .dnn_partitioning import dnn_partitioning_from_dict, looks_like_dnn_partiti
 from .networkx_io import from_networkx, to_networkx
 from .optpart_json import (PROBLEM_FORMAT, RESULT_FORMAT, problem_from_dict, problem_to_json,
                            result_from_dict, result_to_json)
+from .npz import read_npz, write_npz
 from .stg import parse_stg, read_stg
+from ._io import parse_json, read_bytes, read_text, write_bytes
 
 __all__ = [
     "load",
@@ -30,6 +30,8 @@ __all__ = [
     "from_networkx",
     "to_networkx",
     "read_stg",
+    "read_npz",
+    "write_npz",
     "parse_stg",
     "problem_to_json",
     "result_to_json",
@@ -38,45 +40,32 @@ __all__ = [
 
 def _stem(path: Path) -> str:
     name = path.name
-    for suffix in (".gz", ".json", ".stg"):
+    for suffix in (".gz", ".json", ".stg", ".npz"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     return name
 
 
-def read_text(path: str | Path) -> str:
-    """A file's text, gunzipped when its name ends in ``.gz``; a clear error when it is missing."""
-    path = Path(path)
-    if not path.exists():
-        raise FormatError(f"no such file: {path}")
-    if path.is_dir():
-        raise FormatError(f"{path} is a directory, not a problem file")
+def _decode(path: Path, data: bytes) -> str:
     try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                return fh.read()
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FormatError(f"cannot read {path}: {exc}") from None
-
-
-def _parse_json(path: Path, text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
 
 
 def load(path: str | Path) -> Problem:
     """Read a problem from an optpart JSON, STG or dnn-partitioning file (format detected)."""
     path = Path(path)
-    text = read_text(path)
+    if path.name.endswith(".npz"):
+        return read_npz(path)
+    data = read_bytes(path)
     if path.suffix == ".stg" or path.name.endswith(".stg.gz"):
-        return parse_stg(text, name=_stem(path))
-    if not text.lstrip().startswith("{"):
+        return parse_stg(_decode(path, data), name=_stem(path))
+    if not data.lstrip()[:1] == b"{":
         raise FormatError(f"{path}: unknown format; optpart reads optpart JSON, STG (.stg) and "
                           "dnn-partitioning JSON")
-    doc = _parse_json(path, text)
+    doc = parse_json(data, path)
+    del data  # the text of a big graph is hundreds of MB: free it before building the problem
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if fmt == PROBLEM_FORMAT:
         problem = problem_from_dict(doc)
@@ -94,16 +83,15 @@ def load(path: str | Path) -> Problem:
 
 
 def _write(path: Path, text: str) -> None:
-    if path.name.endswith(".gz"):
-        # mtime=0 and no file name keep compressed bytes identical across runs.
-        with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as fh:
-            fh.write(text.encode("utf-8"))
-    else:
-        path.write_text(text, encoding="utf-8")
+    write_bytes(path, text.encode("utf-8"))
 
 
 def save(problem: Problem, path: str | Path) -> None:
-    """Write a problem as optpart JSON (gzip-compressed when the name ends in ``.gz``)."""
+    """Write a problem as optpart JSON (gzip-compressed when the name ends in ``.gz``), or
+    as the columnar ``.npz`` format when the name ends in ``.npz`` (big graphs; docs/formats.md)."""
+    if Path(path).name.endswith(".npz"):
+        write_npz(problem, path)
+        return
     _write(Path(path), problem_to_json(problem))
 
 
@@ -115,4 +103,4 @@ def save_result(result: Result, problem: Problem, path: str | Path, include_wall
 def load_result(path: str | Path, problem: Problem) -> Result:
     """Read a result file and re-score it against ``problem``."""
     path = Path(path)
-    return result_from_dict(_parse_json(path, read_text(path)), problem)
+    return result_from_dict(parse_json(read_bytes(path), path), problem)

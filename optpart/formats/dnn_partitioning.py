@@ -25,7 +25,7 @@ metadata. (None of the published graphs has such a node.) Node ``name``,
 
 from __future__ import annotations
 
-import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any, Mapping
@@ -33,6 +33,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import FormatError
+from ..limits import check_devices
+from ._io import parse_json, read_bytes
 from ..problem import Constraints, Device, Links, Problem
 
 __all__ = ["read_dnn_partitioning", "dnn_partitioning_from_dict", "looks_like_dnn_partitioning"]
@@ -44,23 +46,73 @@ def looks_like_dnn_partitioning(doc: Any) -> bool:
     return isinstance(doc, dict) and "maxSizePerFPGA" in doc and "nodes" in doc
 
 
+def _num(value: Any, what: str) -> float:
+    """A JSON number >= 0 (finite), or a :class:`FormatError` naming ``what`` and the value."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FormatError(f"{what} is {_short(value)}; it must be a number")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise FormatError(f"{what} is {_short(value)}; it is beyond the float range") from None
+    if not (0 <= x < math.inf):
+        raise FormatError(f"{what} is {_short(value)}; it must be a finite number >= 0")
+    return x
+
+
+def _short(x: Any, limit: int = 40) -> str:
+    text = repr(x)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _device_count(value: Any, name: str) -> int:
+    """``maxFPGAs``: a whole number >= 1 (``2.0`` reads as 2; ``2.7`` is an error, never rounded)."""
+    what = f"dnn-partitioning file '{name}' field 'maxFPGAs'"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (isinstance(value, float) and not value.is_integer()):
+        raise FormatError(f"{what} is {_short(value)}; it must be a whole number of devices")
+    if value < 1:
+        raise FormatError(f"{what} is {_short(value)}; it must be at least 1")
+    k = int(value)
+    check_devices(k, f"{what}: device count")
+    return k
+
+
 def dnn_partitioning_from_dict(doc: Mapping[str, Any], name: str = "dnn") -> Problem:
-    """Build a :class:`Problem` (with devices) from a parsed dnn-partitioning document."""
+    """Build a :class:`Problem` (with devices) from a parsed dnn-partitioning document.
+
+    Every number is checked (a number, finite, >= 0); ``maxFPGAs`` must be a whole
+    number >= 1. Nothing is rounded or replaced.
+    """
     for key in ("nodes", "edges", "maxSizePerFPGA", "maxFPGAs"):
         if key not in doc:
             raise FormatError(f"dnn-partitioning file '{name}' has no field '{key}'")
     nodes, edges = doc["nodes"], doc["edges"]
+    for key, value in (("nodes", nodes), ("edges", edges)):
+        if not isinstance(value, list):
+            raise FormatError(f"dnn-partitioning file '{name}' field '{key}' must be a list, got {_short(value)}")
+    k = _device_count(doc["maxFPGAs"], name)
+    cap = _num(doc["maxSizePerFPGA"], f"dnn-partitioning file '{name}' field 'maxSizePerFPGA'")
     ids, time, memory, meta = [], [], [], []
     groups: dict[Any, list[str]] = {}
     for i, nd in enumerate(nodes):
+        if not isinstance(nd, dict):
+            raise FormatError(f"dnn-partitioning node at position {i} must be a JSON object, got {_short(nd)}")
         for key in ("id", "fpgaLatency", "size"):
             if key not in nd:
                 raise FormatError(f"dnn-partitioning node at position {i} has no field '{key}'")
+        if type(nd["id"]) not in (str, int):
+            raise FormatError(f"dnn-partitioning node at position {i} has id {_short(nd['id'])}; ids are "
+                              "strings or integers")
         nid = str(nd["id"])
-        on_fpga = bool(nd.get("supportedOnFpga", True))
+        on_fpga = nd.get("supportedOnFpga", True)
+        if on_fpga not in (True, False) or type(on_fpga) not in (bool, int):  # the files use 1/0 too
+            raise FormatError(f"dnn-partitioning node '{nid}' has supportedOnFpga={_short(on_fpga)}; "
+                              "it must be true, false, 1 or 0")
+        on_fpga = bool(on_fpga)
         ids.append(nid)
-        time.append(float(nd["fpgaLatency"] if on_fpga else nd.get("cpuLatency", 0.0)) * _MS)
-        memory.append(float(nd["size"]))
+        key = "fpgaLatency" if on_fpga else "cpuLatency"
+        time.append(_num(nd.get(key, 0.0), f"dnn-partitioning node '{nid}' field '{key}'") * _MS)
+        memory.append(_num(nd["size"], f"dnn-partitioning node '{nid}' field 'size'"))
         m: dict[str, Any] = {}
         for key in ("name", "isBackwardNode", "layerId"):
             if key in nd:
@@ -68,11 +120,17 @@ def dnn_partitioning_from_dict(doc: Mapping[str, Any], name: str = "dnn") -> Pro
         if not on_fpga:
             m["cpu_only"] = True
         meta.append(m)
-        if nd.get("colorClass") is not None:
-            groups.setdefault(nd["colorClass"], []).append(nid)
+        color = nd.get("colorClass")
+        if color is not None:
+            if type(color) not in (str, int):
+                raise FormatError(f"dnn-partitioning node '{nid}' has colorClass={_short(color)}; "
+                                  "it must be a string or an integer")
+            groups.setdefault(color, []).append(nid)
     index = {nid: i for i, nid in enumerate(ids)}
     src, dst, nbytes, ratios = [], [], [], []
     for e, ed in enumerate(edges):
+        if not isinstance(ed, dict):
+            raise FormatError(f"dnn-partitioning edge at position {e} must be a JSON object, got {_short(ed)}")
         for key in ("sourceId", "destId"):
             if key not in ed:
                 raise FormatError(f"dnn-partitioning edge at position {e} has no field '{key}'")
@@ -82,14 +140,15 @@ def dnn_partitioning_from_dict(doc: Mapping[str, Any], name: str = "dnn") -> Pro
                 raise FormatError(f"dnn-partitioning edge '{s}' -> '{t}' names unknown node '{end}'")
         src.append(index[s])
         dst.append(index[t])
-        size = float(ed.get("size", 0.0))
+        size = _num(ed.get("size", 0.0), f"dnn-partitioning edge '{s}' -> '{t}' field 'size'")
         nbytes.append(size)
-        cost = float(ed.get("cost", 0.0))
+        cost = _num(ed.get("cost", 0.0), f"dnn-partitioning edge '{s}' -> '{t}' field 'cost'")
         if cost > 0 and size > 0:
             ratios.append(size / (cost * _MS))
     bandwidth = statistics.median(ratios) if ratios else float("inf")
-    k = int(doc["maxFPGAs"])
-    cap = float(doc["maxSizePerFPGA"])
+    if not (0 < bandwidth < math.inf) and ratios:
+        raise FormatError(f"dnn-partitioning file '{name}': the edges' size/cost ratios give a bandwidth of "
+                          f"{bandwidth!r} bytes/s")
     devices = [Device(f"fpga{i}", cap, 1.0) for i in range(k)]
     colocate = tuple(tuple(g) for _, g in sorted(groups.items(), key=lambda kv: index[kv[1][0]]) if len(g) > 1)
     return Problem.from_arrays(
@@ -101,8 +160,7 @@ def dnn_partitioning_from_dict(doc: Mapping[str, Any], name: str = "dnn") -> Pro
 
 def read_dnn_partitioning(path: str | Path) -> Problem:
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}: not valid JSON ({exc})") from None
+    doc = parse_json(read_bytes(path), path)
+    if not isinstance(doc, dict):
+        raise FormatError(f"{path}: expected a JSON object, got {type(doc).__name__}")
     return dnn_partitioning_from_dict(doc, name=path.stem)

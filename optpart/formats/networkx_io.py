@@ -19,6 +19,8 @@ strings (``str(node)``).
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Mapping, Sequence
 
 import networkx as nx
@@ -100,11 +102,13 @@ def from_networkx(
                                f"with time=...)")
         times.append(_value(d[time], parse_time, f"node '{v}' {time}"))
     split_names = dict(zip(_SPLIT, (param_bytes, output_bytes, temp_bytes)))
-    split = {f: [_value(d.get(a, 0), parse_bytes, f"node '{v}' {a}") for v, d in zip(ids, data)]
+    # NaN: not given for this node; Problem.from_arrays fills it (docs/model.md section 3).
+    split = {f: [_value(d[a], parse_bytes, f"node '{v}' {a}") if a in d else math.nan for v, d in zip(ids, data)]
              for f, a in split_names.items() if any(a in d for d in data)}
     mem = None
     if not split or any(memory in d for d in data):
-        mem = [_value(d.get(memory, 0), parse_bytes, f"node '{v}' {memory}") for v, d in zip(ids, data)]
+        mem = [_value(d[memory], parse_bytes, f"node '{v}' {memory}") if memory in d else (math.nan if split else 0.0)
+               for v, d in zip(ids, data)]
     used = {time, memory, *split_names.values()}
     meta = [{k: val for k, val in d.items() if k not in used} for d in data]
     src, dst, nbytes, edge_meta = [], [], [], []

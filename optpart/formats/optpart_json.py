@@ -1,4 +1,4 @@
-"""The optpart JSON formats for problems and results (``../shared/MODEL.md`` section 5).
+"""The optpart JSON formats for problems and results (``docs/model.md`` section 5, ``docs/formats.md``).
 
 Problem documents carry ``"format": "optpart-problem"`` and result documents
 ``"format": "optpart-result"``, each with ``"version": 1``; anything else is refused.
@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import math
+from operator import itemgetter
 from typing import Any, Mapping
 
 import numpy as np
 
 from ..errors import FormatError, ProblemError
+from ..limits import check_devices
 from ..problem import Constraints, Device, LinkOverride, Links, Problem
 from ..result import Result, Status
 
@@ -47,16 +49,25 @@ def _check_header(doc: Any, expected: str) -> None:
         raise FormatError(f"unknown format {fmt!r}; expected \"{expected}\"")
     if "version" not in doc:
         raise FormatError("missing field 'version'")
-    if doc["version"] != VERSION:
+    version = doc["version"]
+    if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
         raise FormatError(f"unsupported {expected} version {doc['version']!r}; this optpart reads version {VERSION}")
+
+
+def _short(x: Any, limit: int = 40) -> str:
+    text = repr(x)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _number(value: Any, what: str, allow_inf: bool = False) -> float:
     if isinstance(value, str) and allow_inf and value.strip().lower() in ("inf", "infinity"):
         return math.inf
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProblemError(f"{what} must be a number, got {value!r}")
-    x = float(value)
+        raise ProblemError(f"{what} must be a number, got {_short(value)}")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise ProblemError(f"{what} is {_short(value)}; it is beyond the float range (at most about 1.8e308)") from None
     if math.isnan(x) or x < 0 or (math.isinf(x) and not allow_inf):
         raise ProblemError(f"{what} is {value!r}; it must be a finite number >= 0")
     return x
@@ -65,26 +76,53 @@ def _number(value: Any, what: str, allow_inf: bool = False) -> float:
 def _column(items: list, key: str, what: str, ids: list[str] | None = None, default=None) -> list:
     try:
         if default is None:
-            return [item[key] for item in items]
+            return list(map(itemgetter(key), items))
         return [item.get(key, default) for item in items]
-    except KeyError:
+    except (KeyError, TypeError, AttributeError):
         for i, item in enumerate(items):
-            if key not in item:
+            if not isinstance(item, dict):
+                raise FormatError(f"{what} at position {i} must be a JSON object, got {_short(item)}") from None
+            if default is None and key not in item:
                 who = f"'{ids[i]}'" if ids else f"at position {i}"
                 raise FormatError(f"{what} {who} has no field '{key}'") from None
         raise
-    except (TypeError, AttributeError):
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise FormatError(f"{what} at position {i} must be a JSON object, got {item!r}") from None
+
+
+_NUMBER_TYPES = frozenset((int, float))
+
+
+def _numeric_column(values: list, key: str, ids: list[str] | None = None, name_of=None) -> np.ndarray:
+    """A list of JSON numbers as float64; bools, strings, nulls and integers beyond the
+    float range are refused naming the node (``ids``) or item (``name_of(i)``); the types
+    are checked in one pass over the column."""
+    if name_of is None:
+        name_of = lambda i: f"node '{ids[i]}'"  # noqa: E731
+    if not _NUMBER_TYPES.issuperset(set(map(type, values))):
+        for i, x in enumerate(values):
+            if type(x) not in _NUMBER_TYPES:
+                raise ProblemError(f"{name_of(i)} has {key}={_short(x)}; it must be a number")
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        for i, x in enumerate(values):
+            if isinstance(x, int) and abs(x) > 1.7e308:
+                raise ProblemError(f"{name_of(i)} has {key}={_short(x)}; it is beyond the float range "
+                                   "(at most about 1.8e308)") from None
         raise
 
 
-def _numeric_column(values: list, key: str, ids: list[str]) -> np.ndarray:
-    for i, x in enumerate(values):
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise ProblemError(f"node '{ids[i]}' has {key}={x!r}; it must be a number")
-    return np.asarray(values, dtype=np.float64)
+def _node_meta(nodes: list, known: frozenset) -> list[dict]:
+    """Per-node metadata (the keys that are not model fields, in the node's own order). When
+    every node has the keys of the first in the same order (the usual case), the values are
+    picked with ``itemgetter``, without a Python loop per key."""
+    first = tuple(nodes[0]) if nodes else ()
+    extra = [k for k in first if k not in known]
+    if extra and all(map(first.__eq__, map(tuple, nodes))):  # same keys in the same order
+        if len(extra) == 1:
+            key = extra[0]
+            return [{key: v} for v in map(itemgetter(key), nodes)]
+        return [dict(zip(extra, vals)) for vals in map(itemgetter(*extra), nodes)]
+    return [{k: v for k, v in nd.items() if k not in known} for nd in nodes]
 
 
 def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
@@ -97,65 +135,83 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
     if not isinstance(edges, list):
         raise FormatError("field 'edges' must be a list of {\"src\", \"dst\", \"bytes\"} objects")
     raw_ids = _column(nodes, "id", "node")
-    for i, nid in enumerate(raw_ids):
-        if isinstance(nid, bool) or not isinstance(nid, (str, int)):
-            raise FormatError(f"node at position {i} has id {nid!r}; ids are strings")
-    ids = [str(x) for x in raw_ids]
+    id_types = set(map(type, raw_ids))
+    if id_types == {str}:
+        ids = raw_ids
+    else:
+        for i, nid in enumerate(raw_ids):
+            if type(nid) not in (str, int):
+                raise FormatError(f"node at position {i} has id {_short(nid)}; ids are strings")
+        ids = [str(x) for x in raw_ids]
     time = _numeric_column(_column(nodes, "time", "node", ids), "time", ids)
+    present = set().union(*map(dict.keys, nodes))  # every key any node has, in one C pass
     split = {}
     for key in ("param_bytes", "output_bytes", "temp_bytes"):
-        if any(key in nd for nd in nodes):
-            split[key] = _numeric_column(_column(nodes, key, "node", ids, default=0), key, ids)
-    if split:
-        memory = _numeric_column(_column(nodes, "memory", "node", ids, default=-1.0), "memory", ids)
-        derived = sum(split.values())
-        memory = np.where(memory < 0, derived, memory)
+        if key in present:
+            split[key] = _numeric_column(_column(nodes, key, "node", ids, default=math.nan), key, ids)
+    if split:  # NaN: not given for this node; Problem.from_arrays fills it (docs/model.md section 3)
+        memory = _numeric_column(_column(nodes, "memory", "node", ids, default=math.nan), "memory", ids)
     else:
         memory = _numeric_column(_column(nodes, "memory", "node", ids), "memory", ids)
     known = frozenset(_NODE_FIELDS)
     node_meta = None
-    if any(not known.issuperset(nd) for nd in nodes):
-        node_meta = [{k: v for k, v in nd.items() if k not in known} for nd in nodes]
-    index = {nid: i for i, nid in enumerate(ids)}
+    if not known.issuperset(present):
+        node_meta = _node_meta(nodes, known)
+    index = dict(zip(ids, range(len(ids))))
     src_ids = _column(edges, "src", "edge")
     dst_ids = _column(edges, "dst", "edge")
     try:
-        src = [index[str(s)] for s in src_ids]
-        dst = [index[str(t)] for t in dst_ids]
+        if set(map(type, src_ids)) | set(map(type, dst_ids)) <= {str}:
+            src = list(map(index.__getitem__, src_ids))
+            dst = list(map(index.__getitem__, dst_ids))
+        else:
+            src = [index[str(s)] for s in src_ids]
+            dst = [index[str(t)] for t in dst_ids]
     except KeyError:
         for e, (s, t) in enumerate(zip(src_ids, dst_ids)):
             for end in (s, t):
                 if str(end) not in index:
                     raise ProblemError(f"edge '{s}' -> '{t}' names unknown node '{end}'") from None
         raise
-    byte_values = _column(edges, "bytes", "edge", default=0)
-    for e, x in enumerate(byte_values):
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise ProblemError(f"edge '{src_ids[e]}' -> '{dst_ids[e]}' has bytes={x!r}; it must be a number")
-    devices = None
-    if "devices" in doc:
-        devices = []
-        for i, d in enumerate(doc["devices"]):
-            if not isinstance(d, dict) or "id" not in d:
-                raise FormatError(f"device at position {i} needs an 'id'")
-            if "memory" not in d:
-                raise FormatError(f"device '{d['id']}' has no field 'memory' (bytes, or \"inf\")")
-            devices.append(Device(str(d["id"]), _number(d["memory"], f"device '{d['id']}' memory", True),
-                                  _speed(d.get("speed", 1.0), d["id"])))
+    byte_values = _numeric_column(_column(edges, "bytes", "edge", default=0), "bytes",
+                                  name_of=lambda e: f"edge '{src_ids[e]}' -> '{dst_ids[e]}'")
+    devices = _devices_from_list(doc["devices"]) if "devices" in doc else None
     links = _links_from_dict(doc["links"]) if "links" in doc else None
     constraints = _constraints_from_dict(doc.get("constraints") or {})
     if (constraints.pin or constraints.forbid) and devices is None:
         raise ProblemError("pin/forbid constraints name devices, but the problem has no 'devices'")
-    meta = doc.get("meta") or {}
+    meta = doc.get("meta", {})
     if not isinstance(meta, dict):
-        raise FormatError("field 'meta' must be a JSON object")
+        raise FormatError(f"field 'meta' must be a JSON object, got {_short(meta)}")
+    name = doc.get("name", "problem")
+    if not isinstance(name, str):
+        raise FormatError(f"field 'name' must be a string, got {_short(name)}")
     return Problem.from_arrays(
-        ids, time, memory, src, dst, np.asarray(byte_values, dtype=np.float64),
+        ids, time, memory, src, dst, byte_values,
         devices=devices, links=links, constraints=constraints,
         param_bytes=split.get("param_bytes"), output_bytes=split.get("output_bytes"),
         temp_bytes=split.get("temp_bytes"), node_meta=node_meta,
-        name=str(doc.get("name", "problem")), meta=meta,
+        name=name, meta=meta,
     )
+
+
+def _devices_from_list(items: Any) -> list[Device]:
+    """The ``devices`` field: a list of ``{"id", "memory", "speed"}`` objects."""
+    if not isinstance(items, list):
+        raise FormatError(f"field 'devices' must be a list of {{\"id\", \"memory\", \"speed\"}} objects, "
+                          f"got {type(items).__name__}")
+    check_devices(len(items), "field 'devices': device count")
+    devices = []
+    for i, d in enumerate(items):
+        if not isinstance(d, dict) or "id" not in d:
+            raise FormatError(f"device at position {i} needs an 'id'")
+        if isinstance(d["id"], bool) or not isinstance(d["id"], (str, int)):
+            raise FormatError(f"device at position {i} has id {_short(d['id'])}; ids are strings")
+        if "memory" not in d:
+            raise FormatError(f"device '{d['id']}' has no field 'memory' (bytes, or \"inf\")")
+        devices.append(Device(str(d["id"]), _number(d["memory"], f"device '{d['id']}' memory", True),
+                              _speed(d.get("speed", 1.0), d["id"])))
+    return devices
 
 
 def _speed(value: Any, did: Any) -> float:
@@ -170,6 +226,12 @@ def _links_from_dict(doc: Any) -> Links:
         raise FormatError("field 'links' must be an object with 'latency', 'bandwidth' and optional 'pairs'")
     lat = _number(doc.get("latency", 0.0), "links latency")
     bw = _number(doc.get("bandwidth", "inf"), "links bandwidth", allow_inf=True)
+    unknown = set(doc) - {"latency", "bandwidth", "pairs"}
+    if unknown:
+        raise FormatError(f"unknown field(s) in 'links': {', '.join(sorted(map(str, unknown)))}; "
+                          "known: latency, bandwidth, pairs")
+    if not isinstance(doc.get("pairs", []), list):
+        raise FormatError("field 'links.pairs' must be a list of {\"src\", \"dst\", \"latency\", \"bandwidth\"} objects")
     pairs = []
     for i, pr in enumerate(doc.get("pairs", [])):
         if not isinstance(pr, dict) or "src" not in pr or "dst" not in pr:
@@ -231,6 +293,9 @@ def constraints_to_dict(c: Constraints) -> dict[str, Any]:
     if c.forbid:
         out["forbid"] = {k: list(v) for k, v in c.forbid.items()}
     return out
+
+
+_encode_str = json.encoder.encode_basestring  # json.dumps(s, ensure_ascii=False) for a str s (C version)
 
 
 def _dumps(x: Any) -> str:
@@ -306,12 +371,17 @@ def result_to_json(result: Result, problem: Problem, include_wall_time: bool = T
         header.append(("message", result.message))
     lists = []
     if has:
-        ids, devs = problem.node_ids, problem.device_ids
+        # The same bytes as json.dumps per entry, built from the C string encoder and float
+        # repr (what json.dumps uses) without a dumps call per node: 10^6 nodes in about a second.
+        names = [_encode_str(x) for x in problem.node_ids]
+        devs = [_encode_str(x) for x in problem.device_ids]
         place = result.placement.tolist()
-        lists.append(("placement", [f"{_dumps(ids[i])}: {_dumps(devs[d])}" for i, d in enumerate(place)], True))
-        st, fi = result.start.tolist(), result.finish.tolist()
-        lists.append(("schedule", [f"{_dumps(ids[i])}: {_dumps({'start': st[i], 'finish': fi[i]})}"
-                                   for i in range(len(st))], True))
+        lists.append(("placement", [f"{names[i]}: {devs[d]}" for i, d in enumerate(place)], True))
+        if not (np.isfinite(result.start).all() and np.isfinite(result.finish).all()):
+            raise ValueError("a result's start and finish times must be finite to be written as JSON")
+        st, fi = map(float.__repr__, result.start.tolist()), map(float.__repr__, result.finish.tolist())
+        lists.append(("schedule", [f'{name}: {{"start": {a}, "finish": {b}}}' for name, a, b in zip(names, st, fi)],
+                      True))
     footer: list[tuple[str, Any]] = []
     if has:
         footer.append(("memory", {d: {"static": _num(s), "peak": _num(pk)} for d, s, pk in
@@ -339,29 +409,65 @@ def result_from_dict(doc: Mapping[str, Any], problem: Problem) -> Result:
     for key in ("status", "solver"):
         if key not in doc:
             raise FormatError(f"missing field '{key}' in result")
+        if not isinstance(doc[key], str):
+            raise FormatError(f"result field '{key}' must be a string, got {_short(doc[key])}")
     try:
         status = Status(doc["status"])
     except ValueError:
-        raise FormatError(f"unknown status {doc['status']!r}; known: "
+        raise FormatError(f"unknown status {_short(doc['status'])}; known: "
                           f"{', '.join(s.value for s in Status)}") from None
+    lower_bound = _result_number(doc, "lower_bound")
+    message = doc.get("message", "")
+    if not isinstance(message, str):
+        raise FormatError(f"result field 'message' must be a string, got {_short(message)}")
     if not status.has_solution:
-        return Result(problem=str(doc.get("problem", problem.name)), solver=str(doc["solver"]), status=status,
-                      lower_bound=float(doc.get("lower_bound") or 0.0), message=str(doc.get("message", "")))
+        return Result(problem=str(doc.get("problem", problem.name)), solver=doc["solver"], status=status,
+                      lower_bound=lower_bound, message=message)
     if "placement" not in doc or not isinstance(doc["placement"], dict):
         raise FormatError(f"result with status '{status.value}' has no 'placement' object")
-    placement = problem.placement_from_ids({str(k): str(v) for k, v in doc["placement"].items()})
+    for nid, did in doc["placement"].items():
+        if not isinstance(did, str):
+            raise FormatError(f"placement of node '{nid}' must be a device id (a string), got {_short(did)}")
+    placement = problem.placement_from_ids(doc["placement"])
     start = None
     if doc.get("schedule"):
         sched = doc["schedule"]
-        start = np.zeros(problem.n_nodes)
+        if not isinstance(sched, dict):
+            raise FormatError(f"result field 'schedule' must be an object, got {type(sched).__name__}")
+        values = []
         for nid in problem.node_ids:
-            if nid not in sched or "start" not in sched[nid]:
+            entry = sched.get(nid)
+            if not isinstance(entry, dict) or "start" not in entry:
                 raise FormatError(f"schedule has no start time for node '{nid}'")
-        start = np.array([float(sched[nid]["start"]) for nid in problem.node_ids])
-    result = evaluate(problem, placement, start, solver=str(doc["solver"]), status=status,
-                      lower_bound=float(doc.get("lower_bound") or 0.0),
-                      memory_model=str(doc.get("memory_model", "static")),
-                      message=str(doc.get("message", "")), options=doc.get("options") or {},
-                      stats=doc.get("stats") or {})
-    result.wall_seconds = float(doc.get("wall_seconds", 0.0))
+            x = entry["start"]
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(float(x)):
+                raise FormatError(f"schedule of node '{nid}' has start={_short(x)}; it must be a finite number")
+            values.append(float(x))
+        start = np.array(values)
+    memory_model = doc.get("memory_model", "static")
+    if memory_model not in ("static", "peak"):
+        raise FormatError(f"result field 'memory_model' is {_short(memory_model)}; use 'static' or 'peak'")
+    for key in ("options", "stats"):
+        if not isinstance(doc.get(key) or {}, dict):
+            raise FormatError(f"result field '{key}' must be an object, got {_short(doc[key])}")
+    result = evaluate(problem, placement, start, solver=doc["solver"], status=status,
+                      lower_bound=lower_bound, memory_model=memory_model, message=message,
+                      options=doc.get("options") or {}, stats=doc.get("stats") or {})
+    result.wall_seconds = _result_number(doc, "wall_seconds")
     return result
+
+
+def _result_number(doc: Mapping[str, Any], key: str) -> float:
+    """A result's optional number (``null`` or absent read as 0), or an error naming the field."""
+    value = doc.get(key)
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FormatError(f"result field '{key}' must be a number, got {_short(value)}")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise FormatError(f"result field '{key}' is {_short(value)}; it is beyond the float range") from None
+    if not math.isfinite(x) or x < 0:
+        raise FormatError(f"result field '{key}' is {_short(value)}; it must be a finite number >= 0")
+    return x

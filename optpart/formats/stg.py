@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FormatError
+from ..text import safe
+from ._io import read_text
 from ..problem import Links, Problem
 
 __all__ = ["read_stg", "parse_stg"]
@@ -35,7 +37,10 @@ def parse_stg(text: str, name: str = "stg") -> Problem:
     try:
         n = int(rows[0][1])
     except ValueError:
-        raise FormatError(f"STG file '{name}' line {rows[0][0]}: expected the task count, got {rows[0][1]!r}") from None
+        raise FormatError(f"STG file '{name}' line {rows[0][0]}: expected the task count, "
+                          f"got {safe(rows[0][1], 40)!r}") from None
+    if n < 0:
+        raise FormatError(f"STG file '{name}' line {rows[0][0]}: task count {n} must be >= 0")
     tasks = rows[1:]
     if len(tasks) != n + 2:
         raise FormatError(f"STG file '{name}' declares {n} tasks (+2 dummies) but has {len(tasks)} task lines")
@@ -50,6 +55,11 @@ def parse_stg(text: str, name: str = "stg") -> Problem:
             tid, t, npred = fields[0], float(fields[1]), int(fields[2])
         except (IndexError, ValueError):
             raise FormatError(f"STG file '{name}' line {lineno}: expected 'id time npred preds...'") from None
+        if not (0 <= t < float("inf")):
+            raise FormatError(f"STG file '{name}' line {lineno}: task {tid} has time {fields[1]}; "
+                              "it must be a finite number >= 0")
+        if npred < 0:
+            raise FormatError(f"STG file '{name}' line {lineno}: task {tid} declares {npred} predecessors")
         if len(fields) != 3 + npred:
             raise FormatError(f"STG file '{name}' line {lineno}: task {tid} lists {len(fields) - 3} "
                               f"predecessors but declares {npred}")
@@ -73,4 +83,4 @@ def parse_stg(text: str, name: str = "stg") -> Problem:
 def read_stg(path: str | Path) -> Problem:
     """Read an ``.stg`` file; the problem is named after the file."""
     path = Path(path)
-    return parse_stg(path.read_text(), name=path.stem)
+    return parse_stg(read_text(path), name=path.stem)

@@ -17,17 +17,24 @@
   per-device order, which never start a node later than the order's own schedule.
 * :func:`heads_tails`: longest paths before/after every node at the fastest allowed speed.
 * :func:`reachability`: which node pairs the DAG orders (bitsets as Python ints).
+* :class:`Budget`, :func:`heuristic_start`, :func:`fallback`: the wall-clock budget of a
+  call, the heuristic's answer every exact solver starts from (and never does worse
+  than), and that answer returned when the exact model does not fit the budget.
 """
 
 from __future__ import annotations
 
 import math
+import time as _time
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..evaluate import canonical_schedule, problem_lower_bound
 from ..paths import bottom_levels_csr, top_levels_csr
 from ..problem import Problem
+from ..result import Status
+from .base import Solution
 
 __all__ = [
     "durations",
@@ -41,7 +48,11 @@ __all__ = [
     "tighten_schedule",
     "heads_tails",
     "reachability",
-    "heuristic_hint",
+    "Budget",
+    "OutOfTime",
+    "heuristic_start",
+    "solution_makespan",
+    "fallback",
 ]
 
 
@@ -342,17 +353,71 @@ def reachability(problem: Problem) -> list[int]:
     return desc
 
 
-def heuristic_hint(problem: Problem, seed: int = 0, time_limit: float = 5.0) -> np.ndarray | None:
-    """A placement from the ``heft`` solver when it is installed and finds one, else None."""
-    from .registry import SOLVERS
-    info = SOLVERS.get("heft")
-    if info is None or not info.installed:
-        return None
-    try:
-        from .registry import solve
-        res = solve(problem, "heft", time_limit=time_limit, seed=seed)
-    except Exception:  # a heuristic that fails only costs the hint  # noqa: BLE001
-        return None
-    if not res.ok or res.placement is None:
-        return None
-    return np.asarray(res.placement, dtype=np.int64)
+class Budget:
+    """The wall-clock budget of one solver call: every phase asks what is left.
+
+    The deadline is ``start + limit``; phases that cannot be interrupted (the heuristic,
+    model building, decoding) check :meth:`left` between steps and are sized from
+    estimates, so the whole call ends within the limit plus a small margin.
+    """
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = float(limit_s)
+        self.t0 = _time.perf_counter()
+
+    def elapsed(self) -> float:
+        """Seconds since the call started."""
+        return _time.perf_counter() - self.t0
+
+    def left(self) -> float:
+        """Seconds left before the deadline (negative once past it)."""
+        return self.limit_s - self.elapsed()
+
+
+class OutOfTime(Exception):
+    """Raised inside model building when the budget runs out; the caller falls back."""
+
+
+def heuristic_start(problem: Problem, *, time_limit: float, seed: int, memory_model: str) -> Solution:
+    """The ``heuristic`` solver's answer (placement and schedule), the exact solvers' incumbent.
+
+    Called directly, not through the registry: a bug in the heuristic surfaces here.
+    ``time_limit`` caps its improvement phases (its constructions always run).
+    """
+    from . import pardnn
+    return pardnn.solve(problem, time_limit=max(float(time_limit), 1e-3), seed=seed, memory_model=memory_model)
+
+
+def solution_makespan(problem: Problem, sol: Solution) -> float:
+    """Makespan of a solution's own schedule (canonical when it has none); inf without placement."""
+    if sol.placement is None:
+        return float("inf")
+    place = np.asarray(sol.placement, dtype=np.int64)
+    if problem.n_nodes == 0:
+        return 0.0
+    if sol.start is None:
+        return float(canonical_schedule(problem, place)[1].max())
+    return float((np.asarray(sol.start, dtype=np.float64) + problem.duration(place)).max())
+
+
+def fallback(problem: Problem, incumbent: Solution | None, memory_model: str, reason: str,
+             stats: dict, lower_bound: float = 0.0) -> Solution:
+    """The incumbent (the heuristic's answer) as the result, with ``reason`` in the message.
+
+    Status ``feasible`` (``optimal`` only when the heuristic itself proved it), the best
+    of the generic bound and ``lower_bound``; ``unknown`` when there is no incumbent.
+    """
+    stats = dict(stats)
+    stats["stop_reason"] = stats.get("stop_reason", reason)
+    stats["from_heuristic"] = True
+    bound = max(problem_lower_bound(problem), float(lower_bound))
+    if incumbent is None or incumbent.placement is None:
+        status = incumbent.status if incumbent is not None and incumbent.status is Status.INFEASIBLE \
+            else Status.UNKNOWN
+        msg = reason if incumbent is None or not incumbent.message else f"{reason}; heuristic: {incumbent.message}"
+        return Solution(status, lower_bound=bound, message=msg, memory_model=memory_model, stats=stats)
+    status = Status.OPTIMAL if incumbent.status is Status.OPTIMAL else Status.FEASIBLE
+    bound = max(bound, float(incumbent.lower_bound or 0.0))
+    return Solution(status, placement=np.asarray(incumbent.placement, dtype=np.int64), start=incumbent.start,
+                    lower_bound=bound, message=f"{reason}; this is the heuristic's schedule",
+                    memory_model=memory_model, stats=stats)

@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import SolverError
-from ..evaluate import evaluate, problem_lower_bound, violations
+from ..bounds import problem_lower_bound
+from ..evaluate import evaluate, violations
+from ..memory import overflow_message
 from ..problem import Problem
 from ..result import Result, Status
 
@@ -47,19 +49,37 @@ class Solution:
 
 
 def finalize(problem: Problem, solution: Solution, solver: str, wall_seconds: float,
-             options: dict[str, Any]) -> Result:
-    """Score and check a :class:`Solution`; raise :class:`SolverError` if it breaks the model."""
+             options: dict[str, Any], memory_model: str | None = None) -> Result:
+    """Score and check a :class:`Solution` into a :class:`Result` under ``memory_model``.
+
+    ``memory_model`` is the model the caller asked for (default: the one the solution
+    names). The schedule must obey every rule under the solution's own model, else
+    :class:`SolverError` (a solver bug). When the two models differ on a graph with the
+    param/output/temp split, the solver's claims are about the other model, so: a
+    placement is kept only when it fits the requested model (otherwise ``unknown`` with
+    the overflowing device named), ``optimal`` becomes ``feasible``, ``infeasible``
+    becomes ``unknown``, and the solver's bound is dropped (it may depend on the model).
+    """
     status = Status(solution.status)
+    own = solution.memory_model
+    wanted = memory_model or own
+    other = wanted != own and problem.has_split
+    claimed_bound = 0.0 if other else float(solution.lower_bound or 0.0)
+    notes = [solution.message] if solution.message else []
+    if other and status in (Status.OPTIMAL, Status.INFEASIBLE):
+        notes.append(f"{solver} reasoned under the {own} memory model; its '{status.value}' says nothing "
+                     f"about {wanted}")
+        status = Status.FEASIBLE if status is Status.OPTIMAL else Status.UNKNOWN
     if not status.has_solution:
-        bound = max(problem_lower_bound(problem), float(solution.lower_bound or 0.0))
+        bound = max(problem_lower_bound(problem), claimed_bound)
         return Result(problem=problem.name, solver=solver, status=status, lower_bound=bound,
-                      memory_model=solution.memory_model, wall_seconds=wall_seconds,
-                      message=solution.message, options=options, stats=dict(solution.stats))
+                      memory_model=wanted, wall_seconds=wall_seconds,
+                      message="; ".join(notes), options=options, stats=dict(solution.stats))
     if solution.placement is None:
         raise SolverError(f"solver '{solver}' reported '{status.value}' without a placement")
     result = evaluate(problem, solution.placement, solution.start, solver=solver, status=status,
-                      lower_bound=solution.lower_bound, memory_model=solution.memory_model,
-                      wall_seconds=wall_seconds, message=solution.message, options=options,
+                      lower_bound=claimed_bound, memory_model=own,
+                      wall_seconds=wall_seconds, message="; ".join(notes), options=options,
                       stats=solution.stats)
     if status is Status.OPTIMAL:
         slack = 1e-6 * max(result.makespan, 1e-12)
@@ -74,4 +94,13 @@ def finalize(problem: Problem, solution: Solution, solver: str, wall_seconds: fl
     if found:
         raise SolverError(f"solver '{solver}' returned an invalid schedule for '{problem.name}': "
                           + "; ".join(found))
+    result.memory_model = wanted
+    if wanted != own:
+        overflow = overflow_message(problem, result.placement, result.start, result.finish, wanted, solver)
+        if overflow is not None:
+            notes.append(f"its placement, made under the {own} model, breaks the requested one: {overflow}")
+            return Result(problem=problem.name, solver=solver, status=Status.UNKNOWN,
+                          lower_bound=max(problem_lower_bound(problem), claimed_bound), memory_model=wanted,
+                          wall_seconds=wall_seconds, message="; ".join(notes), options=options,
+                          stats=dict(solution.stats))
     return result

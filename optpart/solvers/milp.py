@@ -42,27 +42,51 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-import time as _time
 import warnings
 
 import numpy as np
 
 from ..errors import SolverError
+from ..memory import fits
 from ..evaluate import canonical_schedule, problem_lower_bound
 from ..problem import Problem
 from ..result import Status
 from .base import Solution
+from .spec import Option, SolverSpec
 from . import _exact_common as xc
 
-__all__ = ["solve", "DEFAULT_TIME_LIMIT"]
+__all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT"]
 
 #: Seconds when the caller gives no time limit.
 DEFAULT_TIME_LIMIT = 60.0
+#: Share of the budget the heuristic's improvement may use.
+HEURISTIC_SHARE = 0.2
+#: Model terms PuLP builds per second (conservative) and the most ever built (memory guard).
+BUILD_RATE = 20_000.0
+MAX_TERMS = 2_000_000
+_COUNT_PAIRS_UP_TO = 4000
+
+#: Options, memory models and arguments this solver takes (checked by the registry). Its
+#: placements fit static memory, hence also peak memory (peak <= static).
+SPEC = SolverSpec(
+    options=(
+        Option("backend", str, "highs", "MILP backend", choices=("highs", "cbc")),
+        Option("threads", int, 2, "backend threads when deterministic=false", min=1, max=256),
+        Option("deterministic", bool, True, "one thread: reproducible"),
+        Option("log", bool, False, "print the backend's log"),
+        Option("use_hint", bool, True, "warm start from the heuristic's schedule (never return worse)"),
+        Option("export_model", str, None, "write the MILP to this file (.mps, else LP format)", allow_none=True),
+    ),
+    memory_models=("static", "peak"),
+    uses_hint=True,
+    uses_time_limit=True,
+)
 
 
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-          hint: np.ndarray | None = None, backend: str = "highs", threads: int = 2,
-          deterministic: bool = True, log: bool = False, use_hint: bool = True) -> Solution:
+          hint: np.ndarray | None = None, memory_model: str = "static", backend: str = "highs",
+          threads: int = 2, deterministic: bool = True, log: bool = False, use_hint: bool = True,
+          export_model: str | None = None) -> Solution:
     """Solve ``problem`` exactly (or until ``time_limit``) as a MILP.
 
     Parameters
@@ -70,11 +94,14 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     problem : Problem
         With devices; screened by :meth:`Problem.infeasibility` beforehand.
     time_limit : float, optional
-        Seconds for the backend; default 60.
+        Seconds for the whole call (heuristic, model building, solve, decoding); default 60.
     seed : int
-        Backend random seed.
+        Backend random seed and the heuristic's seed.
     hint : ndarray, optional
-        A placement; its schedule's makespan tightens the big-M.
+        A placement; its canonical schedule is the warm start when it beats the heuristic's.
+    memory_model : {"static", "peak"}
+        The MILP has static memory rows; under ``"peak"`` on a graph with the split its
+        placements still fit (peak <= static) but it claims neither optimality nor a bound.
     backend : {"highs", "cbc"}
     threads : int
         Backend threads when ``deterministic`` is False.
@@ -82,6 +109,10 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         Default True: one thread, so equal inputs give equal results (time limit aside).
     log : bool
     use_hint : bool
+        Start from the heuristic (default True): its schedule is the warm start (HiGHS) and
+        gives the big-M; the answer is never worse than it.
+    export_model : str, optional
+        Write the MILP to this file (``.mps``, else LP format).
 
     Returns
     -------
@@ -89,15 +120,39 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     """
     import pulp
 
-    t0 = _time.perf_counter()
-    limit = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    budget = xc.Budget(DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit))
+    limit = budget.limit_s
     if backend not in ("highs", "cbc"):
         raise SolverError(f"milp: backend={backend!r} must be 'highs' or 'cbc'")
     if threads < 1:
         raise SolverError(f"milp: threads={threads} must be >= 1")
+    if memory_model not in ("static", "peak"):
+        raise SolverError(f"milp: memory_model={memory_model!r} must be 'static' or 'peak'")
     n, k = problem.n_nodes, problem.n_devices
     if n == 0:
-        return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0))
+        return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0),
+                        memory_model=memory_model, stats={"stop_reason": "proven optimal"})
+    # The static rows are exact for the static model; under peak (with the split) they are
+    # a restriction: placements fit, but proofs and bounds do not carry over.
+    claims = not (memory_model == "peak" and problem.has_split)
+    stats: dict = {"backend": backend}
+
+    # 1. The incumbent: the heuristic's placement and schedule (static memory).
+    incumbent = None
+    if use_hint:
+        incumbent = xc.heuristic_start(problem, time_limit=HEURISTIC_SHARE * limit, seed=seed,
+                                       memory_model="static")
+        stats["heuristic_makespan"] = xc.solution_makespan(problem, incumbent)
+
+    # 2. Size the model before building it: the order rows of unordered pairs dominate.
+    reserve = 0.2 + 2e-5 * (n + problem.n_edges)
+    n_terms = _estimate_terms(problem)
+    stats["model_terms_estimate"] = n_terms
+    if n_terms > MAX_TERMS or n_terms / BUILD_RATE > 0.5 * (budget.left() - reserve):
+        stats["stop_reason"] = "model not built"
+        return xc.fallback(problem, incumbent, memory_model,
+                           f"milp: exact model not built: about {n_terms:,} terms would take about "
+                           f"{n_terms / BUILD_RATE:.1f} s to build, with {max(budget.left(), 0):.1f} s left", stats)
     allowed = problem.allowed
     dur = xc.durations(problem)
     comm = xc.transfer_table(problem)
@@ -107,13 +162,11 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     horizon = float(np.where(allowed, dur, 0).max(axis=1).sum())
     if comm.size:
         horizon += float(comm.reshape(comm.shape[0], -1).max(axis=1).sum())
-    hint_p = np.asarray(hint, dtype=np.int64) if hint is not None else (
-        xc.heuristic_hint(problem, seed=seed, time_limit=max(1.0, min(5.0, 0.1 * limit))) if use_hint else None)
-    hint_ok = hint_p is not None and _fits(problem, hint_p)
-    hint_start = None
+    warm = _choose_warm(problem, incumbent, hint)
+    hint_p, hint_start = warm if warm is not None else (None, None)
+    hint_ok = hint_p is not None
     if hint_ok:
-        hint_start, f = canonical_schedule(problem, hint_p)
-        horizon = min(horizon, float(f.max()))
+        horizon = min(horizon, float((hint_start + problem.duration(hint_p)).max()))
     horizon = max(horizon * (1 + 1e-9) + 1e-9, lb_s)
     H = horizon
 
@@ -151,6 +204,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # Precedence with communication delays.
     uniform = xc.uniform_transfers(comm) if comm.size else np.ones(0, dtype=bool)
     src, dst = problem.edge_src.tolist(), problem.edge_dst.tolist()
+    aparts: list = []
     for e in range(problem.n_edges):
         u, w = src[e], dst[e]
         du = [d for d in range(k) if allowed[u, d]]
@@ -161,6 +215,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         elif uniform[e]:
             c = float(comm[e, pairs[0][0], pairs[0][1]])
             apart = _var(prob, f"apart_{e}", lowBound=0, upBound=1)
+            aparts.append((u, w, apart))
             for d in du:
                 prob += apart >= x[u, d] - (x[w, d] if allowed[w, d] else 0), f"apart_{e}_{d}"
             prob += S[w] >= S[u] + p(u) + c * apart, f"prec_{e}"
@@ -172,8 +227,13 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                     prob += S[w] >= S[u] + p(u) + c * (x[u, a] + x[w, b] - 1), f"prec_{e}_{a}_{b}"
 
     # Unordered pairs that may share a device never overlap there.
+    if budget.left() < reserve + 0.5:
+        stats["stop_reason"] = "model not built"
+        return xc.fallback(problem, incumbent, memory_model, "milp: the time limit ran out while building the "
+                           "model (precedence rows)", stats)
     desc = xc.reachability(problem)
     n_pairs = 0
+    orders: list = []
     for i in range(n):
         for j in range(i + 1, n):
             if (desc[i] >> j) & 1 or (desc[j] >> i) & 1:
@@ -185,12 +245,14 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             if leader[i] == leader[j]:
                 prob += S[j] >= S[i] + p(i) - H * (1 - y), f"ord_{i}_{j}"
                 prob += S[i] >= S[j] + p(j) - H * y, f"ord_{j}_{i}"
+                same = None
             else:
                 same = _var(prob, f"same_{i}_{j}", lowBound=0, upBound=1)
                 for d in common:
                     prob += same >= x[i, d] + x[j, d] - 1, f"same_{i}_{j}_{d}"
                 prob += S[j] >= S[i] + p(i) - H * (1 - y) - H * (1 - same), f"ord_{i}_{j}"
                 prob += S[i] >= S[j] + p(j) - H * y - H * (1 - same), f"ord_{j}_{i}"
+            orders.append((i, j, y, same))
             n_pairs += 1
 
     # Static memory per device and the load of each device.
@@ -204,9 +266,19 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             prob += pulp.lpSum(terms) <= M, f"load_{d}"
     prob += pulp.lpSum(float(dur[v, d]) * x[v, d] for (v, d) in x) <= k * M, "work"
 
-    remaining = max(0.1, limit - (_time.perf_counter() - t0))
+    if export_model:
+        _export(prob, export_model)
+    if budget.left() < reserve + 0.3:
+        stats["stop_reason"] = "model not built"
+        return xc.fallback(problem, incumbent, memory_model, "milp: the time limit ran out while building the "
+                           "model", stats)
+    # The backend's own model transfer happens inside the call: keep time for it.
+    remaining = max(0.1, budget.left() - reserve - n_terms / (4 * BUILD_RATE))
     n_threads = 1 if deterministic else int(threads)
-    stats: dict = {"backend": backend, "unordered_pairs": n_pairs, "horizon": H}
+    stats.update(unordered_pairs=n_pairs, horizon=H)
+    warm_values = None
+    if hint_ok:
+        warm_values = _warm_values(problem, hint_p, hint_start, x, S, M, aparts, orders)
     if backend == "highs":
         if not log:
             _silence_highs_banner()
@@ -215,8 +287,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         import highspy
         if hasattr(highspy.Highs, "resetGlobalScheduler"):
             highspy.Highs.resetGlobalScheduler(True)
-        solver = pulp.HiGHS(msg=bool(log), timeLimit=remaining, threads=n_threads, gapRel=0.0, gapAbs=0.0,
-                            random_seed=int(seed) % 2**31, mip_feasibility_tolerance=1e-9)
+        solver = _WarmHiGHS(warm_values, msg=bool(log), timeLimit=remaining, threads=n_threads, gapRel=0.0,
+                            gapAbs=0.0, random_seed=int(seed) % 2**31, mip_feasibility_tolerance=1e-9)
         prob.solve(solver)
         h = prob.solverModel
         info = h.getInfo()
@@ -226,17 +298,20 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         proven = model_status == "Optimal"
         # Every variable is bounded, so "infeasible or unbounded" means infeasible.
         infeasible = model_status in ("Infeasible", "Primal infeasible or unbounded")
-        stats.update(model_status=model_status, nodes=int(info.mip_node_count))
+        stats.update(model_status=model_status, nodes=int(info.mip_node_count), warm_start=solver.warm_used)
         if np.isfinite(info.mip_gap):
             stats["mip_gap"] = float(info.mip_gap)
     else:
+        if warm_values is not None:
+            for var, val in warm_values.items():
+                var.setInitialValue(val)
         fd, log_path = tempfile.mkstemp(suffix=".log", prefix="optpart_cbc_")
         os.close(fd)
         try:
             with warnings.catch_warnings():  # PuLP 3.3 deprecates the bundled CBC it still ships
                 warnings.simplefilter("ignore", DeprecationWarning)
                 solver = pulp.PULP_CBC_CMD(msg=bool(log), timeLimit=remaining, threads=n_threads, gapRel=0.0,
-                                           gapAbs=0.0, logPath=log_path,
+                                           gapAbs=0.0, logPath=log_path, warmStart=warm_values is not None,
                                            options=[f"randomSeed {int(seed) % 2**31 + 1}"])
             prob.solve(solver)
             with open(log_path) as fh:
@@ -250,21 +325,21 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                       or (prob.status == pulp.LpStatusInfeasible and not has_solution))
         bound = _cbc_bound(text)
         stats.update(model_status=model_status, sol_status=prob.sol_status)
+    stats["stop_reason"] = ("proven optimal" if proven else "proven infeasible" if infeasible else "time limit")
+    if not claims:
+        bound, proven = float("-inf"), False
     if infeasible:
-        return Solution(Status.INFEASIBLE, message=f"the MILP ({backend}) proved that no placement fits "
-                        "memory and constraints", stats=stats)
+        if claims:
+            return Solution(Status.INFEASIBLE, message=f"the MILP ({backend}) proved that no placement fits "
+                            "memory and constraints", stats=stats, memory_model=memory_model)
+        return xc.fallback(problem, incumbent, memory_model, f"milp: no placement fits the static rows", stats)
     if not has_solution:
         if backend == "highs" and model_status in ("Model error", "Solve error", "Load error", "Not Set"):
             raise SolverError(f"milp: HiGHS failed on '{problem.name}' ({model_status})")
-        if hint_ok:
-            # Nothing better than the hint: return it, valid, with the MILP's bound.
-            lb = bound - 1e-9 * max(abs(bound), 1.0) if np.isfinite(bound) else 0.0
-            stats["from_hint"] = True
-            return Solution(Status.FEASIBLE, placement=hint_p, start=hint_start, lower_bound=max(lb, 0.0),
-                            message=f"the MILP ({backend}) found no solution within {limit:g} s; "
-                                    "this is the hint placement with the MILP's bound", stats=stats)
-        return Solution(Status.UNKNOWN, message=f"the MILP ({backend}) found no placement within {limit:g} s "
-                        f"({model_status})", stats=stats)
+        lb = bound - 1e-9 * max(abs(bound), 1.0) if np.isfinite(bound) else 0.0
+        return xc.fallback(problem, incumbent, memory_model,
+                           f"milp: the MILP ({backend}) found no solution ({model_status}, stopped after "
+                           f"{budget.elapsed():.1f} s)", stats, lower_bound=max(lb, 0.0))
 
     place = np.empty(n, dtype=np.int64)
     for v in range(n):
@@ -280,13 +355,127 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if proven and not np.isfinite(bound):
         bound = obj
     bound = bound - 1e-9 * max(abs(bound), 1.0) if np.isfinite(bound) else 0.0
+    message = ""
+    inc_ms = xc.solution_makespan(problem, incumbent) if incumbent is not None else float("inf")
+    if inc_ms < real_ms - 1e-12 * max(real_ms, 1.0):
+        stats["from_heuristic"] = True
+        place, start, real_ms = np.asarray(incumbent.placement, dtype=np.int64), incumbent.start, inc_ms
+        message = "the MILP found nothing better than the heuristic's schedule"
     bound = max(0.0, min(bound, real_ms))
     claim = proven and real_ms <= bound + 9e-7 * max(real_ms, 1e-12)
-    message = "" if claim or not proven else (
-        f"the backend proved its optimum {obj:.9g}, but the recomputed makespan is {real_ms:.9g}")
+    if proven and not claim:
+        message = "; ".join(m for m in (message, f"the backend proved its optimum {obj:.9g}, but the "
+                                        f"recomputed makespan is {real_ms:.9g}") if m)
+    if not claims:
+        message = "; ".join(m for m in (message, "static memory rows under the peak model: no proof or bound "
+                                        "claimed") if m)
+    if stats["stop_reason"] == "time limit":
+        message = "; ".join(m for m in (message, f"stopped by the time limit after {budget.elapsed():.1f} s") if m)
     stats["objective"] = obj
     return Solution(Status.OPTIMAL if claim else Status.FEASIBLE, placement=place, start=start,
-                    lower_bound=bound, message=message, stats=stats)
+                    lower_bound=bound, message=message, stats=stats, memory_model=memory_model)
+
+
+def _estimate_terms(problem: Problem) -> int:
+    """Variables plus constraint terms of the MILP, counted before building it.
+
+    The order rows of unordered node pairs dominate; they are counted exactly from
+    reachability bitsets up to :data:`_COUNT_PAIRS_UP_TO` nodes, above that bounded by
+    all pairs (such graphs are far beyond this formulation anyway).
+    """
+    n, k, m = problem.n_nodes, problem.n_devices, problem.n_edges
+    base = 4 * n * k + m * (4 + 3 * k)
+    if n <= _COUNT_PAIRS_UP_TO:
+        desc = xc.reachability(problem)
+        ordered = sum(bin(b).count("1") for b in desc)
+        pairs = n * (n - 1) // 2 - ordered
+    else:
+        pairs = n * (n - 1) // 2
+    return base + pairs * (8 + 4 * k)
+
+
+def _choose_warm(problem: Problem, incumbent: Solution | None, hint: np.ndarray | None):
+    """``(placement, start)`` of the shortest of the heuristic's schedule and the given
+    placement's canonical schedule that fit the static rows; None when neither does."""
+    best = None
+    cands = []
+    if incumbent is not None and incumbent.placement is not None:
+        cands.append((np.asarray(incumbent.placement, dtype=np.int64), incumbent.start))
+    if hint is not None:
+        cands.append((np.asarray(hint, dtype=np.int64), None))
+    for place, start in cands:
+        if not _fits(problem, place):
+            continue
+        if start is None:
+            start = canonical_schedule(problem, place)[0]
+        start = np.asarray(start, dtype=np.float64)
+        ms = float((start + problem.duration(place)).max())
+        if best is None or ms < best[0]:
+            best = (ms, place, start)
+    return None if best is None else (best[1], best[2])
+
+
+def _warm_values(problem: Problem, place: np.ndarray, start: np.ndarray, x: dict, S: list, M,
+                 aparts: list, orders: list) -> dict:
+    """Every variable's value in the warm-start schedule (placement and start times)."""
+    vals: dict = {}
+    pl = place.tolist()
+    for (v, d), var in x.items():
+        vals[var] = 1.0 if pl[v] == d else 0.0
+    st = start.tolist()
+    fin = (start + problem.duration(place)).tolist()
+    for v in range(problem.n_nodes):
+        vals[S[v]] = st[v]
+    vals[M] = max(fin)
+    for u, w, var in aparts:
+        vals[var] = 1.0 if pl[u] != pl[w] else 0.0
+    for i, j, y, same in orders:
+        vals[y] = 1.0 if (st[i], fin[i]) <= (st[j], fin[j]) else 0.0
+        if same is not None:
+            vals[same] = 1.0 if pl[i] == pl[j] else 0.0
+    return vals
+
+
+def _export(prob, path: str) -> None:
+    """Write the MILP: MPS for ``.mps``, LP format otherwise."""
+    try:
+        if str(path).lower().endswith(".mps"):
+            prob.writeMPS(str(path))
+        else:
+            prob.writeLP(str(path))
+    except OSError as exc:
+        raise SolverError(f"milp: option export_model={path!r}: {exc.strerror or exc}") from None
+
+
+def _make_warm_highs():
+    import pulp
+
+    class WarmHiGHS(pulp.HiGHS):
+        """PuLP's HiGHS interface plus a warm start through ``Highs.setSolution``."""
+
+        def __init__(self, warm: dict | None, **kwargs):
+            super().__init__(**kwargs)
+            self.warm = warm
+            self.warm_used = False
+
+        def callSolver(self, lp):  # noqa: N802 - PuLP's name
+            if self.warm:
+                import highspy
+                values = [0.0] * lp.solverModel.getNumCol()
+                for var, val in self.warm.items():
+                    values[var.index] = float(val)
+                sol = highspy.HighsSolution()
+                sol.col_value = values
+                sol.value_valid = True
+                status = lp.solverModel.setSolution(sol)
+                self.warm_used = status == highspy.HighsStatus.kOk
+            lp.solverModel.run()
+
+    return WarmHiGHS
+
+
+def _WarmHiGHS(warm, **kwargs):  # noqa: N802 - reads as the class it builds
+    return _make_warm_highs()(warm, **kwargs)
 
 
 _BANNER_DONE = False
@@ -331,7 +520,7 @@ def _fits(problem: Problem, placement: np.ndarray) -> bool:
         if np.unique(placement[members]).size > 1:
             return False
     used = np.bincount(placement, weights=problem.memory, minlength=problem.n_devices)
-    return bool((used <= problem.device_memory * (1 + 1e-9) + 1e-9).all())
+    return bool(np.all(fits(used, problem.device_memory)))
 
 
 def _cbc_bound(log_text: str) -> float:

@@ -5,6 +5,15 @@ need, and the extra that installs it. Modules are imported only when a solver is
 used, so listing what is available never imports a heavy dependency. An unknown
 name is an error that lists the known ones; a solver whose optional dependency is
 missing says which extra to install. No silent fallbacks.
+
+What a solver accepts and guarantees is its module's ``SPEC``
+(:class:`~optpart.solvers.spec.SolverSpec`); until a module declares one, the
+registry's :data:`FALLBACK_SPECS` entry (written from today's signature) stands in.
+:func:`solve` validates every option against the spec, runs the solver under a
+memory model it guarantees, and checks the requested model with the evaluator
+(docs/model.md section 3). Arguments a solver does not use (``hint``,
+``time_limit``) are accepted and announced: the result's ``stats["ignored"]``
+lists them and its ``message`` says so.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -19,12 +29,19 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import ProblemError, SolverError
-from ..evaluate import problem_lower_bound
+from ..bounds import problem_lower_bound
 from ..problem import Problem
 from ..result import Result, Status
 from .base import finalize
+from .spec import MEMORY_MODELS, Option, SolverSpec
 
-__all__ = ["SolverInfo", "SOLVERS", "solver_names", "available_solvers", "solver_info", "get_solver", "solve"]
+__all__ = ["SolverInfo", "SOLVERS", "FALLBACK_SPECS", "DEFAULT_SOLVER", "DEFAULT_MEMORY_MODEL", "solver_names",
+           "available_solvers", "solver_info", "solver_spec", "get_solver", "solve"]
+
+#: The solver used when none is named (CLI, :func:`solve`, bench).
+DEFAULT_SOLVER = "heuristic"
+#: The memory model used when none is named: liveness, equal to static without the split.
+DEFAULT_MEMORY_MODEL = "peak"
 
 
 @dataclass(frozen=True)
@@ -52,7 +69,10 @@ def _registry(*infos: SolverInfo) -> dict[str, SolverInfo]:
 #: Every solver by name. Add a solver by adding its line here and its module beside this one.
 SOLVERS: dict[str, SolverInfo] = _registry(
     SolverInfo("heuristic", "optpart.solvers.pardnn",
-               "ParDNN-style critical-path partitioner with schedule-aware refinement, always within memory"),
+               "HEFT/ETF constructions, the ParDNN seed method and schedule-aware search; "
+               "never worse than heft, always within memory"),
+    SolverInfo("pardnn", "optpart.solvers.pardnn_seed",
+               "the ParDNN seed method alone: slicing, mapping, refinement, memory step"),
     SolverInfo("cpsat", "optpart.solvers.cpsat",
                "exact: OR-Tools CP-SAT, proven optimum or bound and gap", exact=True, requires=("ortools",)),
     SolverInfo("milp", "optpart.solvers.milp",
@@ -69,7 +89,7 @@ SOLVERS: dict[str, SolverInfo] = _registry(
 )
 
 #: Other names users may type for a solver.
-ALIASES: dict[str, str] = {"pardnn": "heuristic"}
+ALIASES: dict[str, str] = {}
 
 
 def solver_names() -> list[str]:
@@ -101,6 +121,50 @@ def get_solver(name: str):
     return importlib.import_module(info.module).solve
 
 
+def _spec(*options: Option, models: tuple[str, ...] = ("static",), hint: bool = False,
+          time_limit: bool = False) -> SolverSpec:
+    return SolverSpec(options=options, memory_models=models, uses_hint=hint, uses_time_limit=time_limit)
+
+
+#: Specs written from each solver's signature, used until its module declares ``SPEC``.
+FALLBACK_SPECS: dict[str, SolverSpec] = {
+    "heuristic": _spec(Option("effort", float, 1.0, "search effort (more tries, more refinement)", min=0),
+                       models=("static", "peak"), hint=True, time_limit=True),
+    "cpsat": _spec(Option("workers", int, 4, "CP-SAT search workers", min=1),
+                   Option("deterministic", bool, True, "deterministic time limit (reproducible runs)"),
+                   Option("log", bool, False, "print the CP-SAT search log"),
+                   Option("use_hint", bool, True, "seed the search with a heuristic placement"),
+                   Option("parameters", dict, None, "raw CP-SAT parameters, e.g. {\"max_deterministic_time\": 5}",
+                          allow_none=True),
+                   models=("static", "peak"), hint=True, time_limit=True),
+    "milp": _spec(Option("backend", str, "highs", "MILP backend", choices=("highs", "cbc")),
+                  Option("threads", int, 2, "backend threads", min=1),
+                  Option("deterministic", bool, True, "deterministic backend settings"),
+                  Option("log", bool, False, "print the backend log"),
+                  Option("use_hint", bool, True, "seed the search with a heuristic placement"),
+                  hint=True, time_limit=True),
+    "heft": _spec(Option("memory_aware", bool, True, "skip devices whose memory would overflow")),
+    "etf": _spec(),
+    "topo": _spec(Option("slack", float, 0.1, "spare share of each device's capacity", min=0)),
+    "metis": _spec(Option("ufactor", int, 30, "METIS load imbalance (1/1000)", min=1)),
+    "single": _spec(),
+}
+
+
+def solver_spec(name: str) -> SolverSpec:
+    """What solver ``name`` declares: its module's ``SPEC``, else the registry's fallback.
+
+    Imports the solver's module when it is installed (the spec lives there); a solver
+    that is not installed reports its fallback.
+    """
+    info = solver_info(name)
+    if info.installed:
+        spec = getattr(importlib.import_module(info.module), "SPEC", None)
+        if isinstance(spec, SolverSpec):
+            return spec
+    return FALLBACK_SPECS.get(info.name, SolverSpec())
+
+
 def _normalize_hint(problem: Problem, hint: Any) -> np.ndarray | None:
     if hint is None:
         return None
@@ -115,8 +179,26 @@ def _normalize_hint(problem: Problem, hint: Any) -> np.ndarray | None:
     return arr
 
 
-def solve(problem: Problem, solver: str = "single", *, time_limit: float | None = None, seed: int = 0,
-          hint: Any = None, **options: Any) -> Result:
+def _run_model(problem: Problem, spec: SolverSpec, requested: str) -> str:
+    """The memory model the solver runs under for a ``requested`` one.
+
+    Without the param/output/temp split peak equals static, so a solver that guarantees
+    static runs under static (cheaper reasoning). Otherwise the requested model when the
+    solver guarantees it, else the first one it guarantees (the result is then checked).
+    """
+    models = spec.memory_models or ("static",)
+    if not problem.has_split and "static" in models:
+        return "static"
+    return requested if requested in models else models[0]
+
+
+def _accepts(fn, name: str) -> bool:
+    params = inspect.signature(fn).parameters
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str = DEFAULT_MEMORY_MODEL,
+          time_limit: float | None = None, seed: int = 0, hint: Any = None, **options: Any) -> Result:
     """Place ``problem`` with the named solver and return a checked, evaluated :class:`Result`.
 
     Parameters
@@ -124,47 +206,69 @@ def solve(problem: Problem, solver: str = "single", *, time_limit: float | None 
     problem : Problem
         The problem; it must have devices (see :meth:`Problem.with_devices`).
     solver : str
-        A name from :func:`solver_names`.
+        A name from :func:`solver_names` (default ``heuristic``).
+    memory_model : {"peak", "static"}
+        The memory model the placement must respect (docs/model.md section 3; default
+        ``peak``, which equals ``static`` on graphs without the param/output/temp split).
+        A solver that does not guarantee it runs under a model it guarantees, and its
+        placement is kept only when the evaluator confirms it fits the requested model;
+        otherwise the status is ``unknown`` and the message names the device that overflows.
+        The result always names the requested model.
     time_limit : float, optional
-        Seconds the solver may use; each solver has its own default.
+        Seconds the solver may use; each solver has its own default. A solver that does
+        not use a time limit ignores it (``stats["ignored"]`` says so).
     seed : int
         Seed for any randomness; equal inputs and seed give equal results.
     hint : placement, Result or dict, optional
-        A starting placement for solvers that take one.
+        A starting placement for solvers that take one (others ignore it, and say so).
     **options
-        Solver-specific options; an unknown one is an error listing the valid ones.
+        Solver-specific options, validated against the solver's spec (type, range,
+        choices); an unknown one is an error listing the valid ones.
 
     Returns
     -------
     Result
-        Status ``infeasible`` (with the reason in ``message``) when no placement can fit,
-        without calling the solver.
+        Status ``infeasible`` (with the reason in ``message``) when :meth:`Problem.infeasibility`
+        proves no placement can fit, without calling the solver.
+
+    Raises
+    ------
+    SolverError
+        Unknown solver, missing optional dependency, or a bad option, time limit or model.
     """
     if not isinstance(problem, Problem):
         raise SolverError(f"solve() needs a Problem, got {type(problem).__name__}")
     if problem.n_devices == 0:
         raise ProblemError(f"problem '{problem.name}' has no devices; add them with Problem.with_devices() "
                            "or on the command line with --devices K --memory SIZE")
-    if time_limit is not None and not time_limit > 0:
+    if memory_model not in MEMORY_MODELS:
+        raise SolverError(f"memory_model={memory_model!r} must be one of: {', '.join(MEMORY_MODELS)}")
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+                                   or math.isnan(time_limit) or not time_limit > 0):
         raise SolverError(f"time_limit={time_limit!r} must be a positive number of seconds")
     info = solver_info(solver)
     fn = get_solver(solver)
-    params = inspect.signature(fn).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        known = [n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
-                 and n not in ("time_limit", "seed", "hint")]
-        for key in options:
-            if key not in known:
-                raise SolverError(f"solver '{info.name}' has no option '{key}'; its options: "
-                                  f"{', '.join(known) or 'none'}")
-    record = {"time_limit": time_limit, "seed": seed, **options}
+    spec = solver_spec(solver)
+    checked = spec.validate(info.name, options)
+    ignored = [arg for arg, used, given in (("hint", spec.uses_hint, hint is not None),
+                                            ("time_limit", spec.uses_time_limit, time_limit is not None))
+               if given and not used]
+    record = {"time_limit": time_limit, "seed": seed, "memory_model": memory_model, **checked}
     record = {k: v for k, v in record.items() if v is not None}
     t0 = time.perf_counter()
-    model = options.get("memory_model", "static")
-    reason = problem.infeasibility(model if model in ("static", "peak") else "static")  # solvers reject bad ones
+    reason = problem.infeasibility(memory_model)
     if reason is not None:
         return Result(problem=problem.name, solver=info.name, status=Status.INFEASIBLE,
-                      lower_bound=problem_lower_bound(problem), wall_seconds=time.perf_counter() - t0,
-                      message=reason, options=record)
-    solution = fn(problem, time_limit=time_limit, seed=seed, hint=_normalize_hint(problem, hint), **options)
-    return finalize(problem, solution, info.name, time.perf_counter() - t0, record)
+                      lower_bound=problem_lower_bound(problem), memory_model=memory_model,
+                      wall_seconds=time.perf_counter() - t0, message=reason, options=record)
+    run_model = _run_model(problem, spec, memory_model)
+    kwargs = dict(checked)
+    if _accepts(fn, "memory_model"):
+        kwargs["memory_model"] = run_model
+    solution = fn(problem, time_limit=time_limit, seed=seed, hint=_normalize_hint(problem, hint), **kwargs)
+    result = finalize(problem, solution, info.name, time.perf_counter() - t0, record, memory_model=memory_model)
+    if ignored:
+        note = f"ignored: {', '.join(ignored)} ({info.name} does not use {'them' if len(ignored) > 1 else 'it'})"
+        result.stats["ignored"] = ignored
+        result.message = f"{result.message}; {note}" if result.message else note
+    return result

@@ -35,7 +35,8 @@ _FALSE = {"false", "0", "no", "off"}
 
 @dataclass(frozen=True)
 class Option:
-    """One solver option: name, type (bool, int, float or str), default and a one-line help.
+    """One solver option: name, type (bool, int, float, str, or dict for raw backend
+    parameters), default and a one-line help.
 
     ``min``/``max`` bound numbers (inclusive), ``choices`` lists the allowed values,
     ``allow_none`` lets ``None`` through (meaning "the solver decides").
@@ -87,6 +88,10 @@ class Option:
                 raise SolverError(f"{where} must be a number") from None
             if math.isnan(out):
                 raise SolverError(f"{where} must be a number")
+        elif self.type is dict:
+            if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+                raise SolverError(f"{where} must be a mapping of names to values")
+            out = dict(value)
         elif self.type is str:
             if not isinstance(value, str):
                 raise SolverError(f"{where} must be a string")
@@ -139,7 +144,7 @@ class SolverSpec:
             opt = self.option(key)
             if opt is None:
                 known = ", ".join(o.name for o in self.options) or "none"
-                raise SolverError(f"{solver}: unknown option '{key}'; its options: {known}")
+                raise SolverError(f"{solver}: no option '{key}'; its options: {known}")
             out[key] = opt.coerce(solver, options[key])
         return out
 

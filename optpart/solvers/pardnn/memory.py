@@ -170,3 +170,135 @@ def greedy_fill(problem: Problem, place: list[int] | None, capacity: list[float]
         for v in members[u]:
             out[v] = d
     return out
+
+
+# ---------------------------------------------------------------- the memory step under peak
+
+def peak_schedule(problem: Problem, g: Graph, place: list[int], justify_rounds: int = 1):
+    """The heuristic's schedule of ``place`` and its liveness peaks: ``(start, finish, makespan, peak)``.
+
+    The justified schedule is tried first; when it breaks the peak model and the plain
+    insertion schedule does not, the plain one is returned (justification moves nodes and
+    so stretches or shrinks tensor lifetimes).
+    """
+    from ...memory import fits, peak_memory
+    from .schedule import schedule_placement
+
+    cap = problem.device_memory
+    pl = np.asarray(place, dtype=np.int64)
+    tried = [justify_rounds, 0] if justify_rounds > 0 else [0]
+    first = None
+    for jr in tried:
+        s, f, ms = schedule_placement(g, place, jr)
+        peak = peak_memory(problem, pl, np.asarray(s), np.asarray(f))
+        if first is None:
+            first = (s, f, ms, peak)
+        if fits(peak, cap).all():
+            return s, f, ms, peak
+    return first
+
+
+def _live_bytes_at(problem: Problem, pl: np.ndarray, start: np.ndarray, finish: np.ndarray, d: int,
+                   t: float) -> np.ndarray:
+    """Bytes each node holds on device ``d`` at instant ``t`` under the liveness model: its
+    parameters (when on ``d``), its temporaries while running, its output while live, and
+    an equal share of every received copy live at ``t`` that it consumes on ``d``."""
+    n = problem.n_nodes
+    src, dst = problem.edge_src, problem.edge_dst
+    comm = problem.transfer_times(pl)
+    local = pl[src] == pl[dst]
+    makespan = float(finish.max()) if n else 0.0
+    end = np.full(n, -np.inf)
+    np.maximum.at(end, src[local], finish[dst[local]])
+    np.maximum.at(end, src[~local], finish[src[~local]] + comm[~local])
+    end[np.isinf(end)] = makespan
+    on = pl == d
+    out = np.where(on & (start <= t) & ((t < end) | (end <= start) & (start == t)), problem.output_bytes, 0.0)
+    out += np.where(on & (start <= t) & ((t < finish) | (finish == start) & (start == t)), problem.temp_bytes, 0.0)
+    out += np.where(on, problem.param_bytes, 0.0)
+    # received copies on d: consumers on d of a remote producer, arrived by t, some consumer still running after t
+    rem = np.flatnonzero(~local & (pl[dst] == d))
+    if rem.size:
+        arrive = finish[src[rem]] + comm[rem]
+        live = (arrive <= t) & (finish[dst[rem]] > t)
+        for e in rem[live].tolist():
+            u, w = int(src[e]), int(dst[e])
+            share = np.count_nonzero(src[rem] == u)
+            out[w] += problem.output_bytes[u] / share
+    return out
+
+
+def repair_peak(problem: Problem, g: Graph, place: list[int], units=None, rounds: int = 40,
+                justify_rounds: int = 0):
+    """ParDNN's memory step on the schedule's memory timeline (peak model).
+
+    Repeatedly: schedule the placement, find the device ``d`` most over capacity and the
+    instant ``t`` of its peak (:func:`optpart.memory.memory_timeline`), rank the units
+    holding bytes on ``d`` at ``t`` by *bytes freed at t per communication added*
+    (ParDNN's criterion, Qararyah et al. 2021, section 4.4, applied at the overflow
+    instant instead of the whole step), and move the best ones to the allowed device with
+    the most free room (capacity minus its own peak) until the excess at ``t`` is covered.
+    A unit never returns to a device it left (no cycling). ``rounds`` bounds the
+    reschedules. Returns ``(place, start, finish, makespan)`` within capacity, or None.
+    """
+    from ...memory import fits, memory_timeline
+
+    k = g.k
+    cap = problem.device_memory
+    unit_of, members, unit_mem = units if units is not None else memory_units(problem)
+    unit_arr = np.asarray(unit_of, dtype=np.int64)
+    first = np.asarray([m[0] for m in members], dtype=np.int64)
+    pinned = (problem.pin >= 0)[first]
+    allowed = problem.allowed
+    unit_ok = allowed[first].copy()
+    for gi, grp in enumerate(problem.groups):
+        unit_ok[gi] = allowed[grp].all(axis=0)
+    left = np.zeros((len(members), k), dtype=bool)
+    place = list(place)
+    src, dst = problem.edge_src, problem.edge_dst
+    cost_e = g.mean_lat + problem.edge_bytes * g.mean_inv_bw
+    for _ in range(rounds):
+        s, f, ms, peak = peak_schedule(problem, g, place, justify_rounds)
+        ok = fits(peak, cap)
+        if ok.all():
+            return place, s, f, ms
+        excess = np.where(ok, -np.inf, (peak - cap) / np.maximum(cap, 1.0))
+        d = int(np.argmax(excess))
+        pl = np.asarray(place, dtype=np.int64)
+        st, fi = np.asarray(s), np.asarray(f)
+        times, level = memory_timeline(problem, pl, st, fi)[d]
+        t = float(times[int(np.argmax(level))])
+        held = np.bincount(unit_arr, weights=_live_bytes_at(problem, pl, st, fi, d, t), minlength=len(members))
+        udev = pl[first]
+        # communication a unit adds when it leaves d: its edges local to d, not internal to it
+        ua, ub = unit_arr[src], unit_arr[dst]
+        w = np.where((pl[src] == d) & (pl[dst] == d) & (ua != ub), cost_e, 0.0)
+        added = np.bincount(ua, weights=w, minlength=len(members)) + np.bincount(ub, weights=w,
+                                                                                  minlength=len(members))
+        cand = np.flatnonzero((udev == d) & (held > 0) & ~pinned)
+        if cand.size == 0:
+            return None
+        ratio = held[cand] / (added[cand] + 1e-12)
+        cand = cand[np.lexsort((cand, -ratio))].tolist()
+        room = (cap - peak).astype(np.float64)
+        need = float(peak[d] - cap[d]) * 1.02 + 1e-9 * max(1.0, float(cap[d]))
+        moved = 0.0
+        for u in cand:
+            if moved >= need:
+                break
+            best, best_room = -1, None
+            for e in range(k):
+                if e == d or not unit_ok[u, e] or left[u, e]:
+                    continue
+                if room[e] >= held[u] and (best_room is None or room[e] > best_room):
+                    best, best_room = e, room[e]
+            if best < 0:
+                continue
+            for v in members[u]:
+                place[v] = best
+            left[u, d] = True
+            room[best] -= held[u]
+            moved += held[u]
+        if moved == 0.0:
+            return None
+    return None

@@ -1,0 +1,87 @@
+"""``optpart fit``: will it fit? The smallest capacity per device, or the smallest device count.
+
+``optpart fit FILE --devices K`` bisects the capacity (see :mod:`optpart.fit`);
+``optpart fit FILE --memory SIZE`` searches the device count (``--devices`` then caps it).
+Both print the answer, a proven lower bound and the placement found there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+
+from ..errors import OptpartError
+from ..fit import min_capacity, min_devices, on_devices
+from ..formats import load, save_result
+from ..solvers.registry import solver_names
+from ..units import format_bytes, parse_bytes
+from .common import add_device_arguments, apply_device_arguments, format_summary, parse_option
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    options = dict(parse_option(o) for o in args.option or [])
+    model = options.pop("memory_model", None)
+    if not args.tolerance > 0:
+        raise OptpartError(f"--tolerance {args.tolerance} must be > 0")
+    raw = load(args.file)
+    base = copy.copy(args)
+    base.memory = None
+    if args.memory is not None:
+        memory = parse_bytes(args.memory)
+        base.devices = args.devices if args.devices is not None else (raw.n_devices or 1)
+        problem = apply_device_arguments(raw, base)
+        fit = min_devices(problem, memory, args.solver, memory_model=model, max_devices=args.devices,
+                          seed=args.seed, time_limit=args.time_limit, options=options)
+    else:
+        problem = apply_device_arguments(raw, base)
+        fit = min_capacity(problem, problem.n_devices, args.solver, memory_model=model, tolerance=args.tolerance,
+                           seed=args.seed, time_limit=args.time_limit, options=options)
+    placed = None if fit.result is None else on_devices(problem, fit.devices, fit.capacity)
+    if args.out and fit.result is not None:
+        save_result(fit.result, placed, args.out)
+    if args.json:
+        sys.stdout.write(json.dumps(fit.to_dict(placed if placed is not None else problem), indent=1) + "\n")
+    else:
+        print(_text(problem, fit))
+        if fit.result is not None:
+            print()
+            print(format_summary(placed, fit.result))
+    if fit.result is None:
+        print(f"optpart: unknown: {fit.reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _text(problem, fit) -> str:
+    lines = [f"problem      {problem.name}: {problem.n_nodes} nodes, {problem.n_edges} edges",
+             f"solver       {fit.solver} ({fit.memory_model} memory model), {len(fit.probes)} solves"]
+    if fit.searched == "capacity":
+        got = "none found" if fit.capacity is None else f"{format_bytes(fit.capacity)} per device"
+        lines.append(f"capacity     {got} on {fit.devices} devices")
+        lines.append(f"lower bound  {format_bytes(fit.lower_bound)} per device (proven for any placement)")
+    else:
+        got = "none found" if fit.devices is None else str(fit.devices)
+        lines.append(f"devices      {got} of {format_bytes(fit.capacity)}")
+        lb = "none fits" if fit.lower_bound == float("inf") else f"{int(fit.lower_bound)}"
+        lines.append(f"lower bound  {lb} devices (proven for any placement)")
+    if fit.reason:
+        lines.append(f"note         {fit.reason}")
+    return "\n".join(lines)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("fit", help="smallest capacity per device (or device count) at which a solver places the graph")
+    p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz), STG (.stg) or dnn-partitioning JSON")
+    p.add_argument("--solver", "-s", default="heuristic",
+                   help=f"solver name (default heuristic); one of: {', '.join(solver_names())}")
+    add_device_arguments(p)
+    p.add_argument("--tolerance", type=float, default=0.01, help="relative precision of the capacity (default 0.01)")
+    p.add_argument("--time-limit", "-t", type=float, metavar="S", help="seconds each solve may use")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="solver option, repeatable; memory_model=static|peak sets the model to fit (default peak)")
+    p.add_argument("--out", "-o", metavar="FILE", help="write the placement found as optpart result JSON")
+    p.add_argument("--json", action="store_true", help="print JSON (keys capacity, devices, lower_bound, result)")
+    p.set_defaults(func=_cmd_fit)

@@ -1,0 +1,201 @@
+"""The judge: compare every claim of a result document with the evaluator's own figures.
+
+``optpart evaluate`` does not trust a result file. The evaluator recomputes the
+schedule's finish times, the makespan, the memory per device under both models and
+the generic lower bound (docs/model.md sections 2-4), then :func:`judge` compares
+each stated figure with its recomputation and lists every false claim as one line
+naming the claim and both values. Nothing stated is silently replaced.
+
+What is accepted as proof:
+
+* a schedule, when it obeys every rule (:func:`optpart.evaluate.violations`);
+* a lower bound, only up to the generic bound :func:`optpart.bounds.lower_bound`,
+  which the evaluator can check. A larger stated bound (an exact solver's) is
+  *not verifiable* here; so is an ``optimal`` claim whose makespan is above the
+  generic bound. Both make the verdict invalid unless ``trust_bound=True``;
+* an ``infeasible`` claim, when :meth:`Problem.infeasibility` proves it. It is
+  false when a quick witness (the ``heft`` baseline under the claimed memory model)
+  finds a placement that fits; otherwise it is *not checked* (accepted, with a note
+  naming the solver that claimed it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .bounds import problem_lower_bound
+from .errors import FormatError
+from .evaluate import time_tolerance, violations
+from .memory import MEMORY_RTOL
+from .problem import Problem
+from .result import Result, Status
+
+__all__ = ["Verdict", "judge"]
+
+
+@dataclass
+class Verdict:
+    """The judge's answer: ``valid`` when no claim is false (and none is unverifiable
+    unless bounds are trusted); ``false_claims`` one line each; ``notes`` what was
+    accepted without proof or not checked."""
+
+    valid: bool = True
+    false_claims: list[str] = field(default_factory=list)
+    unverifiable: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"valid": self.valid, "false_claims": list(self.false_claims),
+                "unverifiable": list(self.unverifiable), "notes": list(self.notes)}
+
+
+def _number(doc: Mapping[str, Any], key: str) -> float | None:
+    """A stated number (``"inf"`` allowed), None when absent; a non-number is a format error."""
+    if key not in doc or doc[key] is None:
+        return None
+    value = doc[key]
+    if isinstance(value, bool):
+        raise FormatError(f"result field '{key}' is {value!r}; it must be a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise FormatError(f"result field '{key}' is {value!r}; it must be a number") from None
+
+
+def _same_time(a: float, b: float) -> bool:
+    return abs(a - b) <= time_tolerance(max(abs(a), abs(b)))
+
+
+def _same_bytes(a: float, b: float) -> bool:
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= MEMORY_RTOL * max(1.0, abs(a), abs(b))
+
+
+def judge(problem: Problem, doc: Mapping[str, Any], result: Result, *, trust_bound: bool = False) -> Verdict:
+    """Compare the claims of result document ``doc`` with ``result``, its recomputation.
+
+    ``result`` is ``doc`` read by :func:`optpart.formats.optpart_json.result_from_dict`
+    (placement and start times taken from the file, everything else recomputed).
+    """
+    v = Verdict()
+    false = v.false_claims.append
+    status = result.status
+    model = str(doc.get("memory_model", result.memory_model))
+    if model not in ("static", "peak"):
+        false(f"memory_model: '{model}' is not a memory model (static or peak)")
+        model = "static"
+    if doc.get("problem") is not None and str(doc["problem"]) != problem.name:
+        v.notes.append(f"the result names problem '{doc['problem']}', the problem file is '{problem.name}'")
+    generic = problem_lower_bound(problem)
+    stated_bound = _number(doc, "lower_bound")
+    stated_makespan = _number(doc, "makespan")
+    stated_gap = _number(doc, "gap")
+
+    if status.has_solution:
+        # The rules, judged with only the evaluator's bound (status honesty is judged below).
+        plain = dataclasses.replace(result, status=Status.FEASIBLE, lower_bound=generic)
+        for msg in violations(problem, plain, limit=20):
+            false(f"status '{status.value}': {msg}")
+        _compare_schedule(problem, doc, result, v)
+        _compare_memory(problem, doc, result, v)
+        makespan = result.makespan
+        if stated_makespan is None:
+            false(f"makespan: missing, recomputed {makespan:.9g}")
+        elif not _same_time(stated_makespan, makespan):
+            false(f"makespan: stated {stated_makespan:.9g}, recomputed {makespan:.9g}")
+        bound = stated_bound if stated_bound is not None else 0.0
+        if stated_gap is not None:
+            gap = 0.0 if makespan <= 0 else max(0.0, (makespan - bound) / makespan)
+            if not abs(stated_gap - gap) <= 1e-9 + 1e-6 * abs(gap):
+                false(f"gap: stated {stated_gap:.9g}, recomputed {gap:.9g} from makespan {makespan:.9g} "
+                      f"and lower bound {bound:.9g}")
+        if stated_bound is not None and stated_bound > makespan + time_tolerance(makespan):
+            false(f"lower_bound: stated {stated_bound:.9g} is above the makespan {makespan:.9g} of a valid schedule")
+        elif stated_bound is not None and stated_bound > generic + time_tolerance(generic):
+            v.unverifiable.append(f"lower_bound: stated {stated_bound:.9g} is above the evaluator's bound "
+                                  f"{generic:.9g}; only the solver's word supports it")
+        if status is Status.OPTIMAL and stated_bound is not None \
+                and makespan > stated_bound + max(time_tolerance(makespan), 1e-6 * makespan):
+            false(f"status 'optimal': makespan {makespan:.9g} is above the file's own lower bound {stated_bound:.9g}")
+        elif status is Status.OPTIMAL and makespan > generic + time_tolerance(makespan):
+            v.unverifiable.append(f"status 'optimal': makespan {makespan:.9g} is above the evaluator's bound "
+                                  f"{generic:.9g}, so optimality is not verifiable here")
+    else:
+        if doc.get("placement"):
+            false(f"status '{status.value}' but the file holds a placement")
+        if stated_makespan is not None:
+            false(f"makespan: stated {stated_makespan:.9g} for status '{status.value}', which has no schedule")
+        if stated_bound is not None and stated_bound > generic + time_tolerance(generic):
+            v.unverifiable.append(f"lower_bound: stated {stated_bound:.9g} is above the evaluator's bound "
+                                  f"{generic:.9g}; only the solver's word supports it")
+        if status is Status.INFEASIBLE:
+            _judge_infeasible(problem, model, result.solver, v)
+    v.valid = not v.false_claims and (trust_bound or not v.unverifiable)
+    if trust_bound and v.unverifiable:
+        v.notes.append("bounds trusted (--trust-bound): " + "; ".join(v.unverifiable))
+    return v
+
+
+def _compare_schedule(problem: Problem, doc: Mapping[str, Any], result: Result, v: Verdict) -> None:
+    """Stated finish times against start + run time (the starts are the file's own)."""
+    sched = doc.get("schedule")
+    if not isinstance(sched, Mapping):
+        if sched:
+            raise FormatError("result field 'schedule' must be an object {node: {start, finish}}")
+        return
+    bad = []
+    for i, nid in enumerate(problem.node_ids):
+        entry = sched.get(nid)
+        if isinstance(entry, Mapping) and entry.get("finish") is not None:
+            stated = _number(entry, "finish")
+            if not _same_time(stated, float(result.finish[i])):
+                bad.append((nid, stated, float(result.finish[i])))
+    if bad:
+        nid, stated, real = bad[0]
+        more = f" (and {len(bad) - 1} more nodes)" if len(bad) > 1 else ""
+        v.false_claims.append(f"finish of node '{nid}': stated {stated:.9g}, recomputed {real:.9g} "
+                              f"(start + run time){more}")
+
+
+def _compare_memory(problem: Problem, doc: Mapping[str, Any], result: Result, v: Verdict) -> None:
+    """Stated bytes per device and model against the evaluator's."""
+    memory = doc.get("memory")
+    if memory is None:
+        return
+    if not isinstance(memory, Mapping):
+        raise FormatError("result field 'memory' must be an object {device: {static, peak}}")
+    figures = {"static": result.memory_static, "peak": result.memory_peak}
+    for did in sorted(memory):
+        if did not in problem.device_index:
+            v.false_claims.append(f"memory: names device '{did}', which the problem does not have")
+            continue
+        d = problem.device_index[did]
+        entry = memory[did]
+        if not isinstance(entry, Mapping):
+            raise FormatError(f"result field 'memory' of device '{did}' must be an object {{static, peak}}")
+        for key in ("static", "peak"):
+            stated = _number(entry, key)
+            if stated is not None and not _same_bytes(stated, float(figures[key][d])):
+                v.false_claims.append(f"memory ({key}) of device '{did}': stated {stated:.12g} B, "
+                                      f"recomputed {float(figures[key][d]):.12g} B")
+
+
+def _judge_infeasible(problem: Problem, model: str, solver: str, v: Verdict) -> None:
+    """An ``infeasible`` claim: proven by the screening, refuted by a witness, or not checked."""
+    reason = problem.infeasibility(model)
+    if reason is not None:
+        v.notes.append(f"infeasible: proven by the evaluator's screening ({reason})")
+        return
+    from .solvers.registry import solve  # the judge sits above the solvers
+
+    witness = solve(problem, "heft", memory_model=model)
+    if witness.ok:
+        v.false_claims.append(f"status 'infeasible': heft finds a placement with makespan {witness.makespan:.9g} "
+                              f"that fits under the {model} model")
+        return
+    v.notes.append(f"infeasible: not checked (claimed by {solver}; the evaluator's screening proves nothing "
+                   f"and heft found no placement)")

@@ -1,0 +1,548 @@
+"""The CP-SAT model of ``cpsat``: data on the integer grid, then one function per constraint family.
+
+Reads top-down like an OR-Tools sample (see the model in :mod:`optpart.solvers.cpsat`):
+:func:`prepare` turns a :class:`~optpart.problem.Problem` into integer data
+(:class:`CpData`), :func:`build` creates the variables and adds each family in turn,
+checking the wall-clock budget between families (raising
+:class:`~optpart.solvers._exact_common.OutOfTime`), and :func:`estimate_size` sizes the
+model before anything is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..evaluate import canonical_schedule, problem_lower_bound
+from ..problem import Problem
+from . import _exact_common as xc
+
+__all__ = ["CpData", "CpModelVars", "prepare", "estimate_size", "build", "add_hint", "integer_schedule",
+           "fits_rows"]
+
+
+@dataclass
+class CpData:
+    """Everything the model needs, on the integer time grid (units of ``1 / grid.scale`` s)."""
+
+    problem: Problem
+    peak: bool
+    grid: xc.TimeGrid
+    dur: np.ndarray            # n x k integer durations (0 where not allowed)
+    comm: np.ndarray           # m x k x k integer transfers
+    mem: np.ndarray            # integer static memories
+    cap: np.ndarray            # integer capacities (-1: unlimited)
+    mem_exact: bool
+    classes: list
+    leader: list
+    min_dur: list
+    head: list
+    tail: list
+    horizon: int
+    lb_units: int
+    pooled: bool
+    peak_bytes: tuple = ()     # (param, out, temp) integers under peak
+    lb_s: float = 0.0
+
+
+@dataclass
+class CpModelVars:
+    """The built model and the variables decoding reads."""
+
+    model: object
+    x: dict
+    S: list
+    E: list
+    makespan: object
+    n_items: int = 0
+    families: list = field(default_factory=list)
+
+
+def prepare(problem: Problem, peak: bool, upper_s: float | None) -> CpData:
+    """Integer data for the model. ``upper_s``: a known makespan (the incumbent's), which
+    bounds the horizon and keeps the grid fine enough."""
+    n, k = problem.n_nodes, problem.n_devices
+    allowed = problem.allowed
+    dur_s = xc.durations(problem)
+    comm_s = xc.transfer_table(problem)
+    lb_s = problem_lower_bound(problem)
+    mem, cap, mem_exact = xc.integral_memory(problem)
+    pk: tuple = ()
+    if peak:
+        p_param, p_out, p_temp, cap, mem_exact = _peak_bytes(problem)
+        pk = (p_param, p_out, p_temp)
+    classes = xc.device_classes(problem)
+    grid = xc.time_grid(dur_s, comm_s, horizon_s=max(lb_s, 1e-9),
+                        upper_s=None if upper_s is None else 1.01 * upper_s)
+    dur = np.where(allowed, grid.up(np.where(allowed, dur_s, 0.0)), 0)
+    comm = grid.up(comm_s) if comm_s.size else np.zeros((0, k, k), dtype=np.int64)
+    # Horizon: every node in sequence at its slowest speed, every transfer at its worst.
+    horizon = int(dur.max(axis=1).sum() + (comm.reshape(comm.shape[0], -1).max(axis=1).sum() if comm.size else 0))
+    horizon = max(horizon, 1)
+    min_dur = [int(dur[v][allowed[v]].min()) for v in range(n)]
+    head, tail = xc.heads_tails(problem, min_dur)
+    group_of = problem.group_of.tolist()
+    leader = [v if group_of[v] < 0 else int(problem.groups[group_of[v]][0]) for v in range(n)]
+    pooled = False if peak else _pooled(problem, classes, comm, mem, cap, min_dur)
+    lb_units = (int(np.ceil(lb_s * grid.scale * (1 - 1e-9))) - int(np.ceil(grid.slack_units))) if lb_s > 0 else 0
+    return CpData(problem, peak, grid, dur, comm, mem, cap, mem_exact, classes, leader, min_dur, head, tail,
+                  horizon, max(lb_units, 0), pooled, pk, lb_s)
+
+
+def estimate_size(problem: Problem, peak: bool) -> int:
+    """Rough count of variables and constraint terms the model will hold (linear time).
+
+    Used before building to decide whether the model fits the budget: per allowed
+    (node, device) pair a literal, an interval and memory/load terms; per edge a
+    precedence and up to ``k`` transfer terms per device pair; under peak, tensor
+    intervals and copies per (node, device) and the ordering of zero-time nodes.
+    """
+    n, k, m = problem.n_nodes, problem.n_devices, problem.n_edges
+    pairs = int(problem.allowed.sum())
+    size = 6 * n + 4 * pairs + m * (3 + 2 * k)
+    if peak:
+        size += 6 * pairs + m * k * (k + 3)
+        zero = int((problem.time <= 0).sum())
+        size += 3 * zero * n * k
+    return size
+
+
+def _check(budget: xc.Budget | None, reserve: float, what: str) -> None:
+    if budget is not None and budget.left() < reserve:
+        raise xc.OutOfTime(f"the time limit ran out while building the model ({what})")
+
+
+def build(data: CpData, budget: xc.Budget | None = None, reserve: float = 0.0) -> CpModelVars:
+    """The CP-SAT model of ``data``; raises :class:`~optpart.solvers._exact_common.OutOfTime`
+    when ``budget`` has less than ``reserve`` seconds left between two constraint families."""
+    from ortools.sat.python import cp_model
+
+    model = cp_model.CpModel()
+    mv = _variables(model, data)
+    _check(budget, reserve, "variables")
+    # Each node on exactly one device (once per colocation group: members share literals).
+    _add_assignment(model, data, mv)
+    # One optional interval per allowed (node, device); no overlap on a device; at most k at once.
+    _add_intervals(model, data, mv)
+    _check(budget, reserve, "intervals")
+    if data.peak:
+        # Zero-time nodes stay out of the inside of runs on their device (starts are kept).
+        _add_zero_time_order(model, data, mv)
+        _check(budget, reserve, "zero-time order")
+    # Precedence with communication delays.
+    _add_precedence(model, data, mv)
+    _check(budget, reserve, "precedence")
+    # Memory: peak (liveness) through cumulatives, else static rows per device.
+    if data.peak:
+        _add_peak_memory(model, data.problem, mv.x, mv.S, mv.E, mv.makespan, data.dur, data.comm,
+                         data.horizon, *data.peak_bytes, data.cap, data.grid.exact)
+    else:
+        _add_static_memory(model, data, mv)
+    _check(budget, reserve, "memory")
+    # Objective: the makespan covers every end, each device's load and the total load.
+    _add_objective(model, data, mv)
+    # Symmetry: devices of a class are used in order of first use along the topological order.
+    _add_symmetry(model, data, mv)
+    _check(budget, reserve, "symmetry")
+    # Search: placement literals first, then each start at its earliest value.
+    _add_search_strategy(model, data, mv)
+    return mv
+
+
+def _variables(model, data: CpData) -> CpModelVars:
+    """``x[v, d]`` (shared inside colocation groups), ``S[v]``, ``E[v]`` and the makespan."""
+    problem, allowed, n, k = data.problem, data.problem.allowed, data.problem.n_nodes, data.problem.n_devices
+    head, tail, min_dur, horizon, leader = data.head, data.tail, data.min_dur, data.horizon, data.leader
+    x: dict[tuple[int, int], object] = {}
+    for v in range(n):
+        for d in range(k):
+            if allowed[v, d] and not data.pooled:
+                x[v, d] = x[leader[v], d] if leader[v] != v else model.new_bool_var(f"x_{v}_{d}")
+    S, E = [], []
+    for v in range(n):
+        hi_s = max(horizon - tail[v] - min_dur[v], head[v])
+        S.append(model.new_int_var(head[v], hi_s, f"S_{v}"))
+        E.append(model.new_int_var(head[v] + min_dur[v], max(horizon - tail[v], head[v] + min_dur[v]), f"E_{v}"))
+    makespan = model.new_int_var(0, horizon, "makespan")
+    if data.pooled:
+        # Identical devices, free transfers, no binding memory: a schedule with at most k
+        # nodes running at once is a placement (interval colouring). Zero-time sources start at 0.
+        for v in range(n):
+            if min_dur[v] == 0 and problem.in_ptr[v] == problem.in_ptr[v + 1]:
+                model.add(S[v] == 0)
+    return CpModelVars(model, x, S, E, makespan)
+
+
+def _add_assignment(model, data: CpData, mv: CpModelVars) -> None:
+    allowed, k = data.problem.allowed, data.problem.n_devices
+    if data.pooled:
+        return
+    for v in range(data.problem.n_nodes):
+        if data.leader[v] == v:
+            model.add_exactly_one([mv.x[v, d] for d in range(k) if allowed[v, d]])
+
+
+def _add_intervals(model, data: CpData, mv: CpModelVars) -> None:
+    allowed, dur = data.problem.allowed, data.dur
+    n, k = data.problem.n_nodes, data.problem.n_devices
+    S, E, x = mv.S, mv.E, mv.x
+    per_device: list[list] = [[] for _ in range(k)]
+    for v in range(n):
+        devs = [d for d in range(k) if allowed[v, d]]
+        if data.pooled:
+            model.add(E[v] == S[v] + int(dur[v, 0]))
+            continue
+        if len(devs) == 1 or len({int(dur[v, d]) for d in devs}) == 1:
+            model.add(E[v] == S[v] + int(dur[v, devs[0]]))
+            for d in devs:
+                per_device[d].append(model.new_optional_fixed_size_interval_var(
+                    S[v], int(dur[v, d]), x[v, d], f"I_{v}_{d}"))
+        else:
+            for d in devs:
+                per_device[d].append(model.new_optional_interval_var(
+                    S[v], int(dur[v, d]), E[v], x[v, d], f"I_{v}_{d}"))
+    for d in range(k):
+        if len(per_device[d]) > 1:
+            model.add_no_overlap(per_device[d])
+    # Redundant: at most k nodes run at any time (energetic reasoning across devices).
+    if k > 1 and n > k:
+        whole = []
+        for v in range(n):
+            sizes = sorted({int(dur[v, d]) for d in range(k) if allowed[v, d]})
+            size = sizes[0] if len(sizes) == 1 else model.new_int_var(sizes[0], sizes[-1], f"len_{v}")
+            whole.append(model.new_interval_var(S[v], size, E[v], f"I_{v}"))
+        model.add_cumulative(whole, [1] * n, k)
+
+
+def _add_zero_time_order(model, data: CpData, mv: CpModelVars) -> None:
+    """NoOverlap ignores zero-size intervals and peak schedules are not re-sequenced after
+    solving: a zero-time node on a device runs before or after each run there, not inside."""
+    problem, allowed, dur = data.problem, data.problem.allowed, data.dur
+    n, k = problem.n_nodes, problem.n_devices
+    S, E, x = mv.S, mv.E, mv.x
+    for w in range(n):
+        if data.min_dur[w] > 0 or problem.time[w] > 0:
+            continue
+        for u in range(n):
+            common = [d for d in range(k) if allowed[w, d] and allowed[u, d]]
+            if u == w or not common or int(dur[u][allowed[u]].max()) == 0:
+                continue
+            before = model.new_bool_var(f"zb_{w}_{u}")
+            for d in common:
+                model.add(S[w] <= S[u]).only_enforce_if([before, x[w, d], x[u, d]])
+                model.add(S[w] >= E[u]).only_enforce_if([~before, x[w, d], x[u, d]])
+
+
+def _add_precedence(model, data: CpData, mv: CpModelVars) -> None:
+    """``S[w] >= E[u]``, plus the transfer when the two ends are on different devices.
+
+    Uniform transfer ``c``: ``apart[e]`` is forced true when the devices differ and
+    ``S[w] >= E[u] + c apart``. Per-pair links: ``x[u, a] -> S[w] >= E[u] + sum_b c(a, b) x[w, b]``.
+    """
+    problem, allowed, comm = data.problem, data.problem.allowed, data.comm
+    k = problem.n_devices
+    S, E, x, leader = mv.S, mv.E, mv.x, data.leader
+    uniform = xc.uniform_transfers(comm) if comm.size else np.ones(0, dtype=bool)
+    src, dst = problem.edge_src.tolist(), problem.edge_dst.tolist()
+    for e in range(problem.n_edges):
+        u, w = src[e], dst[e]
+        model.add(S[w] >= E[u])
+        if leader[u] == leader[w] or k == 1 or data.pooled:
+            continue  # always on one device
+        du = [d for d in range(k) if allowed[u, d]]
+        dw = [d for d in range(k) if allowed[w, d]]
+        pairs = [(a, b) for a in du for b in dw if a != b]
+        if not pairs or max(int(comm[e, a, b]) for a, b in pairs) == 0:
+            continue
+        if uniform[e]:
+            c = int(comm[e, pairs[0][0], pairs[0][1]])
+            apart = model.new_bool_var(f"apart_{e}")
+            for d in du:
+                if allowed[w, d]:
+                    model.add_bool_or([~x[u, d], apart, x[w, d]])
+                else:
+                    model.add_implication(x[u, d], apart)
+            model.add(S[w] >= E[u] + c * apart)
+        else:
+            for a in du:
+                terms = [int(comm[e, a, b]) * x[w, b] for b in dw if b != a and comm[e, a, b] > 0]
+                if terms:
+                    model.add(S[w] >= E[u] + sum(terms)).only_enforce_if(x[u, a])
+
+
+def _add_static_memory(model, data: CpData, mv: CpModelVars) -> None:
+    """``sum_v memory(v) x[v, d] <= memory(d)`` where the row can bind."""
+    allowed, n, k = data.problem.allowed, data.problem.n_nodes, data.problem.n_devices
+    if data.pooled:
+        return
+    for d in range(k):
+        if data.cap[d] < 0:
+            continue
+        nodes = [v for v in range(n) if allowed[v, d] and data.mem[v] > 0]
+        if sum(int(data.mem[v]) for v in nodes) > data.cap[d]:
+            model.add(sum(int(data.mem[v]) * mv.x[v, d] for v in nodes) <= int(data.cap[d]))
+
+
+def _add_objective(model, data: CpData, mv: CpModelVars) -> None:
+    """Minimise the makespan; redundant rows: ends plus tails, device loads, total load, generic bound."""
+    allowed, dur, n, k = data.problem.allowed, data.dur, data.problem.n_nodes, data.problem.n_devices
+    makespan = mv.makespan
+    for v in range(n):
+        model.add(makespan >= mv.E[v] + data.tail[v])
+    loads = []
+    for d in range(k):
+        if data.pooled:
+            break
+        terms = [int(dur[v, d]) * mv.x[v, d] for v in range(n) if allowed[v, d] and dur[v, d] > 0]
+        if terms:
+            load = sum(terms)
+            model.add(load <= makespan)
+            loads.append(load)
+    if len(loads) > 1:
+        model.add(sum(loads) <= k * makespan)
+    if data.pooled:
+        model.add(int(dur[:, 0].sum()) <= k * makespan)
+    model.add(makespan >= data.lb_units)
+    model.minimize(makespan)
+
+
+def _add_symmetry(model, data: CpData, mv: CpModelVars) -> None:
+    """Within a class of interchangeable devices, device ``j`` is used only after ``j - 1``."""
+    if data.pooled:
+        return
+    allowed, leader, x = data.problem.allowed, data.leader, mv.x
+    for cls in data.classes:
+        seen: list[int] = []  # earlier nodes (leaders) that may use the class
+        done: set[int] = set()
+        for v in data.problem.topo.tolist():
+            lv = leader[v]
+            if lv in done or not allowed[lv, cls[0]]:
+                continue
+            done.add(lv)
+            for j in range(1, len(cls)):
+                if not seen:
+                    model.add(x[lv, cls[j]] == 0)
+                else:
+                    model.add(x[lv, cls[j]] <= sum(x[u, cls[j - 1]] for u in seen))
+            seen.append(lv)
+
+
+def _add_search_strategy(model, data: CpData, mv: CpModelVars) -> None:
+    """Placement literals first, then starts at their earliest (the "set times" idea of Le Pape et al.)."""
+    from ortools.sat.python import cp_model
+    lits = [mv.x[v, d] for (v, d) in sorted(mv.x) if data.leader[v] == v]
+    if lits:
+        model.add_decision_strategy(lits, cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE)
+    model.add_decision_strategy(mv.S, cp_model.CHOOSE_LOWEST_MIN, cp_model.SELECT_MIN_VALUE)
+    model.add_decision_strategy(mv.E + [mv.makespan], cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
+
+
+def add_hint(model, data: CpData, mv: CpModelVars, place: np.ndarray, start_units: np.ndarray) -> None:
+    """A full solution hint: placement literals, starts, ends and the makespan."""
+    n = data.problem.n_nodes
+    for (v, d), lit in mv.x.items():
+        if data.leader[v] == v:
+            model.add_hint(lit, int(place[v] == d))
+    ends = start_units + data.dur[np.arange(n), place]
+    for v in range(n):
+        model.add_hint(mv.S[v], int(start_units[v]))
+        model.add_hint(mv.E[v], int(ends[v]))
+    model.add_hint(mv.makespan, int(ends.max(initial=0)))
+
+
+def _peak_bytes(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """Integer ``param``/``output``/``temp`` bytes and capacities for the peak model.
+
+    Exact (as :func:`~optpart.solvers._exact_common.integral_memory`) when every figure is a
+    whole number of ``1/s`` bytes for ``s`` in 1, 10, ..., 1e6; otherwise bytes are rounded
+    up and capacities down on a scale near 1e12, which is conservative (``exact=False``).
+    Infinite capacities map to -1 (no constraint).
+    """
+    arrs = [np.asarray(a, dtype=np.float64) for a in (problem.param_bytes, problem.output_bytes,
+                                                       problem.temp_bytes)]
+    cap = problem.device_memory
+    finite = np.isfinite(cap)
+    cap0 = np.where(finite, cap, 0.0)
+    allb = np.concatenate(arrs)
+    # Worst sum on a device: every param, every output (produced and received), every temp.
+    total = float(arrs[0].sum() + 2 * arrs[1].sum() + arrs[2].sum()) + float(cap0.max(initial=0.0)) + 1.0
+    for s in (1, 10, 100, 1000, 10**4, 10**5, 10**6):
+        if total * s >= 2**53:
+            break
+        if xc._integral(allb * s):
+            ints = [np.rint(a * s).astype(np.int64) for a in arrs]
+            c_int = np.where(finite, np.floor(cap0 * s), -1).astype(np.int64)
+            return ints[0], ints[1], ints[2], c_int, True
+    s = 1e12 / total
+    ints = [np.ceil(a * s - 1e-9).astype(np.int64) for a in arrs]
+    c_int = np.where(finite, np.floor(cap0 * s), -1).astype(np.int64)
+    return ints[0], ints[1], ints[2], c_int, False
+
+
+def _add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan, dur: np.ndarray,
+                     comm: np.ndarray, horizon: int, param: np.ndarray, out: np.ndarray,
+                     temp: np.ndarray, cap: np.ndarray, exact_time: bool) -> None:
+    """Peak (liveness) memory of MODEL.md section 3 as one cumulative per device.
+
+    Capacity ``cap(d) - sum param(v) x[v, d]``; optional intervals (all on integer time):
+
+    * temp of ``v`` on ``d``: ``[S(v), E(v))``, present iff ``x[v, d]``;
+    * output of ``u`` on ``d(u)``: ``[S(u), O(u))`` with ``O(u) >= E(w)`` for each consumer
+      ``w`` on ``d(u)``, ``O(u) >= E(u) + c`` for each consumer elsewhere (per-pair delay),
+      ``O(u) >= makespan`` without consumers;
+    * copy of ``u`` received on ``e``: present iff ``u`` is not on ``e`` and a consumer is;
+      ``[A, B)`` with ``F(u) <= A <= F(u) + c(u, w)`` and ``B >= E(w)`` for each consumer ``w`` on ``e``.
+
+    Ends are only bounded below and the copy's start only above, so a model interval
+    contains the real one and the solver may take it equal: the model is exact. A
+    zero-length interval (counted at its instant by :func:`~optpart.evaluate.peak_memory`)
+    becomes one unit long: with integer endpoints, a half-open interval overlaps
+    ``[t, t + 1)`` iff it contains ``t``, so this is exact too. On an inexact (rounded-up)
+    time grid, where real times are earlier than the model's, a copy starts at ``S(u)``
+    and ends one unit after its last consumer: conservative, and checked after solving.
+    A copy whose consumer on ``e`` takes zero time also ends one unit after that consumer
+    (it may be an instant at the first arrival, which the start's bound alone can miss):
+    conservative, and such graphs get no proof (see :func:`_has_instants`).
+    """
+    n, k = problem.n_nodes, problem.n_devices
+    allowed = problem.allowed
+    h1 = horizon + 1
+    items: list[list[tuple]] = [[] for _ in range(k)]
+    cons: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for e, (u, w) in enumerate(zip(problem.edge_src.tolist(), problem.edge_dst.tolist())):
+        cons[u].append((e, w))
+    for v in range(n):
+        devs = [d for d in range(k) if allowed[v, d]]
+        if temp[v] > 0:
+            for d in devs:
+                if cap[d] >= 0:
+                    iv = model.new_optional_fixed_size_interval_var(S[v], max(int(dur[v, d]), 1), x[v, d], f"pt_{v}_{d}")
+                    items[d].append((iv, int(temp[v])))
+        if out[v] <= 0:
+            continue
+        if any(cap[d] >= 0 for d in devs):
+            o_end = model.new_int_var(0, h1, f"po_end_{v}")
+            model.add(o_end >= E[v])
+            model.add(o_end >= S[v] + 1)
+            if not cons[v]:
+                model.add(o_end >= makespan)
+            for e, w in cons[v]:
+                for a in devs:
+                    if allowed[w, a]:
+                        model.add(o_end >= E[w]).only_enforce_if([x[v, a], x[w, a]])
+                    terms = [int(comm[e, a, b]) * x[w, b] for b in range(k)
+                             if b != a and allowed[w, b] and comm[e, a, b] > 0]
+                    if terms:
+                        model.add(o_end >= E[v] + sum(terms)).only_enforce_if(x[v, a])
+            size = model.new_int_var(1, h1, f"po_len_{v}")
+            for d in devs:
+                if cap[d] >= 0:
+                    iv = model.new_optional_interval_var(S[v], size, o_end, x[v, d], f"po_{v}_{d}")
+                    items[d].append((iv, int(out[v])))
+        for d in range(k):  # copies received on d
+            if cap[d] < 0:
+                continue
+            ws = [(e, w) for e, w in cons[v] if allowed[w, d]]
+            others = [a for a in devs if a != d]
+            if not ws or not others:
+                continue
+            r = model.new_bool_var(f"pr_{v}_{d}")
+            here = [x[v, d]] if allowed[v, d] else []
+            if here:
+                model.add_implication(r, x[v, d].negated())
+            model.add_bool_or([x[w, d] for _, w in ws] + [r.negated()])
+            for _, w in ws:
+                model.add_bool_or([x[w, d].negated(), r] + here)
+            a_beg = model.new_int_var(0, horizon, f"pa_{v}_{d}")
+            a_end = model.new_int_var(0, h1, f"pb_{v}_{d}")
+            if exact_time:
+                model.add(a_beg >= E[v])
+                for e, w in ws:
+                    for a in others:
+                        model.add(a_beg <= E[v] + int(comm[e, a, d])).only_enforce_if([x[v, a], x[w, d]])
+            else:
+                model.add(a_beg == S[v])
+            for _, w in ws:
+                # A zero-time consumer may finish at the first arrival: the copy is then an
+                # instant there, while the start above may lie earlier; cover that instant.
+                pad = 0 if exact_time and dur[w, d] > 0 else 1
+                model.add(a_end >= E[w] + pad).only_enforce_if(x[w, d])
+            model.add(a_end >= a_beg + 1)
+            size = model.new_int_var(1, h1, f"pc_len_{v}_{d}")
+            items[d].append((model.new_optional_interval_var(a_beg, size, a_end, r, f"pc_{v}_{d}"), int(out[v])))
+    for d in range(k):
+        if cap[d] < 0:
+            continue
+        held = [int(param[v]) * x[v, d] for v in range(n) if allowed[v, d] and param[v] > 0]
+        room = model.new_int_var(0, int(cap[d]), f"room_{d}")
+        model.add(room == int(cap[d]) - sum(held))
+        if items[d]:
+            model.add_cumulative([iv for iv, _ in items[d]], [q for _, q in items[d]], room)
+
+
+def fits_rows(problem: Problem, placement: np.ndarray, mem: np.ndarray, cap: np.ndarray) -> bool:
+    """Does an integer placement respect allowed devices, groups and the integer memory rows?"""
+    n = problem.n_nodes
+    if placement.shape != (n,) or not problem.allowed[np.arange(n), placement].all():
+        return False
+    for members in problem.groups:
+        if np.unique(placement[members]).size > 1:
+            return False
+    used = np.bincount(placement, weights=mem.astype(np.float64), minlength=problem.n_devices)
+    return bool(((cap < 0) | (used <= cap)).all())
+
+
+def integer_schedule(problem: Problem, placement: np.ndarray, start_s: np.ndarray | None,
+                     dur: np.ndarray, comm: np.ndarray) -> np.ndarray:
+    """Integer starts on the grid for a placement, keeping the device order of ``start_s``
+    (seconds; canonical when None): earliest starts with the rounded-up times."""
+    if start_s is None:
+        start_s, _ = canonical_schedule(problem, placement)
+    start_s = np.asarray(start_s, dtype=np.float64)
+    n = problem.n_nodes
+    rank = np.empty(n, dtype=np.int64)
+    rank[problem.topo] = np.arange(n)
+    order = np.lexsort((rank, start_s + problem.duration(placement), start_s)).tolist()
+    in_ptr = problem.in_ptr.tolist()
+    in_edges = problem.in_edges.tolist()
+    src = problem.edge_src.tolist()
+    place = placement.tolist()
+    free = [0] * problem.n_devices
+    start = [0] * n
+    fin = [0] * n
+    for v in order:
+        s = free[place[v]]
+        for i in range(in_ptr[v], in_ptr[v + 1]):
+            e = in_edges[i]
+            u = src[e]
+            r = fin[u] + int(comm[e, place[u], place[v]])
+            if r > s:
+                s = r
+        start[v] = s
+        fin[v] = s + int(dur[v, place[v]])
+        free[place[v]] = fin[v]
+    return np.asarray(start, dtype=np.int64)
+
+
+def _pooled(problem: Problem, classes: list[list[int]], comm: np.ndarray, mem: np.ndarray,
+            cap: np.ndarray, min_dur: list) -> bool:
+    """May the devices be modelled as one pool of capacity k (P|prec|Cmax)?
+
+    True when all devices are interchangeable, every transfer is free, no memory row can
+    bind, there is no colocation group, and every zero-time node is a source or a sink
+    (a zero-time node must sit between the runs of its device, which a pool cannot see).
+    """
+    k, n = problem.n_devices, problem.n_nodes
+    if k < 2 or len(classes) != 1 or len(classes[0]) != k or problem.groups:
+        return False
+    if comm.size and int(comm.max()) > 0:
+        return False
+    total = int(mem.sum())
+    if any(c >= 0 and total > c for c in cap.tolist()):
+        return False
+    indeg = np.diff(problem.in_ptr).tolist()
+    outdeg = np.diff(problem.out_ptr).tolist()
+    return all(min_dur[v] > 0 or indeg[v] == 0 or outdeg[v] == 0 for v in range(n))
+
+

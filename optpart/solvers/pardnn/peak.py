@@ -1,0 +1,390 @@
+"""The heuristic under the liveness (peak) memory model of docs/model.md section 3.
+
+Under peak a placement fits or not *with its schedule*: a tensor holds memory from its
+producer's start to its last consumer's end, and a copy received from another device
+adds to the receiver. So the constructions here check the liveness timeline as they
+schedule instead of budgeting static bytes:
+
+1. **Memory-aware EFT under liveness** (:func:`eft_peak`): HEFT-style earliest finish
+   time with insertion (Topcuoglu et al., TPDS 2002), where a device is a candidate for
+   a node only when :class:`optpart.schedule.liveness.LivenessPolicy` admits the node at
+   that slot (as Baechi's m-ETF keeps memory in its simulation; Jeon et al., SoCC 2020).
+   If the earliest slot overflows, the slot at the end of the device is tried too.
+   Several priority orders: HEFT's upward rank, rank_u + rank_d, seeded noisy ranks.
+2. **ParDNN's memory step on the timeline** (:func:`.memory.repair_peak`): the static
+   constructions of the heuristic (phases 1-4 and static memory-aware EFT), and the
+   ``hint``, are rescheduled and repaired at the device and instant of their overflow.
+3. **Known-feasible candidates**: everything on one device (fastest first) when its
+   schedule fits; HEFT under peak (the first EFT order above is exactly it); the
+   heuristic's static answers (within the capacities and without limits) when their own
+   schedules fit; consecutive topological stages and mirrored pipeline stages.
+4. **Improvement**: hill climbing over unit moves along the critical chain, every
+   move checked against the peak model (:func:`_improve`), sized by ``effort``.
+
+Every candidate is verified with :func:`optpart.memory.peak_memory` and
+:func:`optpart.memory.fits` on the exact schedule returned; the shortest that fits wins.
+So the answer is never over capacity under peak and never slower than any candidate that
+fits (in particular the single-device placement). ``infeasible`` is claimed only on a
+proven reason (:func:`peak_infeasibility`); otherwise a dead end is ``unknown`` with the
+closest candidate's overflow named.
+"""
+
+from __future__ import annotations
+
+import time as _time
+
+import numpy as np
+
+from ...evaluate import problem_lower_bound
+from ...memory import fits, overflow_message, peak_memory
+from ...problem import Problem
+from ...result import Status
+from ...units import format_bytes
+from ..base import Solution
+from .eft import heft_order, topological_priority, upward_rank
+from .memory import memory_units, peak_schedule, project_constraints, repair_memory, greedy_fill, repair_peak
+from .schedule import Graph, critical_chain, justify
+
+__all__ = ["solve_peak", "eft_peak", "peak_infeasibility", "running_need"]
+
+_WORK_PER_EFFORT = 300_000   # (nodes + edges) x schedule evaluations per unit of effort
+_MAX_EVALS_PER_EFFORT = 300
+_ORDER_WORK = 60_000          # (nodes + edges) x extra EFT orders per unit of effort
+_MAX_NOISY = 8
+
+
+def running_need(problem: Problem) -> np.ndarray:
+    """Bytes surely live on a node's device when it starts, whatever the placement.
+
+    At ``S(v)`` its device holds the parameters of ``v`` (of its whole colocation group),
+    ``v``'s temporaries and output, and, when ``v`` runs for a positive time, the output
+    of each predecessor (as the producer's own tensor or as a received copy): every one
+    of those intervals contains ``S(v)`` (docs/model.md section 3, half-open intervals).
+    """
+    n = problem.n_nodes
+    param = problem.param_bytes.astype(np.float64).copy()
+    for grp in problem.groups:
+        param[grp] = float(problem.param_bytes[grp].sum())
+    inputs = np.zeros(n)
+    if problem.n_edges:
+        np.add.at(inputs, problem.edge_dst, problem.output_bytes[problem.edge_src])
+    inputs[problem.time <= 0] = 0.0
+    return param + problem.temp_bytes + problem.output_bytes + inputs
+
+
+def peak_infeasibility(problem: Problem) -> str | None:
+    """A proven reason that no placement fits under peak, or None.
+
+    Checked: a node whose running need (:func:`running_need`) exceeds every device it may
+    use; the parameters of the nodes pinned to a device exceed it.
+    """
+    cap = problem.device_memory
+    need = running_need(problem)
+    room = np.where(problem.allowed, cap[None, :], -np.inf).max(axis=1) if problem.n_nodes else np.zeros(0)
+    bad = np.flatnonzero(~fits(need, room))
+    if bad.size:
+        v = int(bad[0])
+        return (f"node '{problem.node_ids[v]}' needs {format_bytes(need[v])} while it runs (parameters, "
+                f"temporaries, output and inputs) but the largest device it may use has {format_bytes(room[v])}")
+    pinned = problem.pin >= 0
+    if pinned.any():
+        load = np.bincount(problem.pin[pinned], weights=problem.param_bytes[pinned], minlength=problem.n_devices)
+        over = np.flatnonzero(~fits(load, cap))
+        if over.size:
+            d = int(over[0])
+            return (f"the parameters of the nodes pinned to device '{problem.device_ids[d]}' need "
+                    f"{format_bytes(load[d])} but it has {format_bytes(cap[d])}")
+    return None
+
+
+def eft_peak(problem: Problem, g: Graph, order: list[int] | None = None):
+    """Earliest-finish-time insertion list scheduling (the engine of :mod:`optpart.schedule.eft`)
+    with the liveness policy: a node goes to a slot only when the device's peak stays within
+    capacity. ``(place, start, finish)`` or None when some node fits nowhere (a dead end of
+    the greedy, not a proof)."""
+    from ...schedule import NoRoom, eft_schedule
+    from ...schedule.liveness import LivenessPolicy
+
+    try:
+        res = eft_schedule(g, order if order is not None else heft_order(g), LivenessPolicy(problem))
+    except NoRoom:
+        return None
+    return res.place, res.start, res.finish
+
+
+class _Pool:
+    """Candidates that fit under peak, verified on their exact schedule; the best is kept."""
+
+    def __init__(self, problem: Problem, g: Graph) -> None:
+        self.problem, self.g = problem, g
+        self.best = None          # (makespan, tag, place, start, finish)
+        self.fitting: list = []   # every candidate that fits, as the tuple above
+        self.closest = None       # (worst peak / capacity, tag, place, start, finish) of a non-fitting one
+        self.tried: list[str] = []
+
+    def offer(self, tag: str, place, start, finish, justify_rounds: int = 0) -> bool:
+        p = self.problem
+        self.tried.append(tag)
+        if justify_rounds:
+            s2, f2, _ = justify(self.g, place, start, finish, justify_rounds)
+            if self._offer(tag, place, s2, f2):
+                return True
+        return self._offer(tag, place, start, finish)
+
+    def _offer(self, tag, place, start, finish) -> bool:
+        p = self.problem
+        pl = np.asarray(place, dtype=np.int64)
+        st, fi = np.asarray(start, dtype=np.float64), np.asarray(finish, dtype=np.float64)
+        peak = peak_memory(p, pl, st, fi)
+        ms = float(fi.max()) if fi.size else 0.0
+        if not fits(peak, p.device_memory).all():
+            worst = float(np.max(peak / np.maximum(p.device_memory, 1e-300)))
+            if self.closest is None or worst < self.closest[0]:
+                self.closest = (worst, tag, pl, st, fi)
+            return False
+        cand = (ms, tag, list(place), list(start), list(finish))
+        self.fitting.append(cand)
+        if self.best is None or ms < self.best[0] - 1e-12 * max(1.0, ms):
+            self.best = cand
+        return True
+
+    def valid_best(self):
+        """The shortest fitting candidate whose schedule passes the evaluator's checker
+        (rules 1-4 of docs/model.md section 2), or None. Guards against a scheduler defect
+        turning into an invalid answer."""
+        from ...evaluate import evaluate, violations
+        for cand in sorted(self.fitting, key=lambda c: c[0]):
+            ms, tag, place, s, _ = cand
+            res = evaluate(self.problem, np.asarray(place, dtype=np.int64), np.asarray(s), memory_model="peak")
+            if not violations(self.problem, res):
+                return cand
+        return None
+
+
+def _improve(problem: Problem, g: Graph, pool: _Pool, units, evals: int, deadline, jr: int) -> int:
+    """Hill climbing under peak: move units of the critical chain to each other allowed
+    device; a move is kept when the schedule is shorter and still fits. Returns evals used."""
+    if pool.best is None or evals <= 0 or g.k < 2:
+        return 0
+    unit_of, members, _ = units
+    allowed = problem.allowed
+    used = 0
+    improved = True
+    while improved and used < evals:
+        improved = False
+        ms, _, place, s, f = pool.best
+        chain = critical_chain(g, place, s, f)
+        seen = set()
+        for v in chain:
+            u = unit_of[v]
+            if u in seen or problem.pin[members[u][0]] >= 0:
+                continue
+            seen.add(u)
+            ok = allowed[members[u]].all(axis=0)
+            for d in range(g.k):
+                if d == place[v] or not ok[d] or used >= evals:
+                    continue
+                if deadline is not None and _time.perf_counter() > deadline:
+                    return used
+                new = list(place)
+                for w in members[u]:
+                    new[w] = d
+                used += 1
+                s2, f2, ms2, _ = peak_schedule(problem, g, new, jr)
+                if ms2 < ms - 1e-12 * max(1.0, ms) and pool.offer("move", new, s2, f2):
+                    if pool.best[0] < ms:
+                        improved = True
+                        break
+            if improved or used >= evals:
+                break
+    return used
+
+
+def _chunk_placements(problem: Problem, g: Graph):
+    """Consecutive stages of the topological order, one per device, cut where the running
+    sum of a weight reaches each device's share (Baechi's m-TOPO cut, here by liveness
+    weights): ``param + output`` bytes (what a stage holds), static ``memory``, and run time.
+    Stages keep most tensors on their producer's device, so few copies are received, which
+    is what the peak model punishes. Constraints are projected afterwards."""
+    if g.k < 2:
+        return []
+    order = problem.topo
+    cap = problem.device_memory
+    share = cap / cap.sum() if np.isfinite(cap).all() and cap.sum() > 0 else np.full(g.k, 1.0 / g.k)
+    bounds = np.cumsum(share)[:-1]
+    out = []
+    seen = set()
+    for tag, w in (("chunks-live", problem.param_bytes + problem.output_bytes), ("chunks-static", problem.memory),
+                   ("chunks-time", problem.time)):
+        w = np.asarray(w, dtype=np.float64)[order]
+        total = float(w.sum())
+        if not total > 0:
+            continue
+        mid = (np.cumsum(w) - 0.5 * w) / total  # each node's position by the middle of its weight
+        dev = np.searchsorted(bounds, mid, side="right")
+        place = np.empty(g.n, dtype=np.int64)
+        place[order] = dev
+        place = project_constraints(problem, g, place.tolist())
+        key = tuple(place)
+        if key not in seen:
+            seen.add(key)
+            out.append((tag, place))
+    out += _balanced_stages(problem, g, share)
+    return out
+
+
+def _balanced_stages(problem: Problem, g: Graph, share: np.ndarray, rounds: int = 8):
+    """:func:`_mirrored_stages`, with the stage shares rebalanced from the measured liveness
+    peaks (a device at ``x`` times the mean peak/capacity gets its share divided by ``x``)
+    for a fixed number of rounds; the placements with the lowest worst peak/capacity and
+    the shortest makespan are returned."""
+    cap = problem.device_memory
+    share = np.asarray(share, dtype=np.float64)
+    found = {}
+    for _ in range(rounds):
+        place = _mirrored_stages(problem, g, np.cumsum(share)[:-1])
+        if place is None or tuple(place) in found:
+            break
+        _, _, ms, peak = peak_schedule(problem, g, place, 0)
+        ratio = peak / np.maximum(cap, 1e-300)
+        found[tuple(place)] = (float(ratio.max()), ms, place)
+        if not np.isfinite(ratio).all() or not ratio.max() > 0:
+            break
+        share = share * np.clip(float(ratio.mean()) / np.maximum(ratio, 1e-12), 0.5, 2.0)
+        share /= share.sum()
+    if not found:
+        return []
+    by_fit = min(found.values(), key=lambda x: (x[0], x[1]))
+    by_time = min((x for x in found.values() if fits(x[0], 1.0)), key=lambda x: x[1], default=by_fit)
+    return [("stages-balanced", by_fit[2])] + ([("stages-fast", by_time[2])] if by_time is not by_fit else [])
+
+
+def _mirrored_stages(problem: Problem, g: Graph, bounds: np.ndarray) -> list[int] | None:
+    """Pipeline stages for training graphs: forward cut into stages, backward follows its tensors.
+
+    On one device the liveness level peaks at the turn from forward to backward (every
+    kept activation is live then). Nodes starting before that instant are cut into
+    consecutive stages by ``param + output`` bytes; every later node, in topological order,
+    joins the device of its predecessor with the largest output (the activation or gradient
+    it reads), so each activation is consumed where it was produced and no copy of it is
+    received elsewhere. The layer-wise pipeline split of GPipe (Huang et al., NeurIPS 2019).
+    """
+    from ...memory import memory_timeline
+    from .schedule import schedule_placement
+
+    s, f, _ = schedule_placement(g, [0] * g.n, 0)
+    times, level = memory_timeline(problem, np.zeros(g.n, dtype=np.int64), np.asarray(s), np.asarray(f))[0]
+    turn = float(times[int(np.argmax(level))])
+    start = np.asarray(s)
+    order = problem.topo
+    fwd = order[start[order] < turn]
+    if fwd.size == 0 or fwd.size == g.n:
+        return None
+    w = (problem.param_bytes + problem.output_bytes)[fwd].astype(np.float64)
+    total = float(w.sum())
+    if not total > 0:
+        return None
+    place = [-1] * g.n
+    for v, dv in zip(fwd.tolist(), np.searchsorted(bounds, (np.cumsum(w) - 0.5 * w) / total, side="right").tolist()):
+        place[v] = int(dv)
+    out_b = problem.output_bytes.tolist()
+    for v in order.tolist():
+        if place[v] >= 0:
+            continue
+        best, best_b = 0, -1.0
+        for i in range(g.in_ptr[v], g.in_ptr[v + 1]):
+            u = g.pred[i]
+            if out_b[u] > best_b:
+                best, best_b = place[u], out_b[u]
+        place[v] = best
+    return project_constraints(problem, g, place)
+
+
+def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, seed: int = 0, hint=None,
+               effort: float = 1.0, deadline: float | None = None) -> Solution:
+    """Place and schedule ``problem`` so that every device's liveness peak fits (module doc)."""
+    reason = peak_infeasibility(problem)
+    if reason is not None:
+        return Solution(Status.INFEASIBLE, message=reason, memory_model="peak")
+    size = max(1, g.n + problem.n_edges)
+    jr = 1 if effort > 0 else 0
+    units = memory_units(problem)
+    pool = _Pool(problem, g)
+    # 1. everything on one device, fastest first (known feasible whenever one device holds it)
+    usable = problem.allowed.all(axis=0)
+    for d in sorted(range(g.k), key=lambda d: (-g.speed[d], d)):
+        if usable[d] and fits(float(problem.param_bytes.sum()), float(problem.device_memory[d])):
+            s, f, _, _ = peak_schedule(problem, g, [d] * g.n, jr)
+            if pool.offer("single", [d] * g.n, s, f):
+                break
+    # 2. memory-aware EFT under liveness, several priority orders. The first, HEFT's order,
+    #    is exactly HEFT under peak (same engine, order and policy; its unjustified schedule
+    #    is offered too), so the answer is never slower than that baseline's.
+    rank_u = np.asarray(upward_rank(g))
+    from .slicing import levels
+    top, bottom = levels(g)
+    prios = [rank_u, np.asarray(top) + np.asarray(bottom)]
+    rng = np.random.default_rng(seed)
+    for _ in range(_MAX_NOISY):
+        prios.append(rank_u * rng.uniform(0.9, 1.1, size=g.n))
+    n_orders = 1 + int(min(len(prios) - 1, effort * _ORDER_WORK / size))
+    for i, pr in enumerate(prios[:n_orders]):
+        if i >= 1 and deadline is not None and _time.perf_counter() > deadline:
+            break
+        res = eft_peak(problem, g, topological_priority(g, pr) if i else heft_order(g))
+        if res is not None:
+            pool.offer(f"eft-peak-{i}", *res, justify_rounds=jr)
+    # 4. the static constructions and the hint, repaired on the memory timeline
+    starts = []
+    from . import _construct, pardnn_placement
+    cap = problem.device_memory.astype(float).tolist()
+    static = _construct(problem, g, cap, effort, hint, deadline, seed)
+    if static is not None:  # the heuristic's static answer: kept as is when it fits under peak
+        _, sp, ss, sf = static
+        if not pool.offer("static", sp, ss, sf):
+            starts.append(("static", sp))
+    pp = pardnn_placement(problem, g, cap, refine_evals=10, deadline=deadline, units=units)
+    if pp is not None:
+        starts.append(("pardnn-static", pp))
+    if not np.isinf(cap).all():
+        # the static answer without memory limits: the fastest schedules, often within peak already
+        free = _construct(problem, g, [float("inf")] * g.k, effort, None, deadline, seed)
+        if free is not None:
+            _, fp, fs, ff = free
+            if not pool.offer("static-free", fp, fs, ff):
+                starts.append(("static-free", fp))
+    if hint is not None:
+        ph = project_constraints(problem, g, np.asarray(hint).tolist())
+        starts.append(("hint", ph))
+    for tag, place in _chunk_placements(problem, g):
+        s, f, _, _ = peak_schedule(problem, g, place, jr)
+        if not pool.offer(tag, place, s, f):
+            starts.append((tag, place))
+    if not starts or pool.best is None:
+        fill = greedy_fill(problem, None, cap, units) or greedy_fill(problem, None, cap, units, best_fit=True)
+        if fill is not None:
+            starts.append(("fill", fill))
+    for tag, place in starts:
+        fixed = repair_peak(problem, g, place, units, rounds=max(10, 4 * g.k), justify_rounds=jr)
+        if fixed is not None:
+            pool.offer(tag + "+repair", fixed[0], fixed[1], fixed[2])
+    # 5. improvement under peak
+    evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size))
+    used = _improve(problem, g, pool, units, evals, deadline, jr)
+    stats = {"candidates": len(pool.tried), "improve_evals": used}
+    best = pool.valid_best()
+    if best is None:
+        msg = "heuristic: no placement within memory under the peak model was found"
+        if pool.fitting:
+            msg += f" ({len(pool.fitting)} fitting candidates had invalid schedules)"
+        if pool.closest is not None:
+            _, tag, pl, st, fi = pool.closest
+            line = overflow_message(problem, pl, st, fi, "peak")
+            msg += f"; closest ({tag}): {line}"
+        return Solution(Status.UNKNOWN, message=msg, memory_model="peak", stats=stats)
+    ms, tag, place, s, f = best
+    stats["construction"] = tag
+    lb = problem_lower_bound(problem)
+    status = Status.OPTIMAL if ms <= lb + 1e-9 * max(1.0, ms) else Status.FEASIBLE
+    return Solution(status, placement=np.asarray(place, dtype=np.int64), start=np.asarray(s),
+                    memory_model="peak", stats=stats)

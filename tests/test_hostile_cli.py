@@ -1,0 +1,188 @@
+"""Hostile and mistaken command lines: negative values, huge values, repeated options,
+outputs into missing directories, escape codes in ids, and the device resolution rules
+(:func:`optpart.devices.resolve_devices`) that the CLI and ``bench`` share."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+import optpart
+from optpart.cli import main
+from optpart.devices import resolve_devices
+from optpart.errors import OptpartError
+from optpart.problem import Device, Problem
+from optpart.text import plot_safe, safe
+
+from test_hostile_formats import assert_one_line_error, run_cli
+
+
+@pytest.fixture
+def graph(tmp_path):
+    """A 3-node chain without devices."""
+    p = Problem.build(nodes=[{"id": n, "time": 1.0, "memory": 10} for n in "abc"],
+                      edges=[{"src": "a", "dst": "b", "bytes": 5}, {"src": "b", "dst": "c", "bytes": 5}],
+                      name="chain")
+    path = tmp_path / "chain.json"
+    optpart.save(p, path)
+    return str(path)
+
+
+# ---------------------------------------------------------------------- negative and huge values
+@pytest.mark.parametrize("argv", [
+    ["--memory", "-5GiB"], ["--memory=-5GiB"], ["-m", "-5GiB"], ["-m-5GiB"],
+])
+def test_negative_memory_reaches_its_validator_in_every_spelling(capsys, graph, argv):
+    code, err = run_cli(capsys, "solve", graph, "-k", "2", *argv)
+    assert_one_line_error(code, err, "--memory", "'-5GiB'", "non-negative")
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--latency", "-1us", "--latency"),
+    ("--bandwidth", "-2GB/s", "--bandwidth"),
+    ("--speed", "-1", "--speed"),
+    ("--time-limit", "-3", "time_limit=-3"),
+])
+def test_other_negative_values_reach_their_validators(capsys, graph, flag, value, needle):
+    code, err = run_cli(capsys, "solve", graph, "-k", "2", "--memory", "1GiB", flag, value)
+    assert_one_line_error(code, err, needle, value.lstrip("-").rstrip("usGB/s") or value)
+
+
+def test_memory_beyond_float_is_not_unlimited(capsys, graph):
+    code, err = run_cli(capsys, "solve", graph, "-k", "2", "--memory", "1e400")
+    assert_one_line_error(code, err, "--memory", "'1e400'", "beyond the float range")
+
+
+@pytest.mark.parametrize("k", ["20000", "100000"])
+def test_device_count_is_limited_before_allocating(capsys, graph, k):
+    code, err = run_cli(capsys, "solve", graph, "--devices", k, "--memory", "1GiB")
+    assert_one_line_error(code, err, f"--devices {k}", "limit of 4096", "OPTPART_MAX_DEVICES")
+
+
+def test_device_count_zero_and_float(capsys, graph):
+    assert_one_line_error(*run_cli(capsys, "solve", graph, "--devices", "0"), "--devices 0", "at least 1")
+    with pytest.raises(SystemExit) as info:  # argparse's type check: one line, exit 2
+        main(["solve", graph, "--devices", "2.7"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "--devices" in err and "'2.7'" in err
+
+
+def test_seed_beyond_int32_is_a_usage_error(capsys, graph):
+    code, err = run_cli(capsys, "solve", graph, "-k", "2", "--seed", str(2**40))
+    assert_one_line_error(code, err, "--seed", str(2**40), "2147483647")
+
+
+def test_repeated_or_reserved_options_are_refused(capsys, graph):
+    code, err = run_cli(capsys, "solve", graph, "-k", "2", "--option", "a=1", "--option", "a=2")
+    assert_one_line_error(code, err, "--option a", "twice")
+    code, err = run_cli(capsys, "solve", graph, "-k", "2", "--option", "time_limit=5")
+    assert_one_line_error(code, err, "time_limit", "--time-limit")
+
+
+def test_out_into_a_missing_directory_fails_before_solving(capsys, graph, tmp_path):
+    target = tmp_path / "missing" / "r.json"
+    code, err = run_cli(capsys, "solve", graph, "-k", "2", "-o", str(target))
+    assert_one_line_error(code, err, "--out", "missing", "does not exist")
+
+
+def test_usage_errors_are_one_line(capsys, graph):
+    with pytest.raises(SystemExit) as info:
+        main(["solve", graph, "--no-such-flag"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("optpart: error: ") and "--no-such-flag" in err
+
+
+def test_per_device_memory_count_must_match(capsys, graph):
+    code, err = run_cli(capsys, "solve", graph, "-k", "3", "--memory", "1GiB,2GiB")
+    assert_one_line_error(code, err, "--memory", "2 values for 3 devices")
+
+
+# ---------------------------------------------------------------------- escaping
+def test_safe_escapes_control_characters_and_cuts():
+    assert safe("a\x1b[31mb\nc\u202e") == "a\\x1b[31mb\\nc\\u202e"
+    assert safe("x" * 10, limit=3) == "xxx..."
+    assert safe("plain id") == "plain id"
+    assert plot_safe("cost$1$") == "cost\\$1\\$"
+
+
+def test_escape_codes_in_ids_never_reach_the_terminal(capsys, tmp_path):
+    evil = "\x1b]0;owned\x07\x1b[2J"
+    p = Problem.build(nodes=[{"id": "n" + evil, "time": 1.0, "memory": 1}], name="x" + evil,
+                      devices=[Device("gpu" + evil, 10.0)])
+    path = tmp_path / "evil.json"
+    optpart.save(p, path)
+    assert main(["solve", str(path)]) == 0
+    out = capsys.readouterr()
+    assert "\x1b" not in out.out and "\x1b" not in out.err
+    assert "\\x1b" in out.out  # shown, escaped
+    bad = json.loads(path.read_text())
+    bad["edges"] = [{"src": "n" + evil, "dst": "ghost" + evil}]
+    path.write_text(json.dumps(bad))
+    code, err = run_cli(capsys, "solve", str(path))
+    assert_one_line_error(code, err, "\\x1b")
+    assert "\x1b" not in err
+
+
+def test_plot_draws_dollar_signs_in_ids(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    p = Problem.build(nodes=[{"id": "$a$", "time": 1.0, "memory": 1}, {"id": "b$_{x}", "time": 1.0, "memory": 1}],
+                      edges=[{"src": "$a$", "dst": "b$_{x}", "bytes": 1}], name="cost$",
+                      devices=[Device("$g^", 10.0), Device("h$", 10.0)])
+    prob, res, png = tmp_path / "p.json", tmp_path / "r.json", tmp_path / "g.png"
+    optpart.save(p, prob)
+    assert main(["solve", str(prob), "-s", "single", "-o", str(res)]) == 0
+    assert main(["plot", str(res), "--problem", str(prob), "-o", str(png)]) == 0
+    assert png.stat().st_size > 0
+
+
+# ---------------------------------------------------------------------- resolve_devices (library)
+def test_resolve_devices_reads_numbers_units_lists_and_dicts():
+    p = Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 1}])
+    q = resolve_devices(p, devices=3, memory="80GiB,80GiB,40GiB", speed=[1, 2, 1.5])
+    assert q.device_ids == ["dev0", "dev1", "dev2"]
+    assert q.device_memory.tolist() == [80 * 2**30, 80 * 2**30, 40 * 2**30]
+    assert q.device_speed.tolist() == [1.0, 2.0, 1.5]
+    # Defaults when neither the file nor the caller gives links: 25 GB/s and 10 us.
+    assert (q.links.bandwidth, q.links.latency) == (25e9, pytest.approx(1e-5, rel=1e-12))
+    r = resolve_devices(q, memory={"dev1": "1GiB"}, bandwidth="1GB/s", latency=0)
+    assert r.device_memory.tolist() == [80 * 2**30, 2**30, 40 * 2**30]
+    assert (r.links.bandwidth, r.links.latency) == (1e9, 0.0)
+    assert resolve_devices(p, devices=2, memory=1024).device_memory.tolist() == [1024.0, 1024.0]
+
+
+def test_resolve_devices_keeps_file_ids_and_names_new_ones():
+    p = Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 1}],
+                      devices=[Device("gpuA", 100.0, 2.0)], links={"latency": 0.5, "bandwidth": 10})
+    q = resolve_devices(p, devices=2)
+    assert q.device_ids == ["gpuA", "dev1"]
+    assert q.device_memory.tolist() == [100.0, 100.0] and q.device_speed.tolist() == [2.0, 1.0]
+    assert (q.links.latency, q.links.bandwidth) == (0.5, 10.0)  # the file's links stay
+    assert resolve_devices(p) is p
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"devices": 2, "memory": {"nope": 1}}, "unknown device 'nope'"),
+    ({"devices": 2, "memory": {"dev0": 1}}, "no value for new device 'dev1'"),
+    ({"devices": 2, "memory": "1GiB,"}, "empty item"),
+    ({"devices": 2, "memory": [1, 2, 3]}, "3 values for 2 devices"),
+    ({"devices": 2, "speed": "0"}, "speed"),
+    ({"devices": 2, "speed": math.inf}, "speed"),
+    ({"devices": True}, "devices True"),
+    ({"devices": 2.5}, "devices 2.5"),
+    ({"memory": "1GiB"}, "has no devices"),
+])
+def test_resolve_devices_errors_name_the_value(kwargs, needle):
+    p = Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 1}])
+    with pytest.raises(OptpartError, match=needle):
+        resolve_devices(p, **kwargs)
+
+
+def test_bench_does_not_import_the_command_line():
+    code = "import sys, optpart.bench.sweep; print('optpart.cli' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
