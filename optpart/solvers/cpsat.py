@@ -75,6 +75,9 @@ BUILD_RATE = 40_000.0
 MAX_TERMS = 3_000_000
 #: Share of the remaining search time kept for the confirmation of a proof.
 CONFIRM_SHARE = 0.1
+#: Graphs from this size on give ``LNS_SHARE`` of the search budget to LNS (option ``lns``).
+LNS_MIN_NODES = 40
+LNS_SHARE = 0.5
 
 #: Options, memory models and arguments this solver takes (checked by the registry).
 SPEC = SolverSpec(
@@ -90,6 +93,9 @@ SPEC = SolverSpec(
                "(default: twice the search's, at least 5)", min=0, allow_none=True),
         Option("export_model", str, None, "write the CP-SAT model to this file (.pbtxt/.txt: text)",
                allow_none=True),
+        Option("lns", bool, True, "large-neighbourhood search around the incumbent when not proven"),
+        Option("lns_rounds", int, None, "cap on LNS rounds (default: until the time limit)", min=0,
+               allow_none=True),
     ),
     memory_models=("static", "peak"),
     uses_hint=True,
@@ -101,7 +107,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static", workers: int = 4,
           deterministic: bool = True, log: bool = False, use_hint: bool = True,
           deterministic_time: float | None = None, confirm: bool = True,
-          confirm_deterministic_time: float | None = None, export_model: str | None = None) -> Solution:
+          confirm_deterministic_time: float | None = None, export_model: str | None = None,
+          lns: bool = True, lns_rounds: int | None = None) -> Solution:
     """Solve ``problem`` to optimality (or until ``time_limit``) with CP-SAT.
 
     Parameters
@@ -135,6 +142,12 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     export_model : str, optional
         Write the CP-SAT model (with hint) to this file: text proto (``.pbtxt``/``.txt``)
         or binary otherwise.
+    lns : bool
+        On graphs of at least ``LNS_MIN_NODES`` nodes, give part of the search budget to a
+        large-neighbourhood search around the incumbent (:mod:`optpart.solvers.lns`) when
+        the full search has not proven optimality.
+    lns_rounds : int, optional
+        Cap on the rounds of that search (default: until the time limit).
 
     Returns
     -------
@@ -195,8 +208,9 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         stats["stop_reason"] = "time limit"
         return xc.fallback(problem, incumbent, memory_model, "cpsat: the time limit ran out before the search",
                            stats)
-    solver = _solver(seed, deterministic, workers, log,
-                     search_left * ((1 - CONFIRM_SHARE) if confirm else 1.0), deterministic_time)
+    use_lns = lns and not data.pooled and n >= LNS_MIN_NODES and (lns_rounds is None or lns_rounds > 0)
+    share = (1 - CONFIRM_SHARE if confirm else 1.0) * (1 - LNS_SHARE if use_lns else 1.0)
+    solver = _solver(seed, deterministic, workers, log, search_left * share, deterministic_time)
     code = solver.solve(mv.model)
     name = solver.status_name(code)
     stats.update(cpsat_status=name, search_seconds=round(solver.wall_time, 3),
@@ -216,14 +230,29 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     cp_bound = data.grid.bound_seconds(solver.best_objective_bound) if bound_valid else 0.0
     if name == "OPTIMAL" and not confirmed:
         cp_bound = 0.0  # an unconfirmed proof gives no bound either
-    if name not in ("OPTIMAL", "FEASIBLE"):
+    sol = _values(problem, data, mv, solver) if name in ("OPTIMAL", "FEASIBLE") else None
+    if use_lns and name != "OPTIMAL" and budget.left() > reserve + 0.2:
+        base = sol if sol is not None else (None if hint_p is None else (hint_p, hint_units))
+        if base is not None:
+            from . import lns as _lns
+            round_dtime = 0.5 if deterministic_time is None else min(0.5, deterministic_time)
+            rounds = lns_rounds
+            if rounds is None and deterministic_time is not None:  # a deterministic budget for LNS too
+                rounds = max(1, int(deterministic_time / round_dtime))
+            better_place, better_units, lns_stats = _lns.improve(
+                data, mv, base[0], base[1], budget, reserve=reserve, seed=seed, max_rounds=rounds,
+                round_dtime=round_dtime)
+            stats.update(lns_stats)
+            if lns_stats["lns_improvements"]:
+                sol = (better_place, better_units)
+    if sol is None:
         stats["stop_reason"] = _stop_reason(solver, deterministic_time)
         return xc.fallback(problem, incumbent, memory_model,
                            f"cpsat: CP-SAT found no solution ({stats['stop_reason']} after "
                            f"{budget.elapsed():.1f} s)", stats, lower_bound=cp_bound)
 
     # 5. Decode and compare with the incumbent.
-    place, start = _decode(problem, data, mv, solver, stats)
+    place, start = _decode(problem, data, sol[0], sol[1], stats)
     if start is None:
         return xc.fallback(problem, incumbent, memory_model, "cpsat: CP-SAT's schedule exceeds peak memory "
                            "once converted to seconds (floating-point rounding at equal times)", stats,
@@ -232,7 +261,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     bound = cp_bound
     if name == "OPTIMAL" and confirmed and data.grid.exact and bound_valid:
         bound = max(bound, solver.objective_value / data.grid.scale)
-    stats["objective_units"] = solver.objective_value
+    stats["objective_units"] = int((np.asarray(sol[1]) + data.dur[np.arange(n), sol[0]]).max())
     proven = bool(name == "OPTIMAL" and confirmed and data.mem_exact and bound_valid)
     message = _proof_message(name, confirmed, data, bound_valid, stats)
     if proven and real_ms > bound + 9e-7 * max(real_ms, 1e-12):
@@ -359,18 +388,25 @@ def _choose_hint(problem: Problem, data: cm.CpData, incumbent: Solution | None,
     return xc.relabel(place, data.classes, problem.topo), units
 
 
-def _decode(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, solver, stats: dict
-            ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Placement and start times in seconds (None when peak memory breaks on float rounding)."""
+def _values(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, solver) -> tuple[np.ndarray, np.ndarray]:
+    """CP-SAT's placement and integer starts (pooled schedules get their devices here)."""
     n, k = problem.n_nodes, problem.n_devices
-    s_int = np.array([solver.value(mv.S[v]) for v in range(n)], dtype=np.float64)
+    s_int = np.array([solver.value(mv.S[v]) for v in range(n)], dtype=np.int64)
     if data.pooled:
-        place, s_int = dec.colour(problem, s_int, data.dur[:, 0].tolist())
-    else:
-        place = np.empty(n, dtype=np.int64)
-        allowed = problem.allowed
-        for v in range(n):
-            place[v] = next(d for d in range(k) if allowed[v, d] and solver.boolean_value(mv.x[v, d]))
+        place, s_int = dec.colour(problem, s_int.astype(np.float64), data.dur[:, 0].tolist())
+        return place, np.asarray(s_int, dtype=np.int64)
+    place = np.empty(n, dtype=np.int64)
+    allowed = problem.allowed
+    for v in range(n):
+        place[v] = next(d for d in range(k) if allowed[v, d] and solver.boolean_value(mv.x[v, d]))
+    return place, s_int
+
+
+def _decode(problem: Problem, data: cm.CpData, place: np.ndarray, s_int: np.ndarray, stats: dict
+            ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Start times in seconds of an integer schedule (None when peak memory breaks on float rounding)."""
+    n = problem.n_nodes
+    s_int = np.asarray(s_int, dtype=np.float64)
     e_int = s_int + data.dur[np.arange(n), place]
     if not data.peak:
         return place, xc.tighten_schedule(problem, place, s_int, e_int)
