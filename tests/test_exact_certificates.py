@@ -170,3 +170,15 @@ def test_exact_solvers_declare_their_spec(module):
     assert set(spec.memory_models) == {"static", "peak"}
     with pytest.raises(optpart.errors.OptpartError, match="export_model"):
         spec.validate(module.__name__, {"export_model": 3})
+
+
+def test_lns_improves_the_incumbent_deterministically():
+    # Budgets in deterministic time and rounds: the same improvement on every machine.
+    p = layered_dag(60, ccr=1.0, k=4, memory_slack=1.1, seed=0)
+    runs = [optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=0.1, lns_rounds=3) for _ in range(2)]
+    for r in runs:
+        optpart.check(p, r)
+        assert r.stats["lns_rounds"] == 3
+        assert r.makespan <= r.stats["heuristic_makespan"] * (1 + 1e-12)
+    assert runs[0].makespan == runs[1].makespan
+    assert runs[0].stats["lns_end_units"] < runs[0].stats["lns_start_units"]  # LNS found a shorter schedule
