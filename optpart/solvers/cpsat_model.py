@@ -81,7 +81,7 @@ def prepare(problem: Problem, peak: bool, upper_s: float | None) -> CpData:
     horizon = int(dur.max(axis=1).sum() + (comm.reshape(comm.shape[0], -1).max(axis=1).sum() if comm.size else 0))
     horizon = max(horizon, 1)
     min_dur = [int(dur[v][allowed[v]].min()) for v in range(n)]
-    head, tail = xc.heads_tails(problem, min_dur)
+    head, tail = xc.heads_tails_comm(problem, min_dur, xc.min_transfer(problem, comm))
     group_of = problem.group_of.tolist()
     leader = [v if group_of[v] < 0 else int(problem.groups[group_of[v]][0]) for v in range(n)]
     pooled = False if peak else _pooled(problem, classes, comm, mem, cap, min_dur)

@@ -171,7 +171,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     H = horizon
 
     min_dur = [float(dur[v][allowed[v]].min()) for v in range(n)]
-    head, tail = xc.heads_tails(problem, min_dur)
+    head, tail = xc.heads_tails_comm(problem, min_dur, xc.min_transfer(problem, comm))
 
     prob = pulp.LpProblem(f"optpart_{_safe(problem.name)}", pulp.LpMinimize)
     group_of = problem.group_of.tolist()
