@@ -76,7 +76,7 @@ MAX_TERMS = 3_000_000
 #: Share of the remaining search time kept for the confirmation of a proof.
 CONFIRM_SHARE = 0.1
 #: Graphs from this size on give ``LNS_SHARE`` of the search budget to LNS (option ``lns``).
-LNS_MIN_NODES = 40
+LNS_MIN_NODES = 100
 LNS_SHARE = 0.5
 
 #: Options, memory models and arguments this solver takes (checked by the registry).
@@ -143,7 +143,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         Write the CP-SAT model (with hint) to this file: text proto (``.pbtxt``/``.txt``)
         or binary otherwise.
     lns : bool
-        On graphs of at least ``LNS_MIN_NODES`` nodes, give part of the search budget to a
+        On graphs of at least ``LNS_MIN_NODES`` nodes (or whenever ``lns_rounds`` is given),
+        give part of the search budget to a
         large-neighbourhood search around the incumbent (:mod:`optpart.solvers.lns`) when
         the full search has not proven optimality.
     lns_rounds : int, optional
@@ -208,7 +209,9 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         stats["stop_reason"] = "time limit"
         return xc.fallback(problem, incumbent, memory_model, "cpsat: the time limit ran out before the search",
                            stats)
-    use_lns = lns and not data.pooled and n >= LNS_MIN_NODES and (lns_rounds is None or lns_rounds > 0)
+    # Below LNS_MIN_NODES proofs are within reach and the whole budget goes to the search,
+    # unless LNS rounds are asked for explicitly.
+    use_lns = lns and not data.pooled and (n >= LNS_MIN_NODES if lns_rounds is None else lns_rounds > 0)
     share = (1 - CONFIRM_SHARE if confirm else 1.0) * (1 - LNS_SHARE if use_lns else 1.0)
     solver = _solver(seed, deterministic, workers, log, search_left * share, deterministic_time)
     code = solver.solve(mv.model)
