@@ -213,8 +213,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # unless LNS rounds are asked for explicitly.
     use_lns = lns and not data.pooled and (n >= LNS_MIN_NODES if lns_rounds is None else lns_rounds > 0)
     share = (1 - CONFIRM_SHARE if confirm else 1.0) * (1 - LNS_SHARE if use_lns else 1.0)
-    solver = _solver(seed, deterministic, workers, log, search_left * share, deterministic_time)
-    code = solver.solve(mv.model)
+    solver = _solver(seed, deterministic, workers, log, deterministic_time)
+    code = xc.solve_within(solver, mv.model, search_left * share)
     name = solver.status_name(code)
     stats.update(cpsat_status=name, search_seconds=round(solver.wall_time, 3),
                  deterministic_seconds=round(solver.deterministic_time, 3))
@@ -289,13 +289,11 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                     lower_bound=bound, message=message, stats=stats, memory_model=memory_model)
 
 
-def _solver(seed: int, deterministic: bool, workers: int, log: bool, max_time: float,
-            deterministic_time: float | None):
+def _solver(seed: int, deterministic: bool, workers: int, log: bool, deterministic_time: float | None):
     """A CP-SAT solver with our parameters, including the presolve workaround of or-tools#5293."""
     from ortools.sat.python import cp_model
     solver = cp_model.CpSolver()
     params = solver.parameters
-    params.max_time_in_seconds = max(0.05, float(max_time))
     if deterministic_time is not None:
         params.max_deterministic_time = float(deterministic_time)
     params.random_seed = int(seed)
@@ -341,9 +339,8 @@ def _confirm(mv: cm.CpModelVars, solver, name: str, budget: xc.Budget, reserve: 
     params.interleave_search = True
     params.random_seed = int(seed) + 1
     params.max_deterministic_time = float(dtime)
-    params.max_time_in_seconds = float(left)
     params.log_search_progress = bool(log)
-    code = confirmer.solve(check)
+    code = xc.solve_within(confirmer, check, left)
     result = confirmer.status_name(code)
     stats["confirmation"] = f"{result} in {confirmer.deterministic_time:.2f} deterministic s"
     stats["confirmation_seconds"] = round(confirmer.wall_time, 3)

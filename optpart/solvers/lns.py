@@ -93,9 +93,8 @@ def improve(data: CpData, mv: CpModelVars, place: np.ndarray, start_units: np.nd
         params.num_workers = 1
         params.random_seed = int(seed) + stats["lns_rounds"]
         params.max_deterministic_time = float(round_dtime)
-        params.max_time_in_seconds = max(0.05, budget.left() - reserve)
         params.presolve_inclusion_work_limit = 0  # google/or-tools#5293
-        code = solver.solve(check)
+        code = xc.solve_within(solver, check, budget.left() - reserve)
         stats["lns_rounds"] += 1
         if solver.status_name(code) in ("OPTIMAL", "FEASIBLE"):
             new_start = np.array([solver.value(mv.S[v]) for v in range(n)], dtype=np.int64)
