@@ -244,7 +244,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                 rounds = max(1, int(deterministic_time / round_dtime))
             better_place, better_units, lns_stats = _lns.improve(
                 data, mv, base[0], base[1], budget, reserve=reserve, seed=seed, max_rounds=rounds,
-                round_dtime=round_dtime)
+                round_dtime=round_dtime, workers=1 if deterministic else workers)
             stats.update(lns_stats)
             if lns_stats["lns_improvements"]:
                 sol = (better_place, better_units)

@@ -31,10 +31,11 @@ __all__ = ["improve"]
 
 def improve(data: CpData, mv: CpModelVars, place: np.ndarray, start_units: np.ndarray, budget: xc.Budget,
             *, reserve: float, seed: int, round_dtime: float = 0.5, window: int = 24,
-            max_rounds: int | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
+            max_rounds: int | None = None, workers: int = 1) -> tuple[np.ndarray, np.ndarray, dict]:
     """Improve ``(place, start_units)`` (a valid schedule of the model) until the budget ends.
 
     Returns the best placement, its integer starts and statistics (rounds, improvements).
+    ``workers`` > 1 runs each round's CP-SAT in parallel (not reproducible).
     """
     from ortools.sat.python import cp_model
 
@@ -90,7 +91,7 @@ def improve(data: CpData, mv: CpModelVars, place: np.ndarray, start_units: np.nd
                 check.add_hint(check.get_bool_var_from_proto_index(lit.index), int(place[v] == d))
         solver = cp_model.CpSolver()
         params = solver.parameters
-        params.num_workers = 1
+        params.num_workers = int(workers)  # 1 in deterministic mode
         params.random_seed = int(seed) + stats["lns_rounds"]
         params.max_deterministic_time = float(round_dtime)
         params.presolve_inclusion_work_limit = 0  # google/or-tools#5293
