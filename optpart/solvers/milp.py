@@ -152,7 +152,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         stats["stop_reason"] = "model not built"
         return xc.fallback(problem, incumbent, memory_model,
                            f"milp: exact model not built: about {n_terms:,} terms would take about "
-                           f"{n_terms / BUILD_RATE:.1f} s to build, with {max(budget.left(), 0):.1f} s left", stats)
+                           f"{n_terms / BUILD_RATE:.1f} s to build, more than the {limit:g} s time limit allows", stats)
     allowed = problem.allowed
     dur = xc.durations(problem)
     comm = xc.transfer_table(problem)
@@ -338,8 +338,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             raise SolverError(f"milp: HiGHS failed on '{problem.name}' ({model_status})")
         lb = bound - 1e-9 * max(abs(bound), 1.0) if np.isfinite(bound) else 0.0
         return xc.fallback(problem, incumbent, memory_model,
-                           f"milp: the MILP ({backend}) found no solution ({model_status}, stopped after "
-                           f"{budget.elapsed():.1f} s)", stats, lower_bound=max(lb, 0.0))
+                           f"milp: the MILP ({backend}) found no solution ({model_status}; time limit "
+                           f"{limit:g} s for the call)", stats, lower_bound=max(lb, 0.0))
 
     place = np.empty(n, dtype=np.int64)
     for v in range(n):
@@ -370,7 +370,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         message = "; ".join(m for m in (message, "static memory rows under the peak model: no proof or bound "
                                         "claimed") if m)
     if stats["stop_reason"] == "time limit":
-        message = "; ".join(m for m in (message, f"stopped by the time limit after {budget.elapsed():.1f} s") if m)
+        message = "; ".join(m for m in (message, f"stopped by the time limit ({limit:g} s for the call)") if m)
     stats["objective"] = obj
     return Solution(Status.OPTIMAL if claim else Status.FEASIBLE, placement=place, start=start,
                     lower_bound=bound, message=message, stats=stats, memory_model=memory_model)
