@@ -242,16 +242,20 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             if not common:
                 continue
             y = _var(prob, f"y_{i}_{j}", cat="Binary")
+            # Pair-specific big-M: S_i + p_i <= H - tail_i (end rows) and S_j >= head_j,
+            # so S_i + p_i - S_j never exceeds H - tail_i - head_j.
+            m_ij = max(H - tail[i] - head[j], 0.0)
+            m_ji = max(H - tail[j] - head[i], 0.0)
             if leader[i] == leader[j]:
-                prob += S[j] >= S[i] + p(i) - H * (1 - y), f"ord_{i}_{j}"
-                prob += S[i] >= S[j] + p(j) - H * y, f"ord_{j}_{i}"
+                prob += S[j] >= S[i] + p(i) - m_ij * (1 - y), f"ord_{i}_{j}"
+                prob += S[i] >= S[j] + p(j) - m_ji * y, f"ord_{j}_{i}"
                 same = None
             else:
                 same = _var(prob, f"same_{i}_{j}", lowBound=0, upBound=1)
                 for d in common:
                     prob += same >= x[i, d] + x[j, d] - 1, f"same_{i}_{j}_{d}"
-                prob += S[j] >= S[i] + p(i) - H * (1 - y) - H * (1 - same), f"ord_{i}_{j}"
-                prob += S[i] >= S[j] + p(j) - H * y - H * (1 - same), f"ord_{j}_{i}"
+                prob += S[j] >= S[i] + p(i) - m_ij * (1 - y) - m_ij * (1 - same), f"ord_{i}_{j}"
+                prob += S[i] >= S[j] + p(j) - m_ji * y - m_ji * (1 - same), f"ord_{j}_{i}"
             orders.append((i, j, y, same))
             n_pairs += 1
 
