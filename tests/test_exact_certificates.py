@@ -19,7 +19,7 @@ import pytest
 
 import optpart
 from optpart import Status
-from optpart.generators import layered_dag, planted_dag
+from optpart.generators import fork_join_dag, layered_dag, planted_dag
 from optpart.solvers import cpsat, cpsat_model, milp
 from optpart.solvers.spec import SolverSpec
 
@@ -182,3 +182,21 @@ def test_lns_improves_the_incumbent_deterministically():
         assert r.makespan <= r.stats["heuristic_makespan"] * (1 + 1e-12)
     assert runs[0].makespan == runs[1].makespan
     assert runs[0].stats["lns_end_units"] < runs[0].stats["lns_start_units"]  # LNS found a shorter schedule
+
+
+@pytest.mark.parametrize("make", [
+    lambda s: layered_dag(10, ccr=1.0, k=3, memory_slack=1.2, seed=s),
+    lambda s: fork_join_dag(10, width=3, ccr=2.0, k=2, memory_slack=1.3, seed=s),
+    lambda s: planted_dag(12, 3, ccr=1.0, seed=s, chains=False),
+], ids=["layered", "forkjoin", "planted"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_milp_and_cpsat_agree_beyond_brute_force_sizes(make, seed):
+    # milp is the independent cross-check of cpsat (docs/exact.md): two formulations, two
+    # backends, one optimum. The wall-clock limit is far above what 10-12 nodes need.
+    p = make(seed)
+    a = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=60.0)
+    b = optpart.solve(p, "milp", time_limit=300)
+    for r in (a, b):
+        optpart.check(p, r)
+        assert r.status is Status.OPTIMAL, (r.solver, r.status, r.message)
+    assert a.makespan == pytest.approx(b.makespan, rel=1e-6)
