@@ -396,7 +396,7 @@ def _peak_bytes(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 def _add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan, dur: np.ndarray,
                      comm: np.ndarray, horizon: int, param: np.ndarray, out: np.ndarray,
                      temp: np.ndarray, cap: np.ndarray, exact_time: bool) -> None:
-    """Peak (liveness) memory of MODEL.md section 3 as one cumulative per device.
+    """Peak (liveness) memory of docs/model.md section 3 as one cumulative per device.
 
     Capacity ``cap(d) - sum param(v) x[v, d]``; optional intervals (all on integer time):
 

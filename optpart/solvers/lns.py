@@ -42,7 +42,6 @@ def improve(data: CpData, mv: CpModelVars, place: np.ndarray, start_units: np.nd
     problem = data.problem
     n, k = problem.n_nodes, problem.n_devices
     rng = np.random.default_rng(seed)
-    topo = problem.topo.tolist()
     pos = np.empty(n, dtype=np.int64)
     pos[problem.topo] = np.arange(n)
     dur = data.dur
