@@ -23,11 +23,12 @@ the whole call ends within about ``time_limit + 2 s``):
    gigabytes) the incumbent is returned with a message saying why.
 3. Build, hint (the incumbent's full schedule on the integer grid), solve with the
    workaround of google/or-tools#5293 (``presolve_inclusion_work_limit = 0``).
-4. **Confirmation of every proof**: an ``OPTIMAL`` answer of value ``z`` is re-solved as
-   "makespan <= z - 1" with presolve off and a deterministic budget; only an
-   ``INFEASIBLE`` answer confirms it (likewise an ``INFEASIBLE`` model is re-solved
-   without presolve). Unconfirmed: status ``feasible`` with the generic bound, and the
-   message says so.
+4. **Confirmation of every proof**: an ``OPTIMAL`` answer of value ``z`` is re-solved
+   independently with presolve off (the same optimisation hinted with the solution, a
+   deterministic budget): only ``OPTIMAL`` at ``z`` confirms it, a lower value refutes it
+   (and its schedule is used); an ``INFEASIBLE`` model must stay ``INFEASIBLE`` without
+   presolve. Unconfirmed: status ``feasible`` with the generic bound, and the message
+   says so.
 5. Decode (placement, integer starts to seconds, tightened), compare with the incumbent.
 
 **Time is integral in CP-SAT.** When every duration and transfer is a whole number of
@@ -223,10 +224,10 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if name == "MODEL_INVALID":
         raise SolverError(f"cpsat built an invalid model for '{problem.name}': {mv.model.validate()}")
     bound_valid = not peak or (data.grid.exact and not dec.has_instants(problem))
-    confirmed = None
+    confirmed, better = None, None
     if name in ("OPTIMAL", "INFEASIBLE"):
-        confirmed = _confirm(mv, solver, name, budget, reserve, deterministic_time, confirm_deterministic_time,
-                             seed, log, stats) if confirm else False
+        confirmed, better = (_confirm(problem, data, mv, solver, name, budget, reserve, deterministic_time,
+                                      confirm_deterministic_time, seed, log, stats) if confirm else (False, None))
     if name == "INFEASIBLE":
         return _infeasible(problem, incumbent, memory_model, stats, confirmed,
                            exact=data.mem_exact and bound_valid)
@@ -234,6 +235,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if name == "OPTIMAL" and not confirmed:
         cp_bound = 0.0  # an unconfirmed proof gives no bound either
     sol = _values(problem, data, mv, solver) if name in ("OPTIMAL", "FEASIBLE") else None
+    if better is not None:  # the confirmation refuted the proof with a shorter schedule
+        sol = better
     if use_lns and name != "OPTIMAL" and budget.left() > reserve + 0.2:
         base = sol if sol is not None else (None if hint_p is None else (hint_p, hint_units))
         if base is not None:
@@ -310,28 +313,38 @@ def _solver(seed: int, deterministic: bool, workers: int, log: bool, determinist
     return solver
 
 
-def _confirm(mv: cm.CpModelVars, solver, name: str, budget: xc.Budget, reserve: float,
-             deterministic_time: float | None, confirm_dtime: float | None, seed: int, log: bool,
-             stats: dict) -> bool:
-    """Re-solve independently (presolve off): "makespan <= z - 1" after an optimum ``z``, or
-    the model itself after an infeasibility; True only when that comes back INFEASIBLE."""
+def _confirm(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, solver, name: str, budget: xc.Budget,
+             reserve: float, deterministic_time: float | None, confirm_dtime: float | None, seed: int,
+             log: bool, stats: dict) -> tuple[bool, tuple | None]:
+    """Re-solve independently, with presolve off: ``(confirmed, better solution or None)``.
+
+    After an optimum ``z``: the same optimisation, hinted with CP-SAT's solution, must end
+    ``OPTIMAL`` at ``z`` (a lower value means the first proof was false, and its solution
+    is returned). Measured on fork-join graphs of 50 nodes, this proves in about the work
+    of the first search, while the feasibility question "makespan <= z - 1" without
+    presolve ran out of an 8-second deterministic budget. After an infeasibility: the
+    model itself must come back ``INFEASIBLE``.
+    """
     from ortools.sat.python import cp_model
     check = mv.model.clone()
+    check.clear_hints()
+    z = None
     if name == "OPTIMAL":
         z = int(round(solver.objective_value))
-        makespan = check.get_int_var_from_proto_index(mv.makespan.index)
-        if z - 1 < int(check.proto.variables[mv.makespan.index].domain[0]):
+        if z <= int(check.proto.variables[mv.makespan.index].domain[0]):
             stats["confirmation"] = "trivial (the makespan's lower end meets the optimum)"
-            return True
-        check.add(makespan <= z - 1)
-    check.clear_objective()
-    check.clear_hints()
+            return True, None
+        for v in range(problem.n_nodes):
+            check.add_hint(check.get_int_var_from_proto_index(mv.S[v].index), int(solver.value(mv.S[v])))
+        for (v, d), lit in mv.x.items():
+            if data.leader[v] == v:
+                check.add_hint(check.get_bool_var_from_proto_index(lit.index), int(solver.boolean_value(lit)))
     dtime = confirm_dtime if confirm_dtime is not None else max(5.0, 2.0 * float(
         deterministic_time if deterministic_time is not None else solver.deterministic_time))
     left = budget.left() - reserve
     if left <= 0.05:
         stats["confirmation"] = "no time left"
-        return False
+        return False, None
     confirmer = cp_model.CpSolver()
     params = confirmer.parameters
     params.cp_model_presolve = False
@@ -343,10 +356,12 @@ def _confirm(mv: cm.CpModelVars, solver, name: str, budget: xc.Budget, reserve: 
     code = xc.solve_within(confirmer, check, left)
     result = confirmer.status_name(code)
     stats["confirmation"] = f"{result} in {confirmer.deterministic_time:.2f} deterministic s"
-    if result == "FEASIBLE" or result == "OPTIMAL":
-        # A solution below the claimed optimum: the first proof was false.
+    if z is None:
+        return result == "INFEASIBLE", None
+    if result in ("OPTIMAL", "FEASIBLE") and int(round(confirmer.objective_value)) < z:
         stats["confirmation"] += ": found a better solution, the proof was false"
-    return result == "INFEASIBLE"
+        return False, _values(problem, data, mv, confirmer)
+    return result == "OPTIMAL" and int(round(confirmer.objective_value)) == z, None
 
 
 def _infeasible(problem: Problem, incumbent: Solution | None, memory_model: str, stats: dict,
