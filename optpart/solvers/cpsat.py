@@ -91,7 +91,7 @@ SPEC = SolverSpec(
                "(machine-independent)", min=0, allow_none=True),
         Option("confirm", bool, True, "confirm every proof by a re-solve without presolve"),
         Option("confirm_deterministic_time", float, None, "deterministic budget of a confirmation "
-               "(default: twice the search's, at least 5)", min=0, allow_none=True),
+               "(default: three times the search's, at least 10)", min=0, allow_none=True),
         Option("export_model", str, None, "write the CP-SAT model to this file (.pbtxt/.txt: text)",
                allow_none=True),
         Option("lns", bool, True, "large-neighbourhood search around the incumbent when not proven"),
@@ -139,7 +139,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     confirm : bool
         Confirm every proof by an independent re-solve (default True).
     confirm_deterministic_time : float, optional
-        Deterministic budget of a confirmation (default: twice the search's, at least 5).
+        Deterministic budget of a confirmation (default: three times the search's, at least 10).
     export_model : str, optional
         Write the CP-SAT model (with hint) to this file: text proto (``.pbtxt``/``.txt``)
         or binary otherwise.
@@ -339,7 +339,7 @@ def _confirm(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, solver, name
         for (v, d), lit in mv.x.items():
             if data.leader[v] == v:
                 check.add_hint(check.get_bool_var_from_proto_index(lit.index), int(solver.boolean_value(lit)))
-    dtime = confirm_dtime if confirm_dtime is not None else max(5.0, 2.0 * float(
+    dtime = confirm_dtime if confirm_dtime is not None else max(10.0, 3.0 * float(
         deterministic_time if deterministic_time is not None else solver.deterministic_time))
     left = budget.left() - reserve
     if left <= 0.05:
