@@ -8,13 +8,17 @@ Parts (``--part``, repeatable; all by default):
   Optima are cached in ``--cache`` (a JSON file) so reruns are quick.
 * ``stg``: the STG 50-task graphs with proven optima (p = 2, 4, 8, 16), free links;
   mean gap and share of optima hit, HEFT and ETF beside it.
-* ``planted``: planted-optimum DAGs (:func:`optpart.generators.planted_dag`) of 200,
-  2,000 and 20,000 nodes; gap to the planted optimum, HEFT beside it.
+* ``planted``: planted-optimum DAGs (:func:`optpart.generators.planted_dag`), N in
+  {200, 2,000, 20,000} (``--sizes``), K in {2, 4, 8}, ccr in {0.1, 1, 5}, capacities
+  1.05x and 1.5x the planted loads, seeds 0 and 1 (108 problems): per N, the heuristic
+  against heft (better/equal/worse), mean gap to the optimum of heuristic, pardnn (the
+  seed method), heft and etf, optimum hits, and the median time ratio heuristic/heft.
 * ``dnn``: the dnn-partitioning graphs (their own devices and links): makespan and gap
   to the lower bound for the heuristic and the list-scheduling baselines.
 
     python benchmarks/heuristic_quality.py                    # everything (about 15-25 minutes)
     python benchmarks/heuristic_quality.py --part stg --quick # a few minutes
+    python benchmarks/heuristic_quality.py --part planted     # the planted grid (several minutes)
 """
 
 from __future__ import annotations
@@ -144,28 +148,60 @@ def part_stg(quick: bool) -> None:
     print()
 
 
-def part_planted(quick: bool) -> None:
+_ALL = ("heuristic", "pardnn", "heft", "etf")
+
+
+def planted_grid(sizes: list[int], seeds: list[int], ks=(2, 4, 8)):
+    """The planted benchmark: every (N, K, ccr, capacity, seed); capacity is 1.05x or 1.5x the planted loads."""
+    for n in sizes:
+        for k in ks:
+            for ccr in (0.1, 1.0, 5.0):
+                for cap in (1.05, 1.5):
+                    for seed in seeds:
+                        p = planted_dag(n, k, ccr=ccr, seed=seed)
+                        if cap != 1.05:
+                            meta = p.meta
+                            p = p.with_memory_scale(cap / 1.05)
+                            p.meta = meta
+                        yield n, k, ccr, cap, seed, p
+
+
+def part_planted(quick: bool, sizes: list[int] | None = None, ks=(2, 4, 8), solvers=None) -> None:
+    """Per N: the heuristic against heft (better/equal/worse), mean gap to the planted optimum
+    of heuristic, pardnn (the seed method), heft and etf, and the median time ratio heuristic/heft."""
     print("## Planted-optimum random DAGs (optimum known exactly)\n")
-    solvers = ["heuristic"] + _baselines(["heft"])
-    configs = [(200, 4, 1.0), (2000, 4, 1.0), (20000, 4, 1.0), (200, 2, 5.0), (2000, 8, 5.0), (2000, 8, 0.1)]
-    seeds = [0] if quick else [0, 1, 2]
-    rows = []
-    for n, k, ccr in configs:
-        res = {s: [] for s in solvers}
-        tm = {s: [] for s in solvers}
-        for seed in seeds:
-            p = planted_dag(n, k, ccr=ccr, seed=seed)
-            opt = p.meta["optimum"]
-            for s in solvers:
-                t0 = time.perf_counter()
-                r = optpart.solve(p, s)
-                tm[s].append(time.perf_counter() - t0)
-                optpart.check(p, r)
-                res[s].append(_gap(r.makespan, opt) if r.status.has_solution else float("nan"))
+    solvers = list(dict.fromkeys(["heuristic", "heft", *(solvers or ["pardnn", "etf"])]))
+    sizes = sizes or ([200, 2000] if quick else [200, 2000, 20000])
+    seeds = [0] if quick else [0, 1]
+    by_n: dict[int, dict] = {}
+    for n, k, ccr, cap, seed, p in planted_grid(sizes, seeds, ks):
+        opt = p.meta["optimum"]
+        row = by_n.setdefault(n, {"gap": {s: [] for s in solvers}, "time": {s: [] for s in solvers}, "cmp": [],
+                                  "hit": {s: 0 for s in solvers}})
+        ms = {}
         for s in solvers:
-            rows.append([n, k, ccr, s, len(seeds), f"{100 * np.mean(res[s]):.2f}%", f"{100 * np.max(res[s]):.2f}%",
-                         f"{statistics.median(tm[s]):.2f} s"])
-    print(table(rows, ["nodes", "k", "ccr", "solver", "instances", "mean gap", "max gap", "median time"]))
+            t0 = time.perf_counter()
+            r = optpart.solve(p, s)
+            row["time"][s].append(time.perf_counter() - t0)
+            optpart.check(p, r)
+            ms[s] = r.makespan if r.status.has_solution else float("inf")
+            row["gap"][s].append(_gap(ms[s], opt))
+            row["hit"][s] += ms[s] <= opt * (1 + 1e-9)
+        tol = 1e-9 * ms["heft"]
+        h, f = ms["heuristic"], ms["heft"]
+        row["cmp"].append(-1 if h < f - tol else (1 if h > f + tol else 0))
+    rows = []
+    for n in sorted(by_n):
+        row = by_n[n]
+        c = row["cmp"]
+        ratio = statistics.median(h / max(f, 1e-9) for h, f in zip(row["time"]["heuristic"], row["time"]["heft"]))
+        rows.append([n, len(c), f"{c.count(-1)}/{c.count(0)}/{c.count(1)}",
+                     *(f"{100 * np.mean(row['gap'][s]):.2f}%" if s in solvers else "-" for s in _ALL),
+                     " ".join(f"{row['hit'][s]}" if s in solvers else "-" for s in _ALL),
+                     f"{ratio:.2f}", f"{statistics.median(row['time']['heuristic']):.2f} s"])
+    print(table(rows, ["N", "problems", "heuristic vs heft better/equal/worse", "gap heuristic", "gap pardnn",
+                       "gap heft", "gap etf", "optimum hit h/p/heft/etf", "median time ratio heuristic/heft",
+                       "median heuristic time"]))
     print()
 
 
@@ -197,6 +233,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", action="append", choices=["cpsat", "stg", "planted", "dnn"])
     ap.add_argument("--quick", action="store_true", help="fewer instances")
+    ap.add_argument("--sizes", type=int, nargs="+", help="planted part: node counts (default 200 2000 20000)")
+    ap.add_argument("--ks", type=int, nargs="+", default=[2, 4, 8], help="planted part: device counts")
+    ap.add_argument("--solvers", nargs="+", choices=["heuristic", "pardnn", "heft", "etf"],
+                    help="planted part: solvers (heuristic and heft are needed for the comparison)")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/optpart-heuristic-cpsat-optima.json"),
                     help="JSON file caching the CP-SAT optima")
     args = ap.parse_args()
@@ -207,7 +247,7 @@ def main() -> None:
         elif part == "stg":
             part_stg(args.quick)
         elif part == "planted":
-            part_planted(args.quick)
+            part_planted(args.quick, args.sizes, tuple(args.ks), args.solvers)
         else:
             part_dnn(args.quick)
 

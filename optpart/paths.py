@@ -18,7 +18,8 @@ import numpy as np
 
 from .problem import Problem
 
-__all__ = ["bottom_levels_csr", "bottom_levels_by_edge", "top_levels_csr"]
+__all__ = ["bottom_levels_csr", "bottom_levels_by_edge", "top_levels_csr", "mean_costs", "upward_rank",
+           "priority_order"]
 
 
 def bottom_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequence[int],
@@ -57,3 +58,49 @@ def top_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequence[i
             if x > top[w]:
                 top[w] = x
     return top
+
+
+def mean_costs(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """HEFT's average costs: mean run time per node and mean transfer time per edge.
+
+    The node's mean is over the devices it may use of ``time / speed``; the edge's mean
+    is over ordered pairs of distinct devices of ``latency + bytes / bandwidth``
+    (Topcuoglu, Hariri, Wu, IEEE TPDS 13(3), 2002, section 4.1, which averages latency
+    and transfer rate). With one device communication is free. The one mean-cost
+    definition: HEFT, m-ETF and the heuristic's ranks all use it.
+    """
+    k = problem.n_devices
+    allowed = problem.allowed
+    inv_speed = 1.0 / problem.device_speed
+    if allowed.all():  # no restriction: one mean for every node (no n x k product)
+        wbar = problem.time * float(inv_speed.sum() / max(k, 1))
+    else:
+        counts = allowed.sum(axis=1)
+        wbar = problem.time * (allowed @ inv_speed) / np.maximum(counts, 1)
+    if k < 2:
+        return wbar, np.zeros(problem.n_edges)
+    off = ~np.eye(k, dtype=bool)
+    with np.errstate(divide="ignore"):
+        inv_bw = 1.0 / problem.bandwidth
+    mean_lat = float(problem.latency[off].mean())
+    mean_inv_bw = float(inv_bw[off].mean())
+    return wbar, mean_lat + problem.edge_bytes * mean_inv_bw
+
+
+def upward_rank(problem: Problem, wbar: np.ndarray | None = None, cbar: np.ndarray | None = None) -> np.ndarray:
+    """HEFT's upward rank, ``rank(v) = wbar(v) + max over successors w of (cbar(v, w) + rank(w))``:
+    the bottom level under :func:`mean_costs` (the one rank definition); O(V + E)."""
+    if wbar is None or cbar is None:
+        wbar, cbar = mean_costs(problem)
+    return bottom_levels_by_edge(problem, wbar, cbar)
+
+
+def priority_order(problem: Problem, priority: np.ndarray) -> np.ndarray:
+    """Nodes by decreasing ``priority``, ties by topological position.
+
+    For bottom levels (``bl(u) >= bl(w)`` on every edge) this is a topological order
+    even with zero-time nodes and free transfers.
+    """
+    rank = np.empty(problem.n_nodes, dtype=np.int64)
+    rank[problem.topo] = np.arange(problem.n_nodes)
+    return np.lexsort((rank, -np.asarray(priority, dtype=np.float64)))

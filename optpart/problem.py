@@ -495,23 +495,39 @@ class Problem:
     # ------------------------------------------------------------------ variants
     def with_devices(
         self,
-        devices: Sequence[Device] | int,
-        memory: float = math.inf,
-        speed: float | Sequence[float] = 1.0,
+        devices: Sequence[Device] | Sequence[str] | int | None = None,
+        memory: Any = math.inf,
+        speed: Any = 1.0,
         links: Links | None = None,
         constraints: Constraints | None = None,
     ) -> "Problem":
-        """The same graph on other devices: a list of :class:`Device`, or a count with one
-        capacity and speed (a scalar or one per device; devices are named ``dev0``, ``dev1``...).
+        """The same graph on other devices.
+
+        ``devices`` is a list of :class:`Device`, a list of device ids, or a count (devices
+        named ``dev0``, ``dev1``...). ``memory`` and ``speed`` are one value for every
+        device, a list with one value per device, or a dict ``{device id: value}`` (which
+        names the devices when ``devices`` is a count or omitted); capacities may be unit
+        strings (``"80GiB"``, ``"16GB"``; see :mod:`optpart.units`). Examples::
+
+            p.with_devices(4, memory="8GiB")
+            p.with_devices(memory={"gpu0": "80GiB", "gpu1": "40GiB"}, speed={"gpu0": 1, "gpu1": 0.5})
+            p.with_devices(["a", "b"], memory=["80GiB", "40GiB"], speed=[1, 0.5])
+
         Links and constraints default to the problem's own; constraints that name a device
-        missing from the new set are an error, never silently dropped."""
-        if isinstance(devices, int):
-            if devices < 1:
-                raise ProblemError(f"devices={devices} must be >= 1")
-            speeds = [float(speed)] * devices if np.isscalar(speed) else [float(s) for s in speed]
-            if len(speeds) != devices:
-                raise ProblemError(f"{len(speeds)} speeds given for {devices} devices")
-            devices = [Device(f"dev{i}", float(memory), speeds[i]) for i in range(devices)]
+        missing from the new set are an error, never silently dropped.
+        """
+        if devices is None or isinstance(devices, (int, np.integer)) or \
+                (isinstance(devices, Sequence) and not isinstance(devices, str)
+                 and devices and all(isinstance(d, str) for d in devices)):
+            devices = _devices_from_values(devices, memory, speed)
+        elif isinstance(devices, Sequence) and not isinstance(devices, str) and \
+                all(isinstance(d, Device) for d in devices):
+            if not (_is_default(memory, math.inf) and _is_default(speed, 1.0)):
+                raise ProblemError("give memory= and speed= either inside the Device objects or with a device "
+                                   "count/ids, not both")
+            devices = list(devices)
+        else:
+            raise ProblemError(f"devices={devices!r} must be a count, a list of device ids or a list of Device")
         q = self._copy_graph()
         q._set_devices(devices, links if links is not None else self.links)
         keep = constraints if constraints is not None else self.constraints
@@ -595,3 +611,64 @@ def _links_to_dict(links: Links) -> dict[str, Any]:
 def _constraints_to_dict(c: Constraints) -> dict[str, Any]:
     from .formats.optpart_json import constraints_to_dict
     return constraints_to_dict(c)
+
+
+def _is_default(value: Any, default: float) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and float(value) == default
+
+
+def _devices_from_values(devices: Any, memory: Any, speed: Any) -> list[Device]:
+    """Devices from a count or ids plus per-device memory/speed given as scalars, lists or dicts
+    (values may be unit strings). Dict keys name the devices; every mismatch is an error."""
+    from .units import parse_bytes, parse_speed
+
+    memory = memory.tolist() if isinstance(memory, np.ndarray) else memory
+    speed = speed.tolist() if isinstance(speed, np.ndarray) else speed
+    names: list[str] | None = None
+    if isinstance(devices, (int, np.integer)):
+        if devices < 1:
+            raise ProblemError(f"devices={devices} must be >= 1")
+        count: int | None = int(devices)
+    elif devices is None:
+        count = None
+    else:
+        names, count = [str(d) for d in devices], len(devices)
+    for what, value in (("memory", memory), ("speed", speed)):
+        if isinstance(value, Mapping):
+            keys = [str(k) for k in value]
+            if names is None and (count is None or count == len(keys)):
+                names, count = keys, len(keys)
+            elif names is not None and sorted(keys) != sorted(names):
+                raise ProblemError(f"{what} is given for device(s) {', '.join(map(repr, keys))} but the devices "
+                                   f"are {', '.join(map(repr, names))}")
+            elif names is None:
+                raise ProblemError(f"{what} names {len(keys)} devices but devices={count}")
+        elif isinstance(value, Sequence) and not isinstance(value, str):
+            if count is None:
+                count = len(value)
+            elif len(value) != count:
+                raise ProblemError(f"{len(value)} {what} values given for {count} devices")
+    if count is None:
+        raise ProblemError("give the devices: a count, a list of ids, or memory/speed per device")
+    names = names or [f"dev{i}" for i in range(count)]
+
+    def per_device(value: Any, what: str, parse) -> list[float]:
+        if isinstance(value, Mapping):
+            got = {str(k): v for k, v in value.items()}
+            return [_parsed(parse, got[n], what, n) for n in names]
+        if isinstance(value, Sequence) and not isinstance(value, str):
+            return [_parsed(parse, v, what, n) for n, v in zip(names, value)]
+        return [_parsed(parse, value, what, n) for n in names]
+
+    mem = per_device(memory, "memory", parse_bytes)
+    spd = per_device(speed, "speed", parse_speed)
+    return [Device(n, m, s) for n, m, s in zip(names, mem, spd)]
+
+
+def _parsed(parse, value: Any, what: str, device: str) -> float:
+    from .errors import OptpartError
+
+    try:
+        return parse(value)
+    except OptpartError as exc:
+        raise ProblemError(f"device '{device}' {what}: {exc}") from None

@@ -2,7 +2,8 @@
 
 Binary prefixes (KiB, MiB, GiB, TiB) are powers of 1024, decimal ones (kB, MB,
 GB, TB) powers of 1000, as in IEC 80000-13. A bare number is taken in the base
-unit (bytes, bytes per second, seconds).
+unit (bytes, bytes per second, seconds). Bandwidths distinguish bytes (``B``) from
+bits (``bit``) and refuse spellings that mean either (``GBps``, ``Gbps``, ``Gb/s``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ __all__ = [
     "parse_bytes",
     "parse_bandwidth",
     "parse_time",
+    "parse_speed",
+    "parse_list",
     "format_bytes",
     "format_time",
     "format_bandwidth",
@@ -54,25 +57,55 @@ def parse_bytes(text: str | float | int) -> float:
     return _checked(value * _BYTE_UNITS[key], text, "size")
 
 
+_RATE_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+                "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+
+
 def parse_bandwidth(text: str | float | int) -> float:
-    """Read a bandwidth such as ``'25GB/s'``, ``'100Gbit/s'`` or ``'inf'`` into bytes per second."""
+    """Read a bandwidth such as ``'25GB/s'``, ``'25GiB/s'``, ``'100Gbit/s'`` or ``'inf'`` into bytes per second.
+
+    ``B`` is a byte and ``bit`` a bit; spellings that readers take both ways (``GBps``,
+    ``Gbps``, ``gbps``, ``Gb/s``) are refused with the two readings offered, never guessed.
+    """
     value, unit = _split(text, "bandwidth")
-    key = unit.lower()
-    if key.endswith("/s"):
-        key = key[:-2]
+    body = unit[:-2] if unit.endswith("/s") else unit
     factor = None
-    if key.endswith("bit") or key.endswith("bps"):
-        prefix = key[:-3]
-        factor = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}.get(prefix)
+    if unit.lower().endswith("ps") or (body.endswith("b") and not body.endswith("bit")):
+        stem = unit[:-3] if unit.lower().endswith("bps") else body[:-1]
+        stem = stem[:1].upper() + stem[1:] if stem else ""
+        raise OptpartError(f"ambiguous bandwidth unit {unit!r} in {text!r}: write {stem}B/s for bytes or "
+                           f"{stem}bit/s for bits per second")
+    if body.endswith("bit"):
+        prefix = body[:-3]
+        factor = _RATE_PREFIX.get(prefix)
         factor = None if factor is None else factor / 8
-    elif key in _BYTE_UNITS:
-        factor = _BYTE_UNITS[key]
+    elif body.endswith("B") or body == "":
+        prefix = body[:-1] if body else ""
+        factor = _RATE_PREFIX.get(prefix)
     if factor is None:
         raise OptpartError(f"unknown bandwidth unit {unit!r} in {text!r}; use e.g. GB/s, GiB/s or Gbit/s")
     bw = _checked(value * factor, text, "bandwidth")
     if bw == 0:
         raise OptpartError(f"bandwidth {text!r} must be positive")
     return bw
+
+
+def parse_speed(text: str | float | int) -> float:
+    """Read a relative device speed (``1``, ``'0.5'``): a positive finite number, 1.0 being the reference device."""
+    value, unit = _split(text, "speed")
+    if unit or not math.isfinite(value) or value <= 0:
+        raise OptpartError(f"speed {text!r} must be a positive finite number (1.0 is the reference device)")
+    return value
+
+
+def parse_list(text: str | float | int, parse, what: str) -> list[float]:
+    """Read a comma-separated list (``'80GiB,80GiB,40GiB'``), one value per device, with ``parse``."""
+    if isinstance(text, (int, float)):
+        return [parse(text)]
+    parts = [t.strip() for t in str(text).split(",")]
+    if any(not t for t in parts):
+        raise OptpartError(f"{what} {text!r} has an empty entry; give one value per device, e.g. 80GiB,40GiB")
+    return [parse(t) for t in parts]
 
 
 def parse_time(text: str | float | int) -> float:

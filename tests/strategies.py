@@ -197,3 +197,42 @@ def placements(draw, problem: Problem):
     for g in problem.groups:
         out[g] = out[g[0]]
     return out
+
+
+# ------------------------------------------------------------------ zero-duration and extreme times
+#: Run times that stress float schedules: instants, 1e-9, 1e6, fractions without exact binary form.
+EXTREME_TIMES = (0.0, 0.0, 0.0, 1e-9, 1e6, 0.1, 1.0 / 3.0, 1.0, 2.5, 7.0)
+
+
+@st.composite
+def zero_time_problems(draw, max_nodes: int = 14, max_devices: int = 4):
+    """Problems full of zero-duration nodes (views, ``t``, ``expand``): chains of views behind
+    views, times of 1e-9 and 1e6 units, many equal finish times (repeated times), speeds that
+    make durations inexact (3.0), free or costly links. Memory is loose or total/K plus the
+    largest node (the heuristic's sufficient condition), so every list scheduler can finish.
+    """
+    n = draw(st.integers(1, max_nodes))
+    times = draw(st.lists(st.sampled_from(EXTREME_TIMES), min_size=n, max_size=n))
+    edges = set()
+    for v in range(1, n):
+        if draw(st.integers(0, 2)) == 0:      # a view chained behind the node just before it
+            times[v] = 0.0
+            edges.add((v - 1, v))
+        for u in draw(st.lists(st.integers(0, v - 1), max_size=3, unique=True)):
+            edges.add((u, v))
+    edges = sorted(edges)
+    k = draw(st.integers(1, max_devices))
+    speeds = draw(st.lists(st.sampled_from([1.0, 1.0, 3.0, 0.5]), min_size=k, max_size=k))
+    mem = draw(st.lists(st.integers(0, 50), min_size=n, max_size=n))
+    total = float(sum(mem))
+    loose = draw(st.booleans())
+    cap = total + 1.0 if loose else math.ceil(total / k) + max(mem, default=0)
+    devices = [Device(f"d{i}", float(cap), speeds[i]) for i in range(k)]
+    nbytes = draw(st.lists(st.sampled_from([0.0, 0.0, 1.0, 3.0, 1e6]), min_size=len(edges), max_size=len(edges)))
+    latency = draw(st.sampled_from([0.0, 0.0, 1e-9, 0.5]))
+    bandwidth = draw(st.sampled_from([1.0, 3.0, 1e9]))
+    return Problem.from_arrays(
+        [f"v{i}" for i in range(n)], np.array(times, dtype=float), np.array(mem, dtype=float),
+        [u for u, _ in edges], [w for _, w in edges], np.array(nbytes, dtype=float),
+        devices=devices, links=Links(latency, bandwidth, ()), name="hyp-zero-time",
+    )

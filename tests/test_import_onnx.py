@@ -131,3 +131,16 @@ def test_cli_import(tmp_path, capsys):
     assert "no such ONNX file" in capsys.readouterr().err
     assert main(["import", str(src), "-o", str(out), "--efficiency", "2"]) == 2
     assert "efficiency" in capsys.readouterr().err
+
+
+def test_scoped_node_names_give_the_module_forward_backward_and_optimizer():
+    """``torch.onnx.export`` names nodes ``/scope/.../Op``; those scopes become ``module``."""
+    model = tiny_cnn()
+    for nd, name in zip(model.graph.node, ["/features/conv/Conv", "/features/act/Relu", "/GlobalAveragePool",
+                                           "flat", "/head/Gemm"]):
+        nd.name = name
+    p = from_onnx(model, training=True)
+    module = {nid: m.get("module") for nid, m in zip(p.node_ids, p.node_meta)}
+    assert module["/features/conv/Conv"] == "features.conv" and module["/head/Gemm"] == "head"
+    assert module["grad./features/conv/Conv"] == "features.conv" and module["update.fc"] == "head"
+    assert module["flat"] is None and module["/GlobalAveragePool"] is None  # no scope, no module

@@ -82,14 +82,14 @@ def test_mlp_structure(mlp):
     assert len(matmuls) == 5  # 2 forward, 2 weight gradients, 1 input gradient (the input needs none)
     assert [mlp.node_meta[i].get("param") for i in _by_phase(mlp, "optimizer")] == \
         ["l1.weight", "l1.bias", "l2.weight", "l2.bias"]
-    assert mlp.node_ids[:2] == ["input.0", "input.1"]
+    assert mlp.node_ids[:2] == ["input.0", "target.0"]
     # every backward node comes after the loss: it has a forward or backward predecessor
     phases = [m["phase"] for m in mlp.node_meta]
     for e in range(mlp.n_edges):
         s, d = int(mlp.edge_src[e]), int(mlp.edge_dst[e])
         assert not (phases[s] == "backward" and phases[d] == "forward")
     if torch.__version__.startswith("2.13."):  # the exact ATen decomposition is version-specific
-        assert (mlp.n_nodes, mlp.n_edges) == (40, 46)
+        assert (mlp.n_nodes, mlp.n_edges) == (44, 50)  # 4 autograd saved-tensor detaches
 
 
 def test_mlp_flops_match_hand_count_and_torch_counter(mlp):
@@ -188,7 +188,8 @@ def test_round_trip_and_determinism(tmp_path, mlp):
 def test_bad_input_names_the_problem():
     with pytest.raises(FormatError, match="no parameters"):
         from_torch(nn.ReLU(), (torch.empty(2, 2),))
-    with pytest.raises(FormatError, match="cannot trace MLP"):
+    with pytest.raises(FormatError, match=r"cannot trace MLP in module 'l1' \(Linear\) at operator aten.mm.default "
+                                          r"with fake tensors: RuntimeError"):
         from_torch(MLP(), (torch.empty(B, D + 1),))
 
 
@@ -211,3 +212,158 @@ def test_cli_imports_a_torch_factory(tmp_path, monkeypatch, capsys):
     assert p.memory[upd].sum() == 2 * p.meta["parameter_bytes"]  # weights + gradients, no optimizer state
     assert main(["import", "zoo_for_optpart_test:nope", "-o", str(out)]) == 2
     assert "cannot load the model factory" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- trace_training_step, modules, fallbacks
+from optpart.formats.torch import DEFAULT_LOSS, default_loss, trace_training_step  # noqa: E402
+
+
+class Named(nn.Module):
+    """Submodules at two depths, and a function call (torch.relu) outside any submodule."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(D, H), nn.Tanh())
+        self.head = nn.Linear(H, C)
+
+    def forward(self, x):
+        return {"logits": self.head(torch.relu(self.enc(x))), "hidden": self.enc[0].weight.sum()}
+
+
+class ItemWidth(nn.Module):
+    """The output width is read from a tensor value (``.item()``): fake tensors cannot trace it."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.l(x)[:, : int((x > 0).sum().item()) % 3 + 1]
+
+
+def test_traced_step_graph_computes_the_loss_and_gradients_of_eager_autograd():
+    """The TracedStep contract plan export builds on: placeholders (params, buffers, inputs,
+    targets) and outputs (loss, grads) as documented; running the graph on real tensors gives
+    what eager PyTorch gives."""
+    torch.manual_seed(0)
+    model, x = Named(), torch.randn(B, D)
+    step = trace_training_step(model, (x,))
+    assert step.param_names == tuple(n for n, _ in model.named_parameters())
+    assert step.loss == DEFAULT_LOSS and step.trace_mode == "fake" and step.input_names == ("0",)
+    params = [p.detach() for p in model.parameters()]
+    loss, *grads = step.graph_module(params, [], *step.flatten_inputs((x,)))
+    ref = default_loss(model(x))
+    ref_grads = torch.autograd.grad(ref, list(model.parameters()))
+    assert torch.allclose(loss, ref)
+    assert all(torch.allclose(g, r, atol=1e-6) for g, r in zip(grads, ref_grads))
+    fx = {n.name for n in step.graph_module.graph.nodes}
+    assert set(step.node_names.values()) <= fx and step.node_names["input.0"] in fx
+
+
+def test_every_node_knows_its_module_forward_and_backward():
+    p = from_torch(Named(), (torch.empty(B, D),))
+    by = {}
+    for nid, m in zip(p.node_ids, p.node_meta):
+        by.setdefault((m["module"], m["phase"]), []).append(m["op"])
+        assert m["module_class"] == {"": "Named", "enc": "Sequential", "enc.0": "Linear", "enc.1": "Tanh",
+                                     "head": "Linear"}[m["module"]], nid
+    assert "aten.addmm.default" in by[("enc.0", "forward")] and "aten.tanh.default" in by[("enc.1", "forward")]
+    assert "aten.tanh_backward.default" in by[("enc.1", "backward")]
+    assert "aten.mm.default" in by[("head", "backward")] and "aten.mm.default" in by[("enc.0", "backward")]
+    assert "aten.relu.default" in by[("", "forward")]  # a function call belongs to the caller
+    upd = {m["param"]: m["module"] for m in p.node_meta if m["phase"] == "optimizer"}
+    assert upd == {"enc.0.weight": "enc.0", "enc.0.bias": "enc.0", "head.weight": "head", "head.bias": "head"}
+
+
+def test_no_split_colocates_every_node_of_each_instance():
+    p = from_torch(Named(), (torch.empty(B, D),), no_split="Linear")
+    for path in ("enc.0", "head"):
+        members = {i for i, m in enumerate(p.node_meta) if m["module"] == path}
+        assert len(members) > 5 and any(members <= set(g) for g in p.groups), path
+    with pytest.raises(FormatError, match="no_split class 'GPT2Block' is not in the model; .*Linear"):
+        from_torch(Named(), (torch.empty(B, D),), no_split=["GPT2Block"])
+
+
+def test_data_dependent_model_falls_back_to_real_tensors_and_says_so():
+    p = from_torch(ItemWidth(), (torch.randn(2, 4),))
+    assert p.meta["trace_mode"] == "real"
+    assert "data-dependent" in p.meta["trace_notes"][0] and "real CPU tensors" in p.meta["trace_notes"][0]
+    with pytest.raises(FormatError, match=r"cannot trace ItemWidth with fake tensors: .*_local_scalar_dense"):
+        from_torch(ItemWidth(), (torch.randn(2, 4),), trace_mode="fake")
+
+
+def test_torch_transformer_and_lstm_import_with_tuple_outputs():
+    tr = nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32,
+                        batch_first=True)
+    p = from_torch(tr, (torch.empty(2, 4, 16), torch.empty(2, 4, 16)))
+    assert {m["module"].split(".")[0] for m in p.node_meta} >= {"encoder", "decoder"}
+    assert p.meta["loss"] == DEFAULT_LOSS
+    lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True)  # returns (output, (h, c))
+    for training in (True, False):
+        q = from_torch(lstm, (torch.empty(2, 5, 8),), training=training)
+        assert q.meta["trace_mode"] == "fake" and q.meta["total_flops"] > 0
+    assert sum(1 for m in q.node_meta if m["op"] == "optimizer.update") == 0  # inference: no optimizer
+    # the fused LSTM layers: 2 FLOPs per weight per (time step, batch row); 4 gates of 16
+    assert q.meta["total_flops"] == 2 * 5 * 2 * (64 * 8 + 64 * 16) + 2 * 5 * 2 * (64 * 16 + 64 * 16)
+
+
+def test_keyword_inputs_and_a_non_scalar_loss_fn():
+    p = from_torch(MLP(), {"x": torch.empty(B, D)})
+    assert p.node_ids[0] == "input.x"
+    with pytest.raises(FormatError, match=r"loss of MLP must be a scalar tensor, got \(32, 10\)"):
+        from_torch(MLP(), (torch.empty(B, D),), loss_fn=lambda out: out)
+
+
+def test_cli_import_per_device_memory_no_split_and_show_by_module(tmp_path, monkeypatch, capsys):
+    from optpart.cli import main
+
+    (tmp_path / "zoo_show_test.py").write_text(
+        "import torch\n"
+        "class Block(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc, self.act = torch.nn.Linear(16, 16), torch.nn.Tanh()\n"
+        "    def forward(self, x):\n"
+        "        return self.act(self.fc(x))\n"
+        "def net():\n"
+        "    return torch.nn.Sequential(Block(), Block(), torch.nn.Linear(16, 2)), (torch.empty(4, 16),)\n")
+    monkeypatch.chdir(tmp_path)
+    prob, res = tmp_path / "net.json", tmp_path / "r.json"
+    assert main(["import", "zoo_show_test:net", "-o", str(prob), "--no-split", "Block", "-q",
+                 "-m", "1MiB,1MiB,512KiB", "--speed", "1,1,0.5"]) == 0
+    assert capsys.readouterr().out == ""  # -q: nothing on stdout
+    p = optpart.load(prob)
+    assert [(d.memory, d.speed) for d in p.devices] == [(2**20, 1.0), (2**20, 1.0), (2**19, 0.5)]
+    assert main(["solve", str(prob), "-o", str(res)]) == 0
+    capsys.readouterr()
+    assert main(["show", str(res), "--problem", str(prob), "--depth", "1", "--json"]) == 0
+    rows = {r["group"]: r for r in json.loads(capsys.readouterr().out)}
+    assert set(rows) == {"(root)", "0", "1", "2"} and rows["0"]["class"] == "Block"
+    assert len(rows["0"]["devices"]) == 1 and len(rows["1"]["devices"]) == 1  # no_split blocks stay whole
+    assert sum(r["nodes"] for r in rows.values()) == p.n_nodes
+    assert sum(r["memory_bytes"] for r in rows.values()) == pytest.approx(float(p.memory.sum()))
+    assert main(["show", str(res), "--problem", str(prob)]) == 0
+    assert "devices (nodes)" in capsys.readouterr().out
+    assert main(["import", "zoo_show_test:net", "-o", str(prob), "-k", "2", "-m", "1MiB,1MiB,1MiB"]) == 2
+    assert "--memory gives 3 values for 2 devices" in capsys.readouterr().err
+
+
+def test_nested_and_non_tensor_inputs():
+    """``LSTM(x, (h0, c0))``: a tuple inside the inputs gives one graph input per tensor;
+    a number stays a constant."""
+    lstm = nn.LSTM(8, 16, batch_first=True)
+    p = from_torch(lstm, (torch.empty(2, 5, 8), (torch.zeros(1, 2, 16), torch.zeros(1, 2, 16))))
+    assert [i for i in p.node_ids if i.startswith("input.")] == ["input.0", "input.1.0", "input.1.1"]
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(4, 4)
+
+        def forward(self, x, scale, mask=None):
+            return self.l(x) * scale
+
+    step = trace_training_step(Scaled(), (torch.empty(2, 4), 3.0, None))
+    assert step.input_names == ("0",)
+    with pytest.raises(FormatError, match=r"these inputs give graph inputs \['0', '1'\]; the traced step has \['0'\]"):
+        step.flatten_inputs((torch.empty(2, 4), torch.empty(1)))

@@ -19,7 +19,7 @@ def test_timeline_finds_the_first_gap_that_fits():
     assert line.earliest_start(3.0, 1.0) == 3.0
     assert line.earliest_start(4.5, 1.0) == 6.0
     line.reserve(2.0, 5.0)
-    assert line.starts == [0.0, 2.0, 5.0] and line.end() == 6.0
+    assert line.gaps() == [] and line.end == 6.0
 
 
 def test_insertion_schedules_are_valid_and_never_worse_than_append_only_order():

@@ -34,7 +34,8 @@ COMMAND_MODULES: list[str] = [
     "optpart.cli.info",
     "optpart.cli.solvers",
     "optpart.bench.commands",
-    "optpart.importcli",
+    "optpart.cli.import_",
+    "optpart.cli.show",
 ]
 
 

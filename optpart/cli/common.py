@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import OptpartError
 from ..problem import Device, Links, Problem
 from ..result import Result
-from ..units import format_bytes, format_time, parse_bandwidth, parse_bytes, parse_time
+from ..units import format_bytes, format_time, parse_bandwidth, parse_bytes, parse_list, parse_speed, parse_time
 
 __all__ = ["add_device_arguments", "apply_device_arguments", "parse_option", "table", "format_summary",
            "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY"]
@@ -27,7 +27,7 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     """``--devices/--memory/--speed/--bandwidth/--latency``: devices and links for a graph file."""
     g = parser.add_argument_group("devices and links (override the file's)")
     g.add_argument("--devices", "-k", type=int, metavar="K", help="number of devices")
-    g.add_argument("--memory", "-m", metavar="SIZE", help="capacity of each device, e.g. 16GiB (default: the file's, else unlimited)")
+    g.add_argument("--memory", "-m", metavar="SIZE[,SIZE...]", help="device capacity, one value or one per device, e.g. 16GiB or 80GiB,40GiB (default: the file's, else unlimited)")
     g.add_argument("--speed", metavar="S[,S...]", help="relative speed, one value or one per device (default 1)")
     g.add_argument("--bandwidth", metavar="BW", help=f"link bandwidth, e.g. 25GB/s (default: the file's, else {DEFAULT_BANDWIDTH})")
     g.add_argument("--latency", metavar="T", help=f"link latency, e.g. 10us (default: the file's, else {DEFAULT_LATENCY})")
@@ -49,26 +49,23 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
         if links is problem.links:
             return problem
         return problem.with_devices(list(problem.devices), links=links, constraints=problem.constraints)
-    k = args.devices if args.devices is not None else (problem.n_devices or None)
+    memories = parse_list(args.memory, parse_bytes, "--memory") if args.memory is not None else None
+    k = args.devices if args.devices is not None else (
+        len(memories) if memories is not None and len(memories) > 1 else (problem.n_devices or None))
     if k is None:
         raise OptpartError(f"'{problem.name}' has no devices; give their number with --devices K")
-    if args.memory is not None:
-        memory = parse_bytes(args.memory)
-    elif problem.n_devices:
-        memory = float(problem.device_memory.min())
-    else:
-        memory = math.inf
+    if memories is not None:
+        if len(memories) == 1:
+            memories = memories * k
+        if len(memories) != k:
+            raise OptpartError(f"--memory gives {len(memories)} values for {k} devices")
+    memory = float(problem.device_memory.min()) if problem.n_devices else math.inf
     if args.speed is not None:
-        try:
-            speeds = [float(s) for s in args.speed.split(",")]
-        except ValueError:
-            raise OptpartError(f"--speed {args.speed!r}: expected numbers separated by commas") from None
+        speeds = parse_list(args.speed, parse_speed, "--speed")
         if len(speeds) == 1:
             speeds = speeds * k
         if len(speeds) != k:
             raise OptpartError(f"--speed gives {len(speeds)} values for {k} devices")
-        if any(not (0 < s < math.inf) for s in speeds):
-            raise OptpartError(f"--speed {args.speed!r}: speeds must be positive")
     elif problem.n_devices == k:
         speeds = problem.device_speed.tolist()
     else:
@@ -76,7 +73,8 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
     # Keep the file's device ids (pins and link overrides name them); number any extra ones.
     old = problem.devices
     devices = [Device(old[i].id if i < len(old) else f"dev{i}",
-                      memory if args.memory is not None or i >= len(old) else old[i].memory, speeds[i])
+                      memories[i] if memories is not None else (memory if i >= len(old) else old[i].memory),
+                      speeds[i])
                for i in range(k)]
     if len(old) > k:
         links = Links(links.latency, links.bandwidth,

@@ -57,7 +57,7 @@ def _numel(shape: Sequence[int] | None) -> int:
 
 
 def _conv(ins, outs, attrs) -> int:
-    x, w = ins[0], ins[1]
+    w = ins[1]
     if w is None or outs[0] is None:
         return 0
     # 2 * output elements * (input channels per group) * kernel size; w is [Cout, Cin/g, k...].
@@ -148,6 +148,14 @@ def _load(model) -> Any:
         return onnx.load(str(path))
     except Exception as exc:
         raise FormatError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
+
+
+def _scope(node_name: str) -> dict:
+    """``{"module": path}`` from a scoped node name as ``torch.onnx.export`` writes them
+    (``/transformer/h.0/attn/MatMul`` -> ``transformer.h.0.attn``); nothing for other names."""
+    if not node_name.startswith("/") or node_name.count("/") < 2:
+        return {}
+    return {"module": ".".join(part for part in node_name.split("/")[1:-1] if part)}
 
 
 def from_onnx(
@@ -327,7 +335,7 @@ def from_onnx(
         mem.append(0.0)
         pbytes.append(0.0)
         obytes.append(0.0 if view else out_b)
-        meta.append({"op": nd.op_type, "flops": flops, "phase": "forward"})
+        meta.append({"op": nd.op_type, "flops": flops, "phase": "forward", **_scope(nd.name)})
         fwd_index.append(i)
         for o in nd.output:
             if o:
@@ -364,7 +372,8 @@ def from_onnx(
             mem.append(0.0)
             pbytes.append(0.0)
             obytes.append(0.0)
-            meta.append({"op": f"{op}Grad", "flops": f, "phase": "backward"})
+            meta.append({"op": f"{op}Grad", "flops": f, "phase": "backward",
+                         **({"module": meta[k]["module"]} if "module" in meta[k] else {})})
         fwd_edges = list(edges.items())
         in_bytes = [0.0] * len(ids)
         out_bytes = [0.0] * len(ids)
@@ -394,7 +403,8 @@ def from_onnx(
             mem.append(state)
             pbytes.append(state)
             obytes.append(0.0)
-            meta.append({"op": "optimizer.update", "flops": 0, "phase": "optimizer", "param": p, "numel": numel})
+            meta.append({"op": "optimizer.update", "flops": 0, "phase": "optimizer", "param": p, "numel": numel,
+                         **({"module": meta[owner]["module"]} if "module" in meta[owner] else {})})
             gb = float(numel * cm.element_bytes(dt))
             for h in holders:
                 key = (grad_of[h], uid)

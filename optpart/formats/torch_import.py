@@ -1,20 +1,15 @@
 """Import a PyTorch ``nn.Module`` as a placement problem: one node per ATen operator.
 
-How the graph is traced (torch 2.3 and later; checked on 2.13):
+How the graph is traced: :func:`optpart.formats.torch.trace_training_step` (fake tensors,
+with a real-tensor fallback for data-dependent models; every node attributed to the
+``named_modules()`` path that created it, backward nodes to their forward's module).
+Every ``call_function`` node keeps its FX name as node id; multi-output operators'
+``getitem`` projections are folded into edges. Inputs are ``input.<i>`` (or
+``input.<keyword>``), targets ``target.<i>``, buffers ``buffer.<name>``.
 
-* parameters, buffers and example inputs become **meta tensors**, so no weight
-  is allocated: a 1.5 B-parameter model traces in a few hundred MiB;
-* a training step ``loss, grads = torch.func.grad_and_value(loss_of_params)(params)``
-  is traced by ``torch.fx.experimental.proxy_tensor.make_fx(..., tracing_mode="fake")``,
-  the tracer that ``torch.export`` and AOTAutograd are built on. The result is one
-  flat ATen graph with the forward *and* the backward operators (``torch.export``
-  alone gives the forward; ``make_fx`` of a ``torch.func`` transform gives the joint
-  graph without needing a real autograd pass);
-* every ``call_function`` node keeps its FX name as node id. Multi-output
-  operators' ``getitem`` projections are folded into edges.
-
-Phases: forward nodes are the loss and what it does not depend on; backward nodes
-are the descendants of the loss (autograd seeds the backward with ``ones_like(loss)``);
+Phases: backward nodes are the descendants of the loss (autograd seeds the backward
+with ``ones_like(loss)``) and every operator autograd ran while differentiating (such as
+the transposed weight a weight gradient reads); forward nodes are the others;
 for each trainable parameter one **optimizer** node ``update.<param name>`` is added
 (an Adam-like step, priced by the bytes it moves).
 
@@ -44,8 +39,10 @@ import numpy as np
 from ..errors import FormatError
 from ..problem import Constraints, Device, Links, Problem
 from .costmodel import CostModel
+from .torch import TracedStep, trace_training_step
 
-__all__ = ["from_torch", "cross_entropy", "VIEW_OPS", "SHAPE_ONLY_OPS"]
+__all__ = ["from_torch", "problem_from_traced", "trace_training_step", "TracedStep", "cross_entropy", "VIEW_OPS",
+           "SHAPE_ONLY_OPS"]
 
 #: ATen operators that only change tensor metadata: they alias their first input.
 VIEW_OPS = frozenset({
@@ -90,17 +87,14 @@ def _extra_flops(nd) -> int | None:
         return int(sdpa_flop_count(*shapes[:3]))
     if name == "_scaled_dot_product_flash_attention_for_cpu_backward" and len(shapes) >= 4:
         return int(sdpa_backward_flop_count(*shapes[:4]))
+    if name in ("mkldnn_rnn_layer", "mkldnn_rnn_layer_backward") and len(shapes) >= 3:
+        # One fused RNN layer (torch.nn.LSTM/GRU on CPU): per time step and batch row, the
+        # input and recurrent matmuls, 2 (I + H) G H FLOPs for G gates; backward twice that.
+        x, w_ih, w_hh = shapes[0], shapes[1], shapes[2]
+        steps = math.prod(x[:-1]) if len(x) >= 2 else 1
+        fwd = 2 * steps * (math.prod(w_ih) + math.prod(w_hh))
+        return int(fwd if name == "mkldnn_rnn_layer" else 2 * fwd)
     return None
-
-
-def _to_fake(t, mode, device):
-    """A fake tensor with ``t``'s shape and dtype on ``device``: no storage is allocated."""
-    import torch
-
-    if isinstance(t, torch.Tensor):
-        with mode:
-            return torch.empty(t.shape, dtype=t.dtype, device=device)
-    return t
 
 
 def _tensors(val) -> list:
@@ -116,15 +110,17 @@ def _tensors(val) -> list:
 
 def from_torch(
     module,
-    example_inputs: Sequence[Any],
+    example_inputs,
     *,
     training: bool = True,
     loss_fn: Callable[..., Any] | None = None,
     targets: Sequence[Any] = (),
     cost_model: CostModel | None = None,
     devices: int | Sequence[Device] | None = None,
-    memory: float = math.inf,
+    memory: Any = math.inf,
     name: str | None = None,
+    no_split: str | Sequence[str] = (),
+    trace_mode: str = "auto",
 ) -> Problem:
     """Trace ``module`` on ``example_inputs`` and return its operator graph as a :class:`Problem`.
 
@@ -132,94 +128,99 @@ def from_torch(
     ----------
     module : torch.nn.Module
         The model. Build large ones under ``with torch.device("meta"):`` so no weight is
-        allocated; real parameters are converted to meta tensors (only shapes and dtypes
-        are read).
-    example_inputs : sequence of tensors
-        Positional inputs of ``module.forward``; only shapes and dtypes matter.
+        allocated (only shapes and dtypes are read, unless the model reads values: see
+        ``trace_mode``).
+    example_inputs : tensor, sequence of tensors, or dict of keyword tensors
+        Inputs of ``module.forward`` (a dict is passed as keywords, e.g. Hugging Face
+        ``{"input_ids": ..., "decoder_input_ids": ...}``).
     training : bool
         Trace one training step (forward, backward, one optimizer node per parameter)
         when True; the forward pass only (no gradients, no optimizer state) when False.
     loss_fn : callable, optional
-        ``loss_fn(output, *targets) -> scalar``. Default: the output itself when it is
-        a scalar, else its sum. Use :func:`cross_entropy` for classification.
+        ``loss_fn(output, *targets) -> scalar``. Default
+        :func:`~optpart.formats.torch.default_loss`: the sum of the means of every floating
+        tensor of the output (tensors, tuples, dicts, dataclasses, ``ModelOutput``).
+        Use :func:`cross_entropy` for classification.
     targets : sequence of tensors
-        Extra inputs of ``loss_fn`` (labels); they become input nodes.
+        Extra inputs of ``loss_fn`` (labels); they become nodes ``target.<i>``.
     cost_model : CostModel, optional
         Prices operators and tensors; stored in ``problem.meta["cost_model"]``.
     devices, memory : optional
-        Devices to attach (a count with one capacity, or a list); default: none.
+        Devices to attach, as :meth:`Problem.with_devices` takes them; default: none.
     name : str, optional
         Problem name; default the module's class name (plus ``-training``).
+    no_split : str or sequence of str
+        Module class names (``"GPT2Block"``, or ``"GPT2Block,GPT2MLP"``) whose every
+        instance is kept on one device: all its nodes (forward, backward, optimizer) form
+        one colocation group, like accelerate's ``no_split_module_classes``.
+    trace_mode : {'auto', 'fake', 'real'}
+        See :func:`~optpart.formats.torch.trace_training_step`; the mode used is recorded
+        in ``problem.meta["trace_mode"]``.
 
     Returns
     -------
     Problem
         Nodes in FX order (inputs first), links from the cost model, colocation groups
-        for shared parameters, node metadata ``op``, ``flops``, ``phase``.
+        for shared parameters and ``no_split`` modules, node metadata ``op``, ``flops``,
+        ``phase``, ``module`` (the ``named_modules()`` path, ``''`` for the root) and
+        ``module_class``.
 
     Raises
     ------
     FormatError
-        When torch is missing or the module cannot be traced (the tracer's message is kept).
+        When torch is missing, a ``no_split`` class is not in the model, or the module
+        cannot be traced (one line naming the module and the tracer's message).
     """
-    try:
-        import torch
-        from torch.fx.experimental.proxy_tensor import make_fx
-        from torch.utils.flop_counter import flop_registry
-    except ImportError:  # pragma: no cover - exercised only without torch
-        raise FormatError("importing a PyTorch model needs torch: pip install 'optpart[torch]'") from None
+    from ..progress import progress as _progress
+
     cm = cost_model or CostModel()
-    pnames, pvals = zip(*module.named_parameters()) if any(True for _ in module.parameters()) else ((), ())
-    bnames, bvals = zip(*module.named_buffers()) if any(True for _ in module.buffers()) else ((), ())
-    # Fake tensors on the CPU device: code that makes tensors inside forward (torch.arange
-    # for positions) lands on the same device, and no storage is ever allocated.
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    params = [_to_fake(p, mode, "cpu") for p in pvals]
-    buffers = [_to_fake(b, mode, "cpu") for b in bvals]
-    inputs = [_to_fake(x, mode, "cpu") for x in example_inputs]
-    tgts = [_to_fake(x, mode, "cpu") for x in targets]
-    n_in = len(inputs)
-
-    def loss_of(param_list, buffer_list, *xs):
-        state = dict(zip(pnames, param_list))
-        state.update(zip(bnames, buffer_list))
-        out = torch.func.functional_call(module, state, tuple(xs[:n_in]))
-        if loss_fn is not None:
-            return loss_fn(out, *xs[n_in:])
-        return out if out.dim() == 0 else out.sum()
-
-    def train_step(param_list, buffer_list, *xs):
-        grads, loss = torch.func.grad_and_value(loss_of)(param_list, buffer_list, *xs)
-        return (loss, *grads)
-
-    def forward(param_list, buffer_list, *xs):
-        state = dict(zip(pnames, param_list))
-        state.update(zip(bnames, buffer_list))
-        return torch.func.functional_call(module, state, tuple(xs[:n_in]))
-
-    if training and not params:
-        raise FormatError(f"{type(module).__name__} has no parameters to train; use training=False")
-    fn = train_step if training else forward
-    try:
-        gm = make_fx(fn, tracing_mode="fake")(list(params), list(buffers), *inputs, *tgts)
-    except Exception as exc:
-        raise FormatError(f"cannot trace {type(module).__name__}: {type(exc).__name__}: {exc}") from None
-    gm.graph.eliminate_dead_code()
     label = name or (type(module).__name__ + ("-training" if training else ""))
-    return _graph_to_problem(gm.graph, list(pnames), list(bnames), n_in + len(tgts), training, cm,
-                             flop_registry, devices, memory, label)
+    with _progress(f"importing {type(module).__name__}") as bar:
+        step = trace_training_step(module, example_inputs, training=training, loss_fn=loss_fn, targets=targets,
+                                   trace_mode=trace_mode, progress=bar)
+        bar.stage("pricing operators")
+        problem = problem_from_traced(step, cost_model=cm, name=label, no_split=no_split)
+    if devices is not None:
+        problem = problem.with_devices(devices, memory=memory)
+    return problem
 
 
-def _graph_to_problem(graph, pnames, bnames, n_inputs, training, cm, flop_registry, devices, memory, name):
+def _no_split_groups(step, ids: list[str], modules: list[str], no_split) -> list[tuple[str, ...]]:
+    """One colocation group per instance of a ``no_split`` class: every node under its path."""
+    wanted = [c.strip() for c in (no_split.split(",") if isinstance(no_split, str) else no_split) if c.strip()]
+    if not wanted:
+        return []
+    present = sorted(set(step.module_classes.values()))
+    missing = [c for c in wanted if c not in present]
+    if missing:
+        raise FormatError(f"no_split class {missing[0]!r} is not in the model; its module classes are: "
+                          f"{', '.join(present)}")
+    roots = sorted(p for p, c in step.module_classes.items() if c in wanted and p)
+    # Outermost instances only: a no_split module inside another is already covered.
+    tops: list[str] = []
+    for path in roots:
+        if not any(path.startswith(t + ".") for t in tops):
+            tops.append(path)
+    groups: list[tuple[str, ...]] = []
+    for top in tops:
+        members = tuple(i for i, m in zip(ids, modules) if m == top or m.startswith(top + "."))
+        if len(members) > 1:
+            groups.append(members)
+    return groups
+
+
+def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str | None = None,
+                        no_split: str | Sequence[str] = ()) -> Problem:
+    """The placement problem of a :class:`~optpart.formats.torch.TracedStep` (see :func:`from_torch`)."""
     import torch
+    from torch.utils.flop_counter import flop_registry
 
+    cm = cost_model or CostModel()
+    graph = step.graph_module.graph
+    pnames, bnames, training = list(step.param_names), list(step.buffer_names), step.training
+    fx_to_id = {fx: pid for pid, fx in step.node_names.items()}
     nodes = list(graph.nodes)
     placeholders = [nd for nd in nodes if nd.op == "placeholder"]
-    if len(placeholders) != len(pnames) + len(bnames) + n_inputs:
-        raise FormatError(f"traced graph has {len(placeholders)} inputs; expected {len(pnames)} parameters, "
-                          f"{len(bnames)} buffers and {n_inputs} inputs")
     param_of = {nd: i for i, nd in enumerate(placeholders[:len(pnames)])}
     kind: dict[Any, str] = {}
     for nd in placeholders[:len(pnames)]:
@@ -275,7 +276,7 @@ def _graph_to_problem(graph, pnames, bnames, n_inputs, training, cm, flop_regist
             seen.add(u)
             stack.extend(u.users)
         for nd in ops:
-            if nd in seen:
+            if nd in seen or nd.name in step.backward:
                 phase[nd] = "backward"
     # Storage roots: a view aliases the root of its first tensor input.
     root: dict[Any, tuple] = {}
@@ -341,19 +342,16 @@ def _graph_to_problem(graph, pnames, bnames, n_inputs, training, cm, flop_regist
     ids: list[str] = []
     time, mem, pbytes, obytes, meta = [], [], [], [], []
     for nd in kept:
+        path, mclass = step.node_module.get(nd.name, ("", step.module_classes.get("", "")))
         if nd.op == "placeholder":
-            pos = placeholders.index(nd)
-            if kind[nd] == "buffer":
-                nid = f"buffer.{bnames[pos - len(pnames)]}"
-            else:
-                nid = f"input.{pos - len(pnames) - len(bnames)}"
+            nid = fx_to_id[nd.name]
             b = value_bytes(nd)
             ids.append(nid)
             time.append(0.0)
             mem.append(b)
             pbytes.append(b)
             obytes.append(0.0)
-            meta.append({"op": kind[nd], "flops": 0, "phase": "forward"})
+            meta.append({"op": kind[nd], "flops": 0, "phase": "forward", "module": path, "module_class": mclass})
             continue
         view = is_view(nd)
         out_b = value_bytes(nd)
@@ -381,7 +379,7 @@ def _graph_to_problem(graph, pnames, bnames, n_inputs, training, cm, flop_regist
         mem.append(s)
         pbytes.append(0.0)
         obytes.append(0.0 if view else out_b)
-        meta.append({"op": opname(nd), "flops": flops, "phase": phase[nd]})
+        meta.append({"op": opname(nd), "flops": flops, "phase": phase[nd], "module": path, "module_class": mclass})
     # Parameter holders: the update node (training) or the first reader (inference).
     colocate: list[tuple[str, ...]] = []
     pvals = [p.meta.get("val") for p in placeholders[:len(pnames)]]
@@ -400,8 +398,9 @@ def _graph_to_problem(graph, pnames, bnames, n_inputs, training, cm, flop_regist
             mem.append(state)
             pbytes.append(state)
             obytes.append(0.0)
+            owner = pname.rpartition(".")[0]
             meta.append({"op": "optimizer.update", "flops": 0, "phase": "optimizer", "param": pname,
-                         "numel": numel})
+                         "numel": numel, "module": owner, "module_class": step.module_classes.get(owner, "")})
             g = grads[p] if p < len(grads) else None
             if g is not None and g in index:
                 update_edges.append((index[g], len(ids) - 1, nbytes(t)))
@@ -440,15 +439,19 @@ def _graph_to_problem(graph, pnames, bnames, n_inputs, training, cm, flop_regist
         "source": "torch", "training": bool(training), "cost_model": cm.to_dict(),
         "total_flops": total_flops, "parameter_bytes": param_total,
         "parameters": int(sum(int(v.numel()) for v in pvals)),
+        "trace_mode": step.trace_mode, "loss": step.loss,
+        "module_classes": {path: step.module_classes[path] for path in sorted(step.module_classes)},
     }
-    dev = None
-    if devices is not None:
-        dev = ([Device(f"dev{i}", float(memory)) for i in range(devices)] if isinstance(devices, int)
-               else list(devices))
+    if step.notes:
+        problem_meta["trace_notes"] = list(step.notes)
+    groups = _no_split_groups(step, ids, [m["module"] for m in meta], no_split)
+    if groups:
+        problem_meta["no_split"] = sorted({c.strip() for c in (no_split.split(",") if isinstance(no_split, str)
+                                                                else no_split) if c.strip()})
     return Problem.from_arrays(
         ids, np.array(time), np.array(mem), src, dst, eb,
-        devices=dev, links=Links(cm.link_latency, cm.link_bandwidth),
-        constraints=Constraints(colocate=tuple(colocate)),
+        devices=None, links=Links(cm.link_latency, cm.link_bandwidth),
+        constraints=Constraints(colocate=tuple(colocate) + tuple(groups)),
         param_bytes=np.array(pbytes), output_bytes=np.array(obytes), temp_bytes=None,
-        node_meta=meta, name=name, meta=problem_meta,
+        node_meta=meta, name=name or type(step.graph_module).__name__, meta=problem_meta,
     )

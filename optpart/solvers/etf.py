@@ -13,9 +13,11 @@ insertion); that schedule is returned as the result's schedule.
 
 Memory (static model): a device without room for the node is not a candidate; a
 colocation group reserves its whole memory on the device of its first scheduled
-member (see :class:`~optpart.solvers._listsched_common.MemoryBook`), so the
+member (see :class:`~optpart.schedule.policy.StaticPolicy`), so the
 placement never overflows. When a ready node has no device with room left the
 answer is ``unknown`` with the reason.
+
+The loop is :func:`optpart.schedule.etf.etf_schedule`, shared with the heuristic.
 
 Complexity: each ready node enters a pending heap (keyed by its input-arrival time)
 and then a ready heap (keyed by priority) of each device it may use, stale entries
@@ -25,109 +27,26 @@ O(E k + V k log V) in all, not the O(V^2 k) of the textbook loop.
 
 from __future__ import annotations
 
-import heapq
-import math
-
 import numpy as np
 
+from ..paths import upward_rank
 from ..problem import Problem
 from ..result import Status
-from ._listsched_common import MemoryBook, mean_costs, pair_costs, upward_rank
+from ..schedule import Graph, NoRoom, StaticPolicy, etf_schedule
 from .base import Solution
+from .spec import SolverSpec
 
-__all__ = ["solve"]
+__all__ = ["solve", "SPEC"]
+
+SPEC = SolverSpec(options=(), memory_models=("static",), uses_hint=False, uses_time_limit=False)
 
 
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-          hint: np.ndarray | None = None) -> Solution:
+          hint: np.ndarray | None = None, memory_model: str = "static") -> Solution:
     """Place and schedule ``problem`` with m-ETF; see the module docstring."""
-    n, k = problem.n_nodes, problem.n_devices
-    wbar, cbar = mean_costs(problem)
-    neg_prio = (-upward_rank(problem, wbar, cbar)).tolist()
-    inv_speed = (1.0 / problem.device_speed).tolist()
-    lat, inv_bw = pair_costs(problem)
-    time_s = problem.time.tolist()
-    in_ptr = problem.in_ptr.tolist()
-    pred = problem.edge_src[problem.in_edges].tolist()
-    pbytes = problem.edge_bytes[problem.in_edges].tolist()
-    out_ptr = problem.out_ptr.tolist()
-    succ = problem.edge_dst[problem.out_edges].tolist()
-    indeg = np.diff(problem.in_ptr).tolist()
-    book = MemoryBook(problem)
-
-    place = [-1] * n
-    start = [0.0] * n
-    finish = [0.0] * n
-    avail = [0.0] * k
-    pending: list[list] = [[] for _ in range(k)]  # (input arrival on d, -priority, node)
-    ready: list[list] = [[] for _ in range(k)]    # (-priority, node): inputs there by avail[d]
-    push, pop = heapq.heappush, heapq.heappop
-
-    def release(v: int) -> None:
-        """``v``'s predecessors are all scheduled: offer it to every device it may use."""
-        preds = [(finish[pred[i]], place[pred[i]], pbytes[i]) for i in range(in_ptr[v], in_ptr[v + 1])]
-        for d in book.devices_for(v):
-            r = 0.0
-            for fu, du, b in preds:
-                x = fu if du == d else fu + lat[du][d] + b * inv_bw[du][d]
-                if x > r:
-                    r = x
-            push(pending[d], (r, neg_prio[v], v))
-        released.append(v)
-
-    released: list[int] = []
-    for v in range(n):
-        if indeg[v] == 0:
-            release(v)
-
-    def candidate(d: int) -> tuple[float, tuple[float, int] | None]:
-        """Device ``d``'s next start time and the (-priority, node) it would start then.
-
-        Entries whose inputs are there by the time the device is free move to its ready
-        heap (``avail`` only grows, so they stay ready); stale entries are dropped.
-        """
-        rdy, pend, a = ready[d], pending[d], avail[d]
-        while pend and pend[0][0] <= a:
-            _, np_, v = pop(pend)
-            if place[v] < 0:
-                push(rdy, (np_, v))
-        while rdy and (place[rdy[0][1]] >= 0 or not book.fits(rdy[0][1], d)):
-            pop(rdy)
-        if rdy:
-            return a, rdy[0]
-        while pend and (place[pend[0][2]] >= 0 or not book.fits(pend[0][2], d)):
-            pop(pend)
-        if pend:  # the device waits for data; the heap's top is the best node arriving first
-            return pend[0][0], (pend[0][1], pend[0][2])
-        return math.inf, None
-
-    for _ in range(n):
-        # The earliest start over devices; ties by the priority of the node each would start.
-        best_t, best_key, best_d = math.inf, None, -1
-        for d in range(k):
-            t, key = candidate(d)
-            if key is None or t > best_t:
-                continue
-            if t < best_t or key < best_key:
-                best_t, best_key, best_d = t, key, d
-        if best_d < 0:
-            waiting = [v for v in released if place[v] < 0]
-            return Solution(Status.UNKNOWN, message=book.no_room_message(problem, waiting[0], "m-ETF"))
-        d = best_d
-        if ready[d] and ready[d][0] == best_key:
-            pop(ready[d])
-        else:
-            pop(pending[d])
-        v = best_key[1]
-        f = best_t + time_s[v] * inv_speed[d]
-        place[v], start[v], finish[v] = d, best_t, f
-        avail[d] = f
-        book.place(v, d)
-        for i in range(out_ptr[v], out_ptr[v + 1]):
-            w = succ[i]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                release(w)
-
-    return Solution(Status.FEASIBLE, placement=np.asarray(place, dtype=np.int64), start=np.asarray(start),
+    try:
+        res = etf_schedule(Graph(problem), upward_rank(problem).tolist(), StaticPolicy(problem, solver="m-ETF"))
+    except NoRoom as stuck:
+        return Solution(Status.UNKNOWN, message=stuck.message)
+    return Solution(Status.FEASIBLE, placement=np.asarray(res.place, dtype=np.int64), start=np.asarray(res.start),
                     stats={"priority": "bottom level, mean costs"})

@@ -25,25 +25,39 @@ greed can dead-end where another placement fits). ``memory_aware=False`` is the
 classic memory-blind HEFT, for reference: if its placement breaks memory it is *not*
 returned; the answer is ``unknown`` saying which device overflows by how much.
 
-Complexity: O(E k) for data-arrival times, O(V k log V) for the device choice,
-plus the scan of idle gaps before a node's ready time on each device.
+The loop is :func:`optpart.schedule.eft.eft_schedule` (the one EFT engine) with the
+static memory policy :class:`optpart.schedule.policy.StaticPolicy`.
+
+Complexity: O(E k) for data-arrival times, O(V k log gaps) for the device choice
+(true earliest fit, :class:`optpart.schedule.gaps.GapLine`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..memory import overflow_message
+from ..paths import priority_order, upward_rank
 from ..problem import Problem
 from ..result import Status
-from ..timeline import priority_order
-from ._listsched_common import GapLine, MemoryBook, mean_costs, overflow_message, pair_costs, upward_rank
+from ..schedule import Graph, NoRoom, StaticPolicy, eft_schedule
 from .base import Solution
+from .spec import Option, SolverSpec
 
-__all__ = ["solve"]
+__all__ = ["solve", "heft_order", "SPEC"]
+
+SPEC = SolverSpec(
+    options=(Option("memory_aware", bool, True, "skip devices without room (false: classic memory-blind HEFT)"),),
+    memory_models=("static",), uses_hint=False, uses_time_limit=False)
+
+
+def heft_order(problem: Problem) -> list[int]:
+    """HEFT's node order: decreasing upward rank under mean costs, ties by topological position."""
+    return priority_order(problem, upward_rank(problem)).tolist()
 
 
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-          hint: np.ndarray | None = None, memory_aware: bool = True) -> Solution:
+          hint: np.ndarray | None = None, memory_model: str = "static", memory_aware: bool = True) -> Solution:
     """Place and schedule ``problem`` with HEFT; see the module docstring.
 
     Parameters
@@ -52,50 +66,16 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         Skip devices without room for the node (default). False: the classic
         memory-blind HEFT, whose overflowing placement is answered ``unknown``.
     """
-    n, k = problem.n_nodes, problem.n_devices
-    wbar, cbar = mean_costs(problem)
-    rank = upward_rank(problem, wbar, cbar)
-    order = priority_order(problem, rank).tolist()
-
-    inv_speed = (1.0 / problem.device_speed).tolist()
-    lat, inv_bw = pair_costs(problem)
-    time_s = problem.time.tolist()
-    in_ptr = problem.in_ptr.tolist()
-    pred = problem.edge_src[problem.in_edges].tolist()
-    pbytes = problem.edge_bytes[problem.in_edges].tolist()
-    book = MemoryBook(problem, memory_aware=memory_aware)
-    positive = problem.time[problem.time > 0]
-    shortest = float(positive.min()) if positive.size else 0.0
-    lines = [GapLine(min_gap=shortest * inv_speed[d]) for d in range(k)]
-    place = [-1] * n
-    start = [0.0] * n
-    finish = [0.0] * n
     solver = "heft" if memory_aware else "heft (memory-blind)"
-
-    for v in order:
-        devices = book.devices_for(v)
-        if not devices:
-            return Solution(Status.UNKNOWN, message=book.no_room_message(problem, v, solver))
-        preds = [(finish[pred[i]], place[pred[i]], pbytes[i]) for i in range(in_ptr[v], in_ptr[v + 1])]
-        best_f, best_s, best_d = float("inf"), 0.0, -1
-        for d in devices:
-            ready = 0.0
-            for fu, du, b in preds:
-                r = fu if du == d else fu + lat[du][d] + b * inv_bw[du][d]
-                if r > ready:
-                    ready = r
-            dur = time_s[v] * inv_speed[d]
-            s = lines[d].earliest_start(ready, dur)
-            if s + dur < best_f:
-                best_f, best_s, best_d = s + dur, s, d
-        lines[best_d].reserve(best_s, best_f)
-        book.place(v, best_d)
-        place[v], start[v], finish[v] = best_d, best_s, best_f
-
-    placement = np.asarray(place, dtype=np.int64)
+    policy = StaticPolicy(problem, memory_aware=memory_aware, solver=solver)
+    try:
+        res = eft_schedule(Graph(problem), heft_order(problem), policy)
+    except NoRoom as stuck:
+        return Solution(Status.UNKNOWN, message=stuck.message)
+    placement = np.asarray(res.place, dtype=np.int64)
     if not memory_aware:
-        reason = overflow_message(problem, placement, solver)
+        reason = overflow_message(problem, placement, solver=solver)
         if reason is not None:
             return Solution(Status.UNKNOWN, message=reason)
-    return Solution(Status.FEASIBLE, placement=placement, start=np.asarray(start),
+    return Solution(Status.FEASIBLE, placement=placement, start=np.asarray(res.start),
                     stats={"rank": "upward, mean costs", "memory_aware": memory_aware})

@@ -38,8 +38,9 @@ from ..problem import Problem
 from ..result import Status
 from ..units import format_bytes
 from .base import Solution
+from .spec import Option, SolverSpec
 
-__all__ = ["solve"]
+__all__ = ["solve", "SPEC"]
 
 _SCALE = 10**7  # total integer weight per vertex constraint / over all edges, well inside 32 bits
 
@@ -84,8 +85,13 @@ def _undirected(problem: Problem, comp: np.ndarray, n_super: int):
     return xadj, dst, ws
 
 
+SPEC = SolverSpec(
+    options=(Option("ufactor", int, 30, "allowed load imbalance in thousandths (METIS ufactor)", min=1),),
+    memory_models=("static",), uses_hint=False, uses_time_limit=False)
+
+
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-          hint: np.ndarray | None = None, ufactor: int = 30) -> Solution:
+          hint: np.ndarray | None = None, memory_model: str = "static", ufactor: int = 30) -> Solution:
     """Partition ``problem`` with METIS; see the module docstring.
 
     Parameters

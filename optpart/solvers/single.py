@@ -15,19 +15,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..memory import fits as fits_memory
 from ..problem import Problem
 from ..result import Status
 from ..units import format_bytes
 from .base import Solution
+from .spec import SolverSpec
 
-__all__ = ["solve"]
+__all__ = ["solve", "SPEC"]
+
+#: Everything on one device: no copies, so peak memory is at most the static total there.
+SPEC = SolverSpec(options=(), memory_models=("static", "peak"), uses_hint=False, uses_time_limit=False)
 
 
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-          hint: np.ndarray | None = None) -> Solution:
+          hint: np.ndarray | None = None, memory_model: str = "static") -> Solution:
     need = float(problem.memory.sum())
     usable = problem.allowed.all(axis=0) if problem.n_nodes else np.ones(problem.n_devices, dtype=bool)
-    fits = usable & (problem.device_memory >= need)
+    fits = usable & fits_memory(need, problem.device_memory)
     if not fits.any():
         if not usable.any():
             reason = "constraints put nodes on different devices, so no single device can run the graph"
@@ -37,4 +42,5 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         return Solution(Status.UNKNOWN, message=reason)
     speed = np.where(fits, problem.device_speed, -np.inf)
     device = int(np.argmax(speed))  # first maximum: the lowest index among the fastest
-    return Solution(Status.FEASIBLE, placement=np.full(problem.n_nodes, device, dtype=np.int64))
+    return Solution(Status.FEASIBLE, placement=np.full(problem.n_nodes, device, dtype=np.int64),
+                    memory_model=memory_model)

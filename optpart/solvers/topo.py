@@ -27,12 +27,19 @@ import math
 
 import numpy as np
 
+from ..memory import fits
 from ..problem import Problem
 from ..result import Status
-from ._listsched_common import MemoryBook
+from ..schedule import StaticPolicy
 from .base import Solution
+from .spec import Option, SolverSpec
 
-__all__ = ["solve"]
+__all__ = ["solve", "SPEC"]
+
+SPEC = SolverSpec(
+    options=(Option("slack", float, 0.1, "fraction a device may exceed its even memory share before moving on",
+                    min=0.0),),
+    memory_models=("static",), uses_hint=False, uses_time_limit=False)
 
 
 def budgets(problem: Problem, slack: float) -> list[float]:
@@ -48,7 +55,7 @@ def budgets(problem: Problem, slack: float) -> list[float]:
 
 
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
-          hint: np.ndarray | None = None, slack: float = 0.1) -> Solution:
+          hint: np.ndarray | None = None, memory_model: str = "static", slack: float = 0.1) -> Solution:
     """Place ``problem`` with m-TOPO; see the module docstring.
 
     Parameters
@@ -62,7 +69,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         raise SolverError(f"topo option slack={slack!r} must be a finite number >= 0")
     n, k = problem.n_nodes, problem.n_devices
     budget = budgets(problem, slack)
-    book = MemoryBook(problem)
+    book = StaticPolicy(problem, solver="m-TOPO")
     used = book.used  # bytes placed (or reserved by groups) per device
     place = [-1] * n
     cur = 0
@@ -76,18 +83,18 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             d = -1
             if free:
                 # The plain m-TOPO step: stay on the current device while its budget lasts.
-                while cur < k - 1 and used[cur] + need > budget[cur]:
+                while cur < k - 1 and not fits(used[cur] + need, budget[cur]):
                     cur += 1
-                if used[cur] + need <= budget[cur] and book.fits(v, cur):
+                if fits(used[cur] + need, budget[cur]) and book.fits(v, cur):
                     d = cur
             else:
-                d = next((e for e in book.allowed_list[v] if e >= cur and used[e] + need <= budget[e]
+                d = next((e for e in book.allowed_list[v] if e >= cur and fits(used[e] + need, budget[e])
                           and book.fits(v, e)), -1)
             if d < 0:  # soft budget exhausted: any device with room, current one first
                 room = book.devices_for(v)
                 d = next((e for e in room if e >= cur), room[0] if room else -1)
             if d < 0:
-                return Solution(Status.UNKNOWN, message=book.no_room_message(problem, v, "m-TOPO"))
+                return Solution(Status.UNKNOWN, message=book.no_room_message(v))
         book.place(v, d)
         place[v] = d
     return Solution(Status.FEASIBLE, placement=np.asarray(place, dtype=np.int64),

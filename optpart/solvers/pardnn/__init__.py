@@ -1,39 +1,37 @@
-"""``heuristic`` (alias ``pardnn``): the deterministic critical-path partitioner.
+"""``heuristic``: the deterministic critical-path partitioner with EFT constructions.
 
 After ParDNN (Qararyah, Wahib, Dikbayir, Belviranli, Unat, "A computational-graph
 partitioning method for training memory-constrained DNNs", Parallel Computing 2021),
-with our own schedule and schedule-aware improvement on top. Phases, one module each:
+with HEFT- and ETF-style constructions from the shared engine (:mod:`optpart.schedule`)
+and schedule-aware improvement on top. Candidates, each scheduled and scored, the
+shortest kept (ties: the earlier candidate):
 
-1. :mod:`.slicing`: heaviest paths by bottom level; the first ``k`` are the primaries.
-2. :mod:`.mapping`: merge communication-bound clusters, map the rest by windowed load
-   plus cut communication.
-3. :mod:`.refine`: critical-chain moves against the simulated schedule.
-4. :mod:`.memory`: constraint projection, memory repair (memory freed per
-   communication added) and the greedy fill that makes the memory guarantee provable.
-5. :mod:`.eft`: a second construction, memory-aware earliest-finish-time insertion
-   list scheduling (HEFT-like), on small graphs also with the priority rank_u + rank_d
-   and with seeded noisy ranks (a multi-start in priority space).
-6. :mod:`.improve`: iterated local search (unit moves, swaps, seeded perturbation)
-   scored by justified schedules on small graphs; on larger ones hill climbing whose
-   moves are scored by replaying the incumbent schedule's order.
+1. HEFT's construction (:mod:`.eft`: upward-rank order, earliest finish with insertion,
+   every device a candidate) -- the very schedule ``heft`` returns, so the heuristic is
+   never worse than ``heft``; then double justification (never lengthens).
+2. m-ETF's earliest-start construction (:func:`optpart.schedule.etf.etf_schedule`),
+   which often reaches the optimum where communication is cheap.
+3. On small graphs, EFT with other priority orders (rank_u + rank_d, seeded noisy ranks).
+4. The ParDNN seed method (phases 1-4: :mod:`.slicing`, :mod:`.mapping`, :mod:`.refine`,
+   :mod:`.memory`; also the ``pardnn`` solver, :mod:`optpart.solvers.pardnn_seed`) on
+   graphs up to ``_BOTH_SIZE`` or when the EFT constructions get stuck on memory.
+5. The hint (projected onto the constraints, memory repaired) and "everything on the
+   fastest device that holds it" (so never worse than ``single``).
 
-Every construction that fits memory is scheduled and the shortest schedule is kept
-(also "everything on the fastest device" when one device holds it, so the result is
-never worse than ``single``). Measured alternative replacing a phase: on our training
-graphs the EFT construction (1.7% above the lower bound at 10^5 nodes) beats phases
-1-4 (16%), so above ``_BOTH_SIZE`` nodes + edges only EFT runs, with phases 1-4 as its
-fallback when memory-aware EFT gets stuck.
+Then :mod:`.improve` (iterated local search on small graphs, hill climbing scored by
+replaying the incumbent's order on larger ones) for a number of schedule evaluations set
+by ``effort``.
 
-The returned schedule is :mod:`.schedule`'s insertion schedule (double-justified up
-to ``_JUSTIFY_SIZE``). Options: ``effort`` (0: constructions only; 1: default; higher:
-more improvement), ``memory_model`` (``"static"``, ``"peak"``); ``time_limit`` caps
-the improvement. Deterministic: randomness only from ``seed``, no wall time unless a
-``time_limit`` is given; ties go to the lower node or device index.
+Time limit: construction stages after the first check the deadline (``0.7 *
+time_limit``), the improvement checks it before every evaluation; nothing is allocated
+in proportion to ``effort``. When the heuristic stops early ``Solution.stats["stopped"]``
+says where and why. Without a time limit it is deterministic: randomness only from
+``seed``, ties to the lower node or device index.
 
 Statuses: ``feasible``; ``optimal`` only when the makespan meets the generic lower
-bound; ``infeasible`` when the pinned nodes alone overflow a device; ``unknown``
-when no placement within memory was found (never under the condition of
-:mod:`.memory`'s guarantee with the static model). See ``docs/heuristic.md``.
+bound; ``infeasible`` when the pinned nodes alone overflow a device; ``unknown`` when
+no placement within memory was found. The peak (liveness) model is delegated to
+:mod:`.peak` when present. See ``docs/heuristic.md``.
 """
 
 from __future__ import annotations
@@ -42,13 +40,17 @@ import time as _time
 
 import numpy as np
 
-from ...evaluate import peak_memory, problem_lower_bound
-from ...errors import SolverError
+from ...bounds import work_bound
+from ...evaluate import peak_memory, problem_lower_bound, time_tolerance
+from ...memory import fits
 from ...problem import Problem
 from ...result import Status
+from ...schedule import NoRoom, StaticPolicy, etf_schedule
+from ...errors import SolverError
 from ...units import format_bytes
 from ..base import Solution
-from .eft import eft_schedule
+from ..spec import Option, SolverSpec
+from .eft import eft_schedule, heft_order, topological_priority, upward_rank
 from .improve import iterated_search, local_search
 from .mapping import map_clusters
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
@@ -56,15 +58,26 @@ from .refine import refine
 from .schedule import Graph, justify, schedule_placement
 from .slicing import levels, slice_paths
 
-__all__ = ["solve", "pardnn_placement"]
+__all__ = ["solve", "pardnn_placement", "SPEC"]
+
+SPEC = SolverSpec(
+    options=(Option("effort", float, 1.0, "0: constructions only; 1: default; higher: more improvement", min=0.0),),
+    memory_models=("static", "peak"), uses_hint=True, uses_time_limit=True)
 
 _WORK_PER_EFFORT = 300_000  # (nodes + edges) x evaluations per unit of effort
 _MAX_EVALS_PER_EFFORT = 1_500
-_BOTH_SIZE = 150_000       # nodes + edges up to which both constructions run at effort 1
+_MAX_EVALS = 1_000_000     # evaluations at most, whatever the effort (a time limit stops earlier)
+_BOTH_SIZE = 30_000        # nodes + edges up to which the seed method also runs at effort 1
+_ETF_SIZE = 30_000         # ... up to which the ETF construction runs at effort 1
 _JUSTIFY_SIZE = 250_000    # ... up to which schedules are double-justified at effort 1
+_FULL_CANDIDATES = 2_000_000  # nodes x devices up to which EFT tries every device (as heft does)
 _JUSTIFIED_SCORE_NODES = 300
-_VARIANT_SIZE = 80_000     # nodes + edges up to which extra EFT priority orders are tried
+_VARIANT_SIZE = 30_000     # nodes + edges up to which extra EFT priority orders are tried
 _NOISY_ORDERS = 24         # noisy orders per unit of effort (fewer on larger graphs)
+_MAX_NOISY_ORDERS = 2_000
+_BOUND_SIZE = 8_000_000    # nodes x devices up to which the optimality test uses every generic bound
+_DEADLINE_SHARE = 0.5      # share of the time limit the search may use (the rest: an overrunning
+                           # stage, the final check, output)
 
 
 def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_evals: int = 20,
@@ -85,99 +98,117 @@ def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_e
     return place
 
 
-def _topological_priority(g: Graph, priority: np.ndarray) -> list[int]:
-    """Nodes by decreasing ``priority`` but never before a predecessor (Kahn's algorithm
-    with a heap keyed by (-priority, node index))."""
-    import heapq
-    pr = (-np.asarray(priority, dtype=np.float64)).tolist()
-    indeg = [g.in_ptr[v + 1] - g.in_ptr[v] for v in range(g.n)]
-    heap = [(pr[v], v) for v in range(g.n) if indeg[v] == 0]
-    heapq.heapify(heap)
-    out = []
-    while heap:
-        _, v = heapq.heappop(heap)
-        out.append(v)
-        for i in range(g.out_ptr[v], g.out_ptr[v + 1]):
-            w = g.succ[i]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(heap, (pr[w], w))
-    return out
-
-
 def _pinned_overflow(problem: Problem, capacity: list[float]) -> str | None:
     pinned = problem.pin >= 0
     if not pinned.any():
         return None
     load = np.bincount(problem.pin[pinned], weights=problem.memory[pinned], minlength=problem.n_devices)
     for d in range(problem.n_devices):
-        if load[d] > capacity[d] * (1 + 1e-9) + 1e-9:
+        if not fits(load[d], capacity[d]):
             return (f"the nodes pinned to device '{problem.device_ids[d]}' need {format_bytes(load[d])} "
                     f"but it has {format_bytes(capacity[d])}")
     return None
 
 
-def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float, hint, deadline, seed: int = 0):
+def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float, hint, deadline,
+               seed: int = 0, stats: dict | None = None):
     """Every construction within ``capacity`` (static), improved; (makespan, place, start, finish) or None."""
+    stats = {} if stats is None else stats
     n, m = g.n, problem.n_edges
     size = max(1, n + m)
-    evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size))
-    units = memory_units(problem)
-    unit_of, members, unit_mem = units
+    evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size, _MAX_EVALS))
+    cache: dict = {}
+
+    def units():
+        """Memory units (colocation groups as one), built on first use."""
+        if "units" not in cache:
+            cache["units"] = memory_units(problem)
+        return cache["units"]
+
     found = []  # (makespan, tag, place, start, finish)
     jr = 1 if effort * _JUSTIFY_SIZE >= size else 0
-    both = effort * _BOTH_SIZE >= size
-    res = eft_schedule(g, problem.allowed, unit_of, unit_mem, capacity)
+
+    unit = [0.0]  # seconds the first construction took: the yardstick for later stages
+
+    def late(stage: str, cost: float = 0.0) -> bool:
+        """True (and say why) when the deadline has passed or a stage of ``cost`` first
+        constructions would pass it."""
+        if deadline is not None and _time.perf_counter() + cost * unit[0] > deadline:
+            stats.setdefault("stopped", f"time limit reached before {stage}")
+            return True
+        return False
+
+    def add(tag: int, place, s, f) -> None:
+        if jr and not (found and late("a justification", 0.5)):
+            s, f, ms = justify(g, place, s, f, jr)
+        else:
+            ms = max(f) if f else 0.0
+        found.append((ms, tag, place, s, f))
+
+    # 1. HEFT's own construction: the heuristic is never worse than heft
+    t0 = _time.perf_counter()
+    full = effort * _FULL_CANDIDATES >= g.n * g.k
+    stats["candidates"] = "all devices" if full else "predecessors' devices + the first free"
+    res = eft_schedule(g, capacity, heft_order(g), candidates="all" if full else "near")
     if res is not None:
-        p2, s2, f2 = res
-        s2, f2, ms2 = justify(g, p2, s2, f2, jr) if jr else (s2, f2, max(f2) if f2 else 0.0)
-        found.append((ms2, 1, p2, s2, f2))
-    if effort * _VARIANT_SIZE >= size:
-        # more EFT orders on small graphs: rank_u + rank_d (the path length through a node),
-        # then rank_u with seeded noise (a cheap multi-start in priority space)
+        add(1, *res)
+    unit[0] = _time.perf_counter() - t0
+    # 2. m-ETF's earliest-start construction
+    if effort * _ETF_SIZE >= size and not late("the ETF construction", 1.5):
+        try:
+            r = etf_schedule(g, upward_rank(g),
+                             StaticPolicy(problem, capacity=capacity, solver="heuristic"))
+            add(5, r.place, r.start, r.finish)
+        except NoRoom:
+            pass
+    # 3. other EFT priority orders on small graphs: rank_u + rank_d, then seeded noisy rank_u
+    if effort * _VARIANT_SIZE >= size and not late("the EFT priority variants", 1.2):
         top, bottom = levels(g)
         rng = np.random.default_rng(seed)
-        prios = [np.asarray(top) + np.asarray(bottom)]
         base = np.asarray(bottom)
-        for _ in range(int(min(_NOISY_ORDERS, 300_000 / size) * max(1.0, effort))):
-            prios.append(base * rng.uniform(0.9, 1.1, size=g.n))
-        for tag, pr in enumerate(prios):
-            order = _topological_priority(g, pr)
-            rv = eft_schedule(g, problem.allowed, unit_of, unit_mem, capacity, order=order)
+        count = int(min(_NOISY_ORDERS * max(1.0, effort), _MAX_NOISY_ORDERS, 100_000 / size * max(1.0, effort)))
+        for tag in range(count + 1):
+            if late("the EFT priority variants", 1.2):
+                break
+            pr = np.asarray(top) + base if tag == 0 else base * rng.uniform(0.9, 1.1, size=g.n)
+            rv = eft_schedule(g, capacity, topological_priority(g, pr))
             if rv is not None:
-                pv, sv, fv = rv
-                sv, fv, msv = justify(g, pv, sv, fv, jr) if jr else (sv, fv, max(fv))
-                found.append((msv, 10 + tag, pv, sv, fv))
-    if both or res is None:
+                add(10 + tag, *rv)
+    # 4. the seed method (phases 1-4)
+    if (effort * _BOTH_SIZE >= size or res is None) and not (found and late("the seed method", 1.0)):
         place = pardnn_placement(problem, g, capacity, refine_evals=min(20, evals // 4), deadline=deadline,
-                                 units=units)
+                                 units=units())
         if place is not None:
             s, f, ms = schedule_placement(g, place, jr)
             found.append((ms, 0, place, s, f))
+    # 5. the hint, and everything on the fastest device that holds it
     if hint is not None:
         ph = project_constraints(problem, g, np.asarray(hint).tolist())
-        ph = repair_memory(problem, g, ph, capacity, units) or greedy_fill(problem, ph, capacity, units)
+        ph = repair_memory(problem, g, ph, capacity, units()) or greedy_fill(problem, ph, capacity, units())
         if ph is not None:
             s3, f3, ms3 = schedule_placement(g, ph, jr)
             found.append((ms3, 2, ph, s3, f3))
-    # no model parallelism, when one device holds everything: never worse than `single`
-    usable = problem.allowed.all(axis=0) & (np.asarray(capacity) >= float(problem.memory.sum()))
+    usable = problem.allowed.all(axis=0) & fits(float(problem.memory.sum()), np.asarray(capacity))
     if usable.any():
         d = int(np.argmax(np.where(usable, problem.device_speed, -np.inf)))
         p1 = [d] * g.n
         s1, f1, ms1 = schedule_placement(g, p1, 0)
         found.append((ms1, 4, p1, s1, f1))
     if not found:
-        place = greedy_fill(problem, None, capacity, units)
+        place = greedy_fill(problem, None, capacity, units())
         if place is None:
-            place = greedy_fill(problem, None, capacity, units, best_fit=True)
+            place = greedy_fill(problem, None, capacity, units(), best_fit=True)
         if place is None:
             return None
         s, f, ms = schedule_placement(g, place, jr)
         found.append((ms, 3, place, s, f))
     found.sort(key=lambda x: (x[0], x[1]))
-    ms, _, place, s, f = found[0]
-    if evals >= 5 and g.k > 1:
+    ms, tag, place, s, f = found[0]
+    stats["construction"] = _TAGS.get(tag, "eft-variant")
+    stats["constructions_tried"] = len(found)
+    used = 0
+    if evals >= 5 and g.k > 1 and not late("the improvement", 0.5):
+        unit_of, members, unit_mem = units()
         if g.n <= _JUSTIFIED_SCORE_NODES:
             new, used = iterated_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
                                         evals, deadline, seed=seed, justified=True)
@@ -185,6 +216,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
                 s2, f2, ms2 = schedule_placement(g, new, 2)
                 if ms2 < ms:
                     ms, place, s, f = ms2, new, s2, f2
+                    stats["construction"] += "+search"
         else:
             # larger graphs: moves scored by replaying the incumbent's order (see improve.py)
             out: dict = {}
@@ -193,7 +225,15 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             if new != place and out["makespan"] < ms:
                 s2, f2, ms2 = justify(g, new, out["start"], out["finish"], jr)
                 ms, place, s, f = ms2, new, s2, f2
+                stats["construction"] += "+search"
+        if used < evals:
+            late("the end of the improvement budget")
+    stats["evaluations"] = used
+    stats["evaluation_budget"] = evals
     return ms, place, s, f
+
+
+_TAGS = {0: "pardnn", 1: "heft", 2: "hint", 3: "greedy-fill", 4: "single", 5: "etf", 10: "eft-rank-sum"}
 
 
 def _single_device(problem: Problem, g: Graph):
@@ -206,7 +246,7 @@ def _single_device(problem: Problem, g: Graph):
         place = [d] * g.n
         s, f, ms = schedule_placement(g, place, 0)
         peak = peak_memory(problem, np.asarray(place), np.asarray(s), np.asarray(f))
-        if peak[d] <= problem.device_memory[d] * (1 + 1e-9):
+        if fits(peak[d], problem.device_memory[d]):
             best = (ms, place, s, f)
             break
     return best
@@ -222,9 +262,10 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         The memory model every returned placement respects.
     effort : float
         0: constructions only; 1 (default): bounded improvement sized for the speed
-        targets; higher: proportionally more schedule evaluations.
+        targets; higher: proportionally more schedule evaluations (capped).
     time_limit : float, optional
-        Wall-clock cap on the improvement phases (makes the result depend on timing).
+        Wall-clock cap (makes the result depend on timing); the call returns within
+        about ``time_limit`` plus the time of the first construction.
     """
     if memory_model not in ("static", "peak"):
         raise SolverError(f"heuristic: memory_model={memory_model!r}; use 'static' or 'peak'")
@@ -235,7 +276,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     if not effort >= 0:
         raise SolverError(f"heuristic: effort={effort!r} must be a number >= 0")
     t0 = _time.perf_counter()
-    deadline = None if time_limit is None else t0 + 0.8 * float(time_limit)
+    deadline = None if time_limit is None else t0 + _DEADLINE_SHARE * float(time_limit)
     if problem.n_nodes == 0:
         return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0))
     capacity = problem.device_memory.astype(float).tolist()
@@ -243,15 +284,24 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     if reason is not None:
         return Solution(Status.INFEASIBLE, message=reason, memory_model=memory_model)
     g = Graph(problem)
+    if memory_model == "peak" and problem.has_split:
+        try:
+            from .peak import solve_peak
+        except ImportError:
+            solve_peak = None
+        if solve_peak is not None:
+            return solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=effort,
+                              deadline=deadline)
+    stats: dict = {}
     best = None
     rounds = 6 if memory_model == "peak" else 1
     for _ in range(rounds):
-        best = _construct(problem, g, capacity, effort, hint, deadline, seed)
+        best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats)
         if best is None or memory_model == "static":
             break
         _, place, s, f = best
         peak = peak_memory(problem, np.asarray(place), np.asarray(s), np.asarray(f))
-        over = peak > problem.device_memory * (1 + 1e-9) + 1e-9
+        over = ~fits(peak, problem.device_memory)
         if not over.any():
             break
         # Leave the excess free under the static model and try again.
@@ -265,9 +315,11 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
                + (" under the peak model" if memory_model == "peak" else "")
                + " (the heuristic's guarantee needs every device to hold total/k plus the largest "
                  "colocation group, and no forbidden devices)")
-        return Solution(Status.UNKNOWN, message=msg, memory_model=memory_model)
+        return Solution(Status.UNKNOWN, message=msg, memory_model=memory_model, stats=stats)
     ms, place, s, f = best
-    lb = problem_lower_bound(problem)
-    status = Status.OPTIMAL if ms <= lb + 1e-9 * max(1.0, ms) else Status.FEASIBLE
+    # the generic bounds cost O(n k) with constraints; on huge instances only the work bound
+    lb = problem_lower_bound(problem) if g.n * g.k <= _BOUND_SIZE else work_bound(problem)
+    status = Status.OPTIMAL if ms <= lb + time_tolerance(ms) else Status.FEASIBLE
+    message = f"stopped early: {stats['stopped']}" if "stopped" in stats else ""
     return Solution(status, placement=np.asarray(place, dtype=np.int64), start=np.asarray(s),
-                    memory_model=memory_model)
+                    memory_model=memory_model, stats=stats, message=message)

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import sys
 from pathlib import Path
 
-from .errors import FormatError, OptpartError
-from .formats import save
-from .formats.costmodel import CostModel
-from .units import format_bytes, parse_bytes
+from ..errors import FormatError, OptpartError
+from ..formats import save
+from ..formats.costmodel import CostModel
+from ..progress import set_quiet
+from ..units import format_bytes, parse_bytes, parse_list, parse_speed
 
 __all__ = ["register", "cost_model_from_args", "add_cost_model_arguments", "import_model"]
 
@@ -59,13 +59,23 @@ def _parse_shape(text: str) -> tuple[str, list[int]]:
 
 
 def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
-                 input_shapes: dict[str, list[int]] | None = None, name: str | None = None):
-    """Import ``spec`` (an ``.onnx`` path or ``module:function``) as a :class:`~optpart.Problem`."""
-    if spec.endswith(".onnx") or Path(spec).is_file():
-        from .formats.onnx_import import from_onnx
+                 input_shapes: dict[str, list[int]] | None = None, name: str | None = None,
+                 no_split: str | None = None, trace_mode: str = "auto"):
+    """Import ``spec`` (an ``.onnx`` path or ``module:function``) as a :class:`~optpart.Problem`.
 
-        return from_onnx(spec, training=bool(training), cost_model=cost_model, input_shapes=input_shapes,
-                         name=name)
+    The factory ``function()`` returns ``(module, example_inputs)``, ``(module,
+    example_inputs, loss_fn)`` or a dict with keys ``module``, ``inputs`` and optionally
+    ``targets`` and ``loss_fn`` (see ``docs/import.md``).
+    """
+    if spec.endswith(".onnx") or Path(spec).is_file():
+        from ..formats.onnx_import import from_onnx
+        from ..progress import progress
+
+        if no_split:
+            raise OptpartError("--no-split applies to PyTorch models (module classes); an ONNX graph has none")
+        with progress(f"importing {Path(spec).name}"):
+            return from_onnx(spec, training=bool(training), cost_model=cost_model, input_shapes=input_shapes,
+                             name=name)
     if ":" not in spec:
         raise FormatError(f"cannot import {spec!r}: give an .onnx file or a PyTorch factory 'package.module:function'")
     if input_shapes:
@@ -80,42 +90,59 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
     except (ImportError, AttributeError) as exc:
         raise FormatError(f"cannot load the model factory {spec!r}: {exc}") from None
     made = factory()
+    extra: dict = {}
     if isinstance(made, dict):
         if "module" not in made or "inputs" not in made:
             raise FormatError(f"{spec}() returned a dict without 'module' and 'inputs' (it has {sorted(made)})")
         module, inputs = made["module"], made["inputs"]
         extra = {k: made[k] for k in ("targets", "loss_fn") if k in made}
-    elif isinstance(made, (tuple, list)) and len(made) == 2:
-        module, inputs = made
-        extra = {}
+    elif isinstance(made, tuple) and len(made) in (2, 3):
+        module, inputs = made[0], made[1]
+        if len(made) == 3:
+            extra["loss_fn"] = made[2]
     else:
-        raise FormatError(f"{spec}() must return (module, example_inputs) or a dict with 'module' and 'inputs'")
-    from .formats.torch_import import from_torch
+        raise FormatError(f"{spec}() must return (module, example_inputs), (module, example_inputs, loss_fn) "
+                          f"or a dict with 'module' and 'inputs'; it returned {type(made).__name__}")
+    from ..formats.torch_import import from_torch
 
-    return from_torch(module, tuple(inputs), training=True if training is None else training,
-                      cost_model=cost_model, name=name or fn_name, **extra)
+    return from_torch(module, inputs, training=True if training is None else training,
+                      cost_model=cost_model, name=name or fn_name, no_split=no_split or (),
+                      trace_mode=trace_mode, **extra)
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from .problem import Device
-
+    if args.quiet:
+        set_quiet(True)
     cm = cost_model_from_args(args)
     shapes = dict(_parse_shape(s) for s in args.input_shape or [])
     problem = import_model(args.model, training=args.training, cost_model=cm, input_shapes=shapes or None,
-                           name=args.name)
-    if args.devices is not None:
-        if args.devices < 1:
+                           name=args.name, no_split=args.no_split, trace_mode=args.trace_mode)
+    memory = parse_list(args.memory, parse_bytes, "--memory") if args.memory is not None else None
+    speed = parse_list(args.speed, parse_speed, "--speed") if args.speed is not None else None
+    if args.devices is not None or memory is not None or speed is not None:
+        if args.devices is not None and args.devices < 1:
             raise OptpartError(f"--devices {args.devices} must be at least 1")
-        cap = parse_bytes(args.memory) if args.memory is not None else math.inf
-        problem = problem.with_devices([Device(f"dev{i}", cap) for i in range(args.devices)],
+        k = args.devices
+        for flag, values in (("--memory", memory), ("--speed", speed)):
+            if values is None or len(values) == 1:
+                continue
+            if k is not None and len(values) != k:
+                raise OptpartError(f"{flag} gives {len(values)} values for {k} devices")
+            k = len(values)
+        if k is None:
+            raise OptpartError("give the number of devices with --devices K (or one --memory value per device)")
+        one = lambda values, default: default if values is None else (values * k if len(values) == 1 else values)
+        problem = problem.with_devices(k, memory=one(memory, float("inf")), speed=one(speed, 1.0),
                                        links=problem.links, constraints=problem.constraints)
-    elif args.memory is not None:
-        raise OptpartError("--memory needs --devices K")
     save(problem, args.out)
     meta = problem.meta
-    print(f"{problem.name}: {problem.n_nodes} nodes, {problem.n_edges} edges, "
-          f"{meta.get('total_flops', 0) / 1e9:.4g} GFLOP, parameters {format_bytes(meta.get('parameter_bytes', 0))}, "
-          f"memory {format_bytes(float(problem.memory.sum()))}, work {problem.time.sum():.4g} s -> {args.out}")
+    if not args.quiet:
+        mode = f", traced with {meta['trace_mode']} tensors" if "trace_mode" in meta else ""
+        print(f"{problem.name}: {problem.n_nodes} nodes, {problem.n_edges} edges, "
+              f"{meta.get('total_flops', 0) / 1e9:.4g} GFLOP, parameters {format_bytes(meta.get('parameter_bytes', 0))}, "
+              f"memory {format_bytes(float(problem.memory.sum()))}, work {problem.time.sum():.4g} s{mode} -> {args.out}")
+        for note in meta.get("trace_notes", []):
+            print(f"  note: {note}", file=sys.stderr)
     return 0
 
 
@@ -130,7 +157,15 @@ def register(subparsers) -> None:
     p.add_argument("--input-shape", action="append", metavar="NAME=DIMS",
                    help="override an ONNX input's shape, e.g. data_0=32x3x224x224 (repeatable)")
     p.add_argument("--name", help="problem name (default: the file or function name)")
+    p.add_argument("--no-split", metavar="CLASS[,CLASS]",
+                   help="keep every instance of these module classes on one device, e.g. GPT2Block")
+    p.add_argument("--trace-mode", choices=("auto", "fake", "real"), default="auto",
+                   help="PyTorch tracing: fake tensors, real CPU tensors, or fake with a real fallback "
+                        "for data-dependent models (default auto)")
     p.add_argument("--devices", "-k", type=int, metavar="K", help="write K devices into the file")
-    p.add_argument("--memory", "-m", metavar="SIZE", help="capacity of each device, e.g. 16GiB")
+    p.add_argument("--memory", "-m", metavar="SIZE[,SIZE...]",
+                   help="device capacity, one value or one per device, e.g. 16GiB or 80GiB,80GiB,40GiB")
+    p.add_argument("--speed", metavar="S[,S...]", help="relative device speed, one value or one per device")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary line")
     add_cost_model_arguments(p)
     p.set_defaults(func=_cmd_import)

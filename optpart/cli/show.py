@@ -1,0 +1,105 @@
+"""``optpart show``: where each module (or phase, or operator type) of a model was placed.
+
+``optpart show result.json --problem gpt2.json --by module --depth 3`` prints one row per
+module, cut at ``--depth`` levels of its ``named_modules()`` path (``transformer.h.0`` is
+depth 3), with its class when the import recorded it: the devices its nodes run on (with
+node counts), its run time and its memory (static: what its nodes hold for the whole step).
+Nodes without the key (``module`` is written by the PyTorch importer and, from scoped node
+names, the ONNX one; ``phase`` and ``op`` by both) are grouped under ``-``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..errors import OptpartError
+from ..formats import load, load_result
+from ..problem import Problem
+from ..units import format_bytes, format_time
+from .common import add_device_arguments, apply_device_arguments, table
+
+__all__ = ["register", "group_rows"]
+
+_KEYS = ("module", "phase", "op", "module_class")
+
+
+def _key(meta: dict, by: str, depth: int) -> str:
+    value = meta.get(by)
+    if value is None:
+        return "-"
+    value = str(value)
+    if by == "module":
+        if value == "":
+            return "(root)"
+        if depth > 0:
+            return ".".join(value.split(".")[:depth])
+    return value
+
+
+def group_rows(problem: Problem, placement: np.ndarray, *, by: str = "module", depth: int = 2) -> list[dict[str, Any]]:
+    """One dict per group, in first-appearance order: ``group``, ``nodes``, ``devices``
+    (device id -> node count), ``time_s`` (run time on the devices chosen) and
+    ``memory_bytes`` (static memory of its nodes)."""
+    if by not in _KEYS:
+        raise OptpartError(f"--by {by!r}: choose one of {', '.join(_KEYS)}")
+    meta = problem.node_meta or [{}] * problem.n_nodes
+    if by == "module" and not any("module" in m for m in meta):
+        raise OptpartError(f"'{problem.name}' has no node metadata 'module' (import the model with "
+                           f"`optpart import` from PyTorch); try --by op")
+    duration = problem.duration(placement)
+    rows: dict[str, dict[str, Any]] = {}
+    for v in range(problem.n_nodes):
+        key = _key(meta[v], by, depth)
+        row = rows.setdefault(key, {"group": key, "nodes": 0, "devices": {}, "time_s": 0.0, "memory_bytes": 0.0})
+        dev = problem.device_ids[int(placement[v])]
+        row["nodes"] += 1
+        row["devices"][dev] = row["devices"].get(dev, 0) + 1
+        row["time_s"] += float(duration[v])
+        row["memory_bytes"] += float(problem.memory[v])
+    return list(rows.values())
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    if args.depth < 0:
+        raise OptpartError(f"--depth {args.depth} must be >= 0 (0: full module paths)")
+    problem = load(args.problem)
+    if any(getattr(args, a) is not None for a in ("devices", "memory", "speed", "bandwidth", "latency")) \
+            or problem.n_devices == 0 or problem.links is None:
+        problem = apply_device_arguments(problem, args)
+    result = load_result(args.result, problem)
+    if not result.ok:
+        raise OptpartError(f"result {args.result!r} has no placement (status {result.status.value})")
+    rows = group_rows(problem, result.placement, by=args.by, depth=args.depth)
+    classes = problem.meta.get("module_classes") or {}
+    if args.by == "module" and classes:
+        for r in rows:
+            r["class"] = classes.get("" if r["group"] == "(root)" else r["group"], "-")
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    order = {d: i for i, d in enumerate(problem.device_ids)}
+    with_class = any("class" in r for r in rows)
+    body = [[r["group"], *([r["class"]] if with_class else []), str(r["nodes"]),
+             ", ".join(f"{d} ({n})" for d, n in sorted(r["devices"].items(), key=lambda kv: order[kv[0]])),
+             format_time(r["time_s"]), format_bytes(r["memory_bytes"])] for r in rows]
+    print(table(body, [args.by, *(["class"] if with_class else []), "nodes", "devices (nodes)", "time", "memory"]))
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``optpart show`` to the command line."""
+    p = subparsers.add_parser("show", help="a result per module (or phase, op): devices, time, memory")
+    p.add_argument("result", help="result file (optpart JSON)")
+    p.add_argument("--problem", "-p", required=True, metavar="FILE", help="the problem file the result is for")
+    p.add_argument("--by", choices=_KEYS, default="module", help="group nodes by this metadata key (default module)")
+    p.add_argument("--depth", type=int, default=2,
+                   help="module path levels to keep, e.g. 3 for transformer.h.0 (default 2; 0 = full paths)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_device_arguments(p)
+    p.set_defaults(func=_cmd_show)

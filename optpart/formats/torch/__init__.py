@@ -1,0 +1,8 @@
+"""PyTorch tracing for the importer: :func:`trace_training_step` and :class:`TracedStep`.
+
+The problem builder is :func:`optpart.formats.torch_import.from_torch`.
+"""
+
+from .trace import DEFAULT_LOSS, OUTPUT_LOSS, TracedStep, default_loss, output_tensors, trace_training_step
+
+__all__ = ["TracedStep", "trace_training_step", "default_loss", "output_tensors", "DEFAULT_LOSS", "OUTPUT_LOSS"]

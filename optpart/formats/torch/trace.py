@@ -1,0 +1,607 @@
+"""Trace one training step (or one forward pass) of a PyTorch module into a flat ATen FX graph.
+
+This is the part of the PyTorch importer that other code builds on (plan export and
+``optpart.torch.apply`` run the graph it returns); :func:`trace_training_step` is its
+public, stable entry point. :func:`optpart.formats.torch_import.from_torch` turns the
+result into a :class:`~optpart.Problem`.
+
+How (torch 2.3 and later; checked on 2.13):
+
+* the step ``loss = loss_fn(module(*inputs), *targets); grads = torch.autograd.grad(loss, params)``
+  is traced by ``torch.fx.experimental.proxy_tensor.make_fx``, the tracer ``torch.export``
+  and AOTAutograd are built on: one flat graph with the forward and the backward ATen
+  operators (the joint graph of AOTAutograd);
+* first with **fake tensors** (shapes and dtypes only, no storage: large models trace in
+  little memory). When the model reads tensor *values* to decide shapes or control flow
+  (``.item()``, mixture-of-experts routing, masks built from values) fake tracing cannot
+  go on; the step is then traced again with **real** CPU tensors (parameters on the meta
+  device are filled with a fixed-seed random init), which records the path those values
+  take. :attr:`TracedStep.trace_mode` says which one was used;
+* models whose config has ``use_cache`` (Hugging Face) are traced with it off: a training
+  step keeps no key/value cache;
+* **module attribution**: forward pre/post hooks on every submodule stamp the nodes the
+  submodule creates with its ``named_modules()`` path (through ``torch.fx.traceback``'s
+  node metadata, as ``torch.export`` does); autograd pre-hooks on the backward graph stamp
+  each backward node with the sequence number of the forward operator it differentiates,
+  and the backward node inherits that operator's module (AOTAutograd's
+  ``copy_fwd_metadata_to_bw_nodes`` does the same).
+
+References: PyTorch ``torch.fx`` (Reed et al., "torch.fx: Practical Program Capture and
+Transformation for Deep Learning in Python", MLSys 2022); AOTAutograd (``functorch``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from ...errors import FormatError
+
+__all__ = ["TracedStep", "trace_training_step", "default_loss", "output_tensors", "DEFAULT_LOSS", "OUTPUT_LOSS"]
+
+#: How :func:`default_loss` is described in :attr:`TracedStep.loss` and problem metadata.
+DEFAULT_LOSS = "sum over the floating tensors of the output of their mean"
+#: :attr:`TracedStep.loss` when the output carried its own scalar ``loss`` (Hugging Face ``labels``).
+OUTPUT_LOSS = "the output's own 'loss' field"
+
+_DATA_DEPENDENT_HINTS = ("DataDependent", "DynamicOutputShape", "_local_scalar_dense", "data-dependent",
+                         "data dependent", "GuardOnDataDependent")
+
+
+@dataclass(frozen=True)
+class TracedStep:
+    """One traced training step (or forward pass) and how it maps to problem nodes.
+
+    Attributes
+    ----------
+    graph_module : torch.fx.GraphModule
+        The flat ATen graph. Its placeholders are, in this order: one per parameter
+        (``param_names`` order), one per buffer (``buffer_names`` order), one per example
+        input (``input_names`` order), one per target. Training: it returns
+        ``(loss, grad_0, ..., grad_{P-1})`` (a gradient is ``None`` for a parameter the
+        loss does not use). Inference: it returns the flat tuple of the tensors of the
+        module's output, in :func:`output_tensors` order.
+    node_names : dict[str, str]
+        Problem node id -> FX node name, for every problem node that is an FX node: each
+        operator (id == FX name; ``getitem`` projections are not nodes), each example input
+        (``input.<i>`` or ``input.<keyword>``) and target (``target.<i>``) and each buffer
+        (``buffer.<name>``). The optimizer nodes ``update.<param name>`` of a training
+        problem have no FX node; ``update.<p>`` belongs to ``param_names``' ``p``.
+    param_names, buffer_names : tuple of str
+        ``module.named_parameters()`` / ``named_buffers()`` names, in that order.
+    input_names : tuple of str
+        One per tensor of the example inputs: ``'0'``, ``'1'``... for positional inputs,
+        the keyword for keyword inputs (example inputs given as a dict), plus ``.j`` per
+        nesting level for tensors inside tuples, lists or dicts (``'1.0'``). Non-tensor
+        inputs (numbers, ``None``) are constants of the trace, not graph inputs.
+    n_targets : int
+        Number of targets (extra inputs of ``loss_fn``).
+    training : bool
+        Whether the graph is a training step (forward, backward) or a forward pass.
+    loss : str
+        How the loss is defined: ``'loss_fn'`` (the user's), :data:`OUTPUT_LOSS` (the
+        output's own ``loss``), :data:`DEFAULT_LOSS`, or ``'none'`` (inference).
+    trace_mode : str
+        ``'fake'`` (fake tensors, the default) or ``'real'`` (real CPU tensors, the
+        fallback for data-dependent models).
+    node_module : dict[str, tuple[str, str]]
+        FX node name -> ``(module path, module class name)`` for every ``call_function``
+        and ``placeholder`` node. The path is as in ``named_modules()`` (``''`` is the
+        root: inputs, and the loss when it is computed outside the module).
+    module_classes : dict[str, str]
+        Every ``named_modules()`` path -> its class name.
+    notes : tuple of str
+        What the tracer chose on the way (a fallback taken, a cache switched off).
+    backward : frozenset of str
+        FX names of the operators autograd ran while differentiating the loss (the
+        backward pass), as stamped during tracing; empty for inference.
+    """
+
+    graph_module: Any
+    node_names: dict[str, str]
+    param_names: tuple[str, ...]
+    buffer_names: tuple[str, ...]
+    input_names: tuple[str, ...]
+    n_targets: int
+    training: bool
+    loss: str
+    trace_mode: str
+    node_module: dict[str, tuple[str, str]]
+    module_classes: dict[str, str]
+    notes: tuple[str, ...] = field(default=())
+    backward: frozenset = field(default=frozenset())
+
+    @property
+    def n_inputs(self) -> int:
+        """Number of graph inputs made from the example inputs (one per tensor)."""
+        return len(self.input_names)
+
+    def flatten_inputs(self, example_inputs) -> list:
+        """The tensors of ``example_inputs`` (shaped like the traced ones) in placeholder order,
+        so that ``graph_module(params, buffers, *step.flatten_inputs(x), *targets)`` runs."""
+        names, tensors, _, _ = _split_inputs(example_inputs)
+        if names != self.input_names:
+            raise FormatError(f"these inputs give graph inputs {list(names)}; the traced step has "
+                              f"{list(self.input_names)}")
+        return tensors
+
+
+def output_tensors(value, *, floating_only: bool = False) -> list:
+    """The tensors in a module's output tree, depth first, in a fixed order.
+
+    Understood containers: tuples, lists, dicts (insertion order; Hugging Face
+    ``ModelOutput`` is one and holds only its non-``None`` fields), and dataclasses (field
+    order). Anything else (a key/value cache object, ``None``, a number) is skipped.
+    """
+    import torch
+
+    out: list = []
+
+    def walk(v):
+        if isinstance(v, torch.Tensor):
+            if not floating_only or v.is_floating_point() or v.is_complex():
+                out.append(v)
+        elif isinstance(v, Mapping):
+            for item in v.values():
+                walk(item)
+        elif isinstance(v, (tuple, list)):
+            for item in v:
+                walk(item)
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+            for f in dataclasses.fields(v):
+                walk(getattr(v, f.name))
+
+    walk(value)
+    return out
+
+
+def default_loss(output):
+    """The loss used when none is given.
+
+    An output that carries its own scalar ``loss`` (a Hugging Face model given ``labels``:
+    its ``ModelOutput`` has a ``loss`` field) is trained on that loss. Otherwise: the sum,
+    over the floating tensors of the output, of their mean (so every output, e.g. both
+    logits and hidden states, gets a gradient); a scalar output is therefore its own loss.
+    """
+    import torch
+
+    if isinstance(output, Mapping) and isinstance(output.get("loss"), torch.Tensor) and output["loss"].dim() == 0:
+        return output["loss"]
+    tensors = output_tensors(output, floating_only=True)
+    if not tensors:
+        raise FormatError(f"the module's output ({type(output).__name__}) holds no floating-point tensor to "
+                          f"build the default loss from; pass loss_fn=")
+    loss = tensors[0].mean()
+    for t in tensors[1:]:
+        loss = loss + t.mean()
+    return loss
+
+
+class _ModuleStamper:
+    """Forward hooks that stamp every FX node a submodule creates with that submodule's path."""
+
+    KEY = "optpart_module"
+    BW_KEY = "optpart_backward_of"
+
+    def __init__(self, module):
+        self.stack: list[str] = []
+        self.handles: list[Any] = []
+        for path, mod in module.named_modules():
+            self.handles.append(mod.register_forward_pre_hook(self._enter(path)))
+            self.handles.append(mod.register_forward_hook(self._leave(path)))
+
+    @staticmethod
+    def _set(custom: dict) -> None:
+        import torch.fx.traceback as fxt
+
+        fxt.current_meta["custom"] = custom
+
+    def _enter(self, path):
+        def hook(mod, args):
+            self.stack.append(path)
+            self._set({self.KEY: path})
+        return hook
+
+    def _leave(self, path):
+        def hook(mod, args, out):
+            if self.stack and self.stack[-1] == path:
+                self.stack.pop()
+            self._set({self.KEY: self.stack[-1] if self.stack else ""})
+        return hook
+
+    def current(self) -> str:
+        return self.stack[-1] if self.stack else ""
+
+    def stamp_backward(self, loss) -> None:
+        """Autograd pre-hooks on the graph behind ``loss``: backward nodes get their forward's number."""
+        seen: set[int] = set()
+        todo = [loss.grad_fn] if loss.grad_fn is not None else []
+        while todo:
+            fn = todo.pop()
+            if fn is None or id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            seq = int(fn._sequence_nr())
+            fn.register_prehook(lambda grad_outputs, seq=seq: self._set({self.BW_KEY: seq}))
+            todo.extend(nxt for nxt, _ in fn.next_functions)
+        self._set({self.KEY: ""})
+
+    def close(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
+
+
+@contextmanager
+def _tracing_settings(module, training: bool, notes: list[str]):
+    """The module set up for tracing one step, and restored afterwards: ``train()`` or
+    ``eval()`` mode, a Hugging Face config's ``use_cache`` off, and ``grouped_mm`` experts
+    (no float32 CPU kernel, fake or real) replaced by the reference per-expert loop."""
+    cls = type(module).__name__
+    config = getattr(module, "config", None)
+    cache_was = getattr(config, "use_cache", None) if config is not None else None
+    was_training = module.training
+    experts_was = _experts_implementation(module)
+    switch_experts = bool(experts_was) and "grouped_mm" in experts_was.values()
+    try:
+        if cache_was:
+            config.use_cache = False
+            notes.append(f"{cls}: traced with config.use_cache=False (one step, no key/value cache kept)")
+        if switch_experts:
+            module.set_experts_implementation({k: ("eager" if v == "grouped_mm" else v)
+                                               for k, v in experts_was.items()})
+            notes.append(f"{cls}: mixture-of-experts layers traced with experts_implementation='eager' "
+                         f"(instead of 'grouped_mm')")
+        module.train(training)
+        yield
+    finally:
+        module.train(was_training)
+        if switch_experts:
+            module.set_experts_implementation(experts_was)
+        if cache_was:
+            config.use_cache = cache_was
+
+
+def _experts_implementation(module) -> dict | None:
+    """A Hugging Face model's per-(sub)config mixture-of-experts implementation, or None."""
+    get = getattr(module, "get_experts_implementation", None)
+    if get is None or not callable(getattr(module, "set_experts_implementation", None)):
+        return None
+    try:
+        impl = get()
+    except Exception:  # a model without experts may refuse; then there is nothing to switch
+        return None
+    return dict(impl) if isinstance(impl, Mapping) else None
+
+
+class _MetaFailureFilter(logging.Filter):
+    """Keeps torch's fake-tensor logger from printing a traceback when an operator's meta
+    kernel fails (the failure is raised to us anyway), and remembers which operator it was."""
+
+    LOGGER = "torch._subclasses.fake_tensor"
+    PREFIX = "failed while attempting to run meta for "
+
+    def __init__(self):
+        super().__init__()
+        self.operator: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        if msg.startswith(self.PREFIX):
+            self.operator = msg[len(self.PREFIX):].split()[0] if msg[len(self.PREFIX):].split() else None
+            return False
+        return True
+
+    def __enter__(self):
+        logging.getLogger(self.LOGGER).addFilter(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger(self.LOGGER).removeFilter(self)
+        return False
+
+
+def _where(module, path: str, operator: str | None) -> str:
+    """`` in module 'a.b' (Linear) at operator aten.mm.default`` (the parts that are known)."""
+    text = f" in module '{path}' ({type(module.get_submodule(path)).__name__})" if path else ""
+    return text + (f" at operator {operator}" if operator else "")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _is_data_dependent(exc: BaseException) -> bool:
+    names = " ".join(c.__name__ for c in type(exc).__mro__)
+    text = f"{names} {exc}"
+    return any(h in text for h in _DATA_DEPENDENT_HINTS)
+
+
+def _split_inputs(example_inputs) -> tuple[tuple[str, ...], list, bool, Any]:
+    """(names, tensors, as_keywords, structure) of the example inputs: a tensor, a sequence
+    or a dict, whose items may nest tuples, lists and dicts. Each tensor leaf is one graph
+    input, named by its position or keyword (``'0'``, ``'input_ids'``) plus ``.j`` per nesting
+    level (``'1.0'``); other leaves (numbers, ``None``) stay constants of the trace."""
+    import torch
+
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    if isinstance(example_inputs, Mapping):
+        keys = list(example_inputs)
+        for k in keys:
+            if not isinstance(k, str):
+                raise FormatError(f"example input key {k!r} must be a string (a keyword of forward())")
+        top, as_kw = [(k, example_inputs[k]) for k in keys], True
+    elif isinstance(example_inputs, (tuple, list)):
+        top, as_kw = [(str(i), v) for i, v in enumerate(example_inputs)], False
+    else:
+        raise FormatError(f"example inputs must be a tensor, a tuple/list or a dict of keyword inputs, "
+                          f"not {type(example_inputs).__name__}")
+    leaves: list[tuple[str, Any]] = []
+
+    def walk(value, name):
+        if isinstance(value, torch.Tensor):
+            leaves.append((name, value))
+        elif isinstance(value, (tuple, list)):
+            for j, v in enumerate(value):
+                walk(v, f"{name}.{j}")
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, f"{name}.{k}")
+
+    for name, value in top:
+        walk(value, name)
+    return tuple(n for n, _ in leaves), [t for _, t in leaves], as_kw, top
+
+
+def _rebuild(value, tensors):
+    """``value`` with its tensor leaves replaced, in order, by the items of the iterator ``tensors``."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return next(tensors)
+    if isinstance(value, tuple):
+        items = [_rebuild(v, tensors) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, list):
+        return [_rebuild(v, tensors) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _rebuild(v, tensors) for k, v in value.items()}
+    return value
+
+
+def _materialize(t, gen, requires_grad: bool = False):
+    """A real CPU tensor with ``t``'s shape and dtype: ``t`` itself (moved) or, for a meta
+    tensor, a fixed-seed random init (floats ~ N(0, 0.02), integers 0)."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        return t
+    if t.is_meta:
+        if t.is_floating_point():
+            x = torch.randn(t.shape, generator=gen, dtype=torch.float32).mul_(0.02).to(t.dtype)
+        else:
+            x = torch.zeros(t.shape, dtype=t.dtype)
+    else:
+        x = t.detach().to("cpu").clone()
+    return x.requires_grad_(requires_grad) if requires_grad else x
+
+
+def trace_training_step(
+    module,
+    example_inputs,
+    *,
+    training: bool = True,
+    loss_fn: Callable[..., Any] | None = None,
+    targets: Sequence[Any] = (),
+    trace_mode: str = "auto",
+    progress=None,
+) -> TracedStep:
+    """Trace one training step (or forward pass) of ``module`` into a flat ATen FX graph.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model, real or built under ``with torch.device("meta"):``. It is not changed
+        (a config's ``use_cache`` is switched off during tracing and restored).
+    example_inputs : tensor, sequence, or dict of keyword inputs
+        Inputs of ``module.forward`` (items may nest tuples, lists and dicts of tensors, and
+        may be numbers or ``None``); only shapes and dtypes matter unless the model reads
+        values (then they matter for the real-tensor fallback: give realistic ones).
+    training : bool
+        Trace forward + backward (``torch.autograd.grad`` of the loss with respect to every
+        parameter) when True; the forward pass only when False.
+    loss_fn : callable, optional
+        ``loss_fn(output, *targets) -> scalar tensor``. Default :func:`default_loss`: the
+        output's own scalar ``loss`` when it has one (Hugging Face with ``labels``), else the
+        sum of the means of every floating tensor in the output (tensors, tuples, lists,
+        dicts, dataclasses, Hugging Face ``ModelOutput`` are all understood).
+    targets : sequence of tensors
+        Extra inputs of ``loss_fn`` (labels); they become placeholders after the inputs.
+    trace_mode : {'auto', 'fake', 'real'}
+        ``'auto'`` (default) tries fake tensors and falls back to real CPU tensors when the
+        model's control flow or shapes depend on tensor values; ``'fake'``/``'real'`` force one.
+    progress : optpart.progress.Progress, optional
+        Where to report stages and notes.
+
+    Returns
+    -------
+    TracedStep
+        The graph module, the problem-node-id to FX-name mapping, names and attribution;
+        see :class:`TracedStep` for the exact placeholder and output layout.
+
+    Raises
+    ------
+    FormatError
+        torch missing, bad inputs, a loss that is not a scalar, or a tracing failure (one
+        line naming the module being run and the tracer's message, which names the operator).
+
+    Examples
+    --------
+    >>> import torch
+    >>> step = trace_training_step(torch.nn.Linear(4, 2), (torch.empty(3, 4),))
+    >>> step.param_names, step.trace_mode, step.loss == DEFAULT_LOSS
+    (('weight', 'bias'), 'fake', True)
+    >>> sorted({m for m, _ in step.node_module.values()})
+    ['']
+    """
+    try:
+        import torch
+        import torch.fx.traceback as fxt
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.proxy_tensor import make_fx
+    except ImportError:  # pragma: no cover - exercised only without torch
+        raise FormatError("importing a PyTorch model needs torch: pip install 'optpart[torch]'") from None
+    if trace_mode not in ("auto", "fake", "real"):
+        raise FormatError(f"trace_mode={trace_mode!r} must be 'auto', 'fake' or 'real'")
+    if not isinstance(module, torch.nn.Module):
+        raise FormatError(f"expected a torch.nn.Module, got {type(module).__name__}")
+    cls = type(module).__name__
+    input_names, input_vals, as_kw, structure = _split_inputs(example_inputs)
+    targets = list(targets)
+    pnames = tuple(n for n, _ in module.named_parameters())
+    pvals = [p for _, p in module.named_parameters()]
+    bnames = tuple(n for n, _ in module.named_buffers())
+    bvals = [b for _, b in module.named_buffers()]
+    if training and not pnames:
+        raise FormatError(f"{cls} has no parameters to train; use training=False")
+    n_in = len(input_vals)
+    notes: list[str] = []
+    stamper = _ModuleStamper(module)
+    state = {"loss": "none" if not training else ("loss_fn" if loss_fn is not None else DEFAULT_LOSS)}
+
+    def step(params, buffers, *xs):
+        values = dict(zip(pnames, params))
+        values.update(zip(bnames, buffers))
+        leaves = iter(xs[:n_in])
+        rebuilt = [(name, _rebuild(value, leaves)) for name, value in structure]
+        if as_kw:
+            out = torch.func.functional_call(module, values, (), dict(rebuilt))
+        else:
+            out = torch.func.functional_call(module, values, tuple(v for _, v in rebuilt))
+        if not training:
+            return tuple(output_tensors(out))
+        if loss_fn is not None:
+            loss = loss_fn(out, *xs[n_in:])
+        else:
+            loss = default_loss(out)
+            if isinstance(out, Mapping) and out.get("loss") is loss:
+                state["loss"] = OUTPUT_LOSS
+        if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+            raise FormatError(f"the loss of {cls} must be a scalar tensor, got "
+                              f"{tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__}")
+        stamper.stamp_backward(loss)
+        grads = torch.autograd.grad(loss, list(params), allow_unused=True)
+        return (loss, *grads)
+
+    def run(mode: str):
+        stamper.stack.clear()
+        if mode == "fake":
+            fake = FakeTensorMode(allow_non_fake_inputs=True)
+
+            def conv(t, grad=False):
+                if not isinstance(t, torch.Tensor):
+                    return t
+                with fake:
+                    return torch.empty(t.shape, dtype=t.dtype, device="cpu", requires_grad=grad)
+        else:
+            gen = torch.Generator().manual_seed(0)
+
+            def conv(t, grad=False):
+                return _materialize(t, gen, grad)
+        params = [conv(p, training) for p in pvals]
+        buffers = [conv(b) for b in bvals]
+        xs = [conv(x) for x in input_vals] + [conv(t) for t in targets]
+        with fxt.preserve_node_meta(), torch.enable_grad():
+            fxt.current_meta["custom"] = {_ModuleStamper.KEY: ""}
+            if mode == "fake":
+                return make_fx(step, tracing_mode="fake")(params, buffers, *xs)
+            # Real tensors: values read by the model (``.item()``) become constants of this trace.
+            return make_fx(step, tracing_mode="real", _error_on_data_dependent_ops=False)(params, buffers, *xs)
+
+    try:
+        with _tracing_settings(module, training, notes):
+            modes = ["fake", "real"] if trace_mode == "auto" else [trace_mode]
+            gm, used = None, None
+            for i, mode in enumerate(modes):
+                if progress is not None:
+                    progress.stage(f"tracing with {mode} tensors")
+                meta_failure = _MetaFailureFilter()
+                try:
+                    with meta_failure:
+                        gm, used = run(mode), mode
+                    break
+                except FormatError:
+                    raise
+                except Exception as exc:  # the tracer raises many types; each becomes one line
+                    where_txt = _where(module, stamper.current(), meta_failure.operator)
+                    if i + 1 < len(modes) and _is_data_dependent(exc):
+                        note = (f"{cls}: fake-tensor tracing stopped{where_txt} on a data-dependent operator "
+                                f"({_first_line(exc)[:160]}); traced again with real CPU tensors")
+                        notes.append(note)
+                        if progress is not None:
+                            progress.note(note)
+                        continue
+                    raise FormatError(f"cannot trace {cls}{where_txt} with {mode} tensors: "
+                                      f"{_first_line(exc)[:300]}") from None
+    finally:
+        stamper.close()
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return _describe(gm, module, pnames, bnames, input_names, len(targets), training, state["loss"], used,
+                     tuple(notes))
+
+
+def _describe(gm, module, pnames, bnames, input_names, n_targets, training, loss, mode, notes) -> TracedStep:
+    """Name the problem nodes and attribute every FX node to a module."""
+    import operator
+
+    classes = {path: type(m).__name__ for path, m in module.named_modules()}
+    nodes = list(gm.graph.nodes)
+    placeholders = [nd for nd in nodes if nd.op == "placeholder"]
+    expected = len(pnames) + len(bnames) + len(input_names) + n_targets
+    if len(placeholders) != expected:
+        raise FormatError(f"traced graph has {len(placeholders)} inputs; expected {len(pnames)} parameters, "
+                          f"{len(bnames)} buffers, {len(input_names)} inputs and {n_targets} targets")
+    names: dict[str, str] = {}
+    for j, nd in enumerate(placeholders[len(pnames):]):
+        if j < len(bnames):
+            names[f"buffer.{bnames[j]}"] = nd.name
+        elif j < len(bnames) + len(input_names):
+            names[f"input.{input_names[j - len(bnames)]}"] = nd.name
+        else:
+            names[f"target.{j - len(bnames) - len(input_names)}"] = nd.name
+    # Forward operators carry their module; backward ones the sequence number of their forward.
+    fwd_module: dict[int, str] = {}
+    module_of: dict[str, str] = {}
+    for nd in nodes:
+        custom = nd.meta.get("custom") or {}
+        if _ModuleStamper.KEY in custom and nd.op == "call_function":
+            path = custom[_ModuleStamper.KEY]
+            module_of[nd.name] = path
+            seq = nd.meta.get("seq_nr", -1)
+            if path and isinstance(seq, int) and seq >= 0:
+                fwd_module.setdefault(seq, path)
+    backward: set[str] = set()
+    for nd in nodes:
+        custom = nd.meta.get("custom") or {}
+        if _ModuleStamper.BW_KEY in custom and nd.op == "call_function":
+            module_of[nd.name] = fwd_module.get(custom[_ModuleStamper.BW_KEY], "")
+            backward.add(nd.name)
+    root_cls = classes.get("", type(module).__name__)
+    node_module: dict[str, tuple[str, str]] = {}
+    for nd in nodes:
+        if nd.op not in ("call_function", "placeholder"):
+            continue
+        path = module_of.get(nd.name, "")
+        node_module[nd.name] = (path, classes.get(path, root_cls))
+        if nd.op == "call_function" and nd.target is not operator.getitem:
+            names[nd.name] = nd.name
+    return TracedStep(graph_module=gm, node_names=names, param_names=tuple(pnames), buffer_names=tuple(bnames),
+                      input_names=tuple(input_names), n_targets=n_targets, training=bool(training), loss=loss,
+                      trace_mode=mode, node_module=node_module, module_classes=classes, notes=notes,
+                      backward=frozenset(backward))

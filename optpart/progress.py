@@ -1,0 +1,106 @@
+"""One progress helper for long imports and solves: a live bar on a terminal, silent otherwise.
+
+Usage::
+
+    from optpart.progress import progress
+
+    with progress("tracing GPT2LMHeadModel") as bar:
+        bar.stage("counting FLOPs")        # what is being done now
+        for item in items:
+            bar.advance()                   # one unit of work (shown when ``total`` is known)
+        bar.note("fake tracing failed; traced with real tensors")  # one line above the bar
+
+The bar is drawn with `tqdm <https://tqdm.github.io>`_ on standard error, only when
+standard error is a terminal and quiet mode is off (:func:`set_quiet`, the CLI's
+``-q/--quiet``, or ``OPTPART_QUIET=1`` in the environment). When it is not drawn, or when
+tqdm is not installed (the ``progress`` extra), nothing is printed at all; notes are also
+recorded in what the caller gets back (``problem.meta["trace_notes"]`` for an import), so
+piped output and test logs stay clean and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+__all__ = ["Progress", "progress", "set_quiet", "quiet", "is_enabled"]
+
+_QUIET = False
+
+
+def set_quiet(quiet: bool = True) -> None:
+    """Turn every progress display of this process off (``True``) or back on (``False``)."""
+    global _QUIET
+    _QUIET = bool(quiet)
+
+
+@contextmanager
+def quiet(enabled: bool = True) -> Iterator[None]:
+    """Quiet mode for the duration of a block (the CLI's ``-q``), restored afterwards."""
+    global _QUIET
+    before = _QUIET
+    _QUIET = bool(enabled) or before
+    try:
+        yield
+    finally:
+        _QUIET = before
+
+
+def is_enabled() -> bool:
+    """True when a progress display would be drawn: a terminal on stderr and quiet mode off."""
+    if _QUIET or os.environ.get("OPTPART_QUIET", "") not in ("", "0"):
+        return False
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # closed or replaced stream
+        return False
+
+
+class Progress:
+    """A handle on one running task; every method is a no-op when the display is off."""
+
+    def __init__(self, description: str, total: int | None, enabled: bool):
+        self.description = description
+        self._bar = None
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:  # tqdm is optional (pip install 'optpart[progress]'): then no display
+                return
+            self._bar = tqdm(total=total, desc=description, file=sys.stderr, leave=False,
+                             dynamic_ncols=True, bar_format=None if total else "{desc} {elapsed}")
+
+    def stage(self, text: str) -> None:
+        """Say what is being done now (``'tracing: counting FLOPs'``)."""
+        if self._bar is not None:
+            self._bar.set_description_str(f"{self.description}: {text}")
+
+    def advance(self, n: int = 1) -> None:
+        """Count ``n`` units of work done."""
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def note(self, message: str) -> None:
+        """Print one line above the bar (a fallback taken, a choice made)."""
+        if self._bar is not None:
+            self._bar.write(message, file=sys.stderr)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+@contextmanager
+def progress(description: str, *, total: int | None = None, enabled: bool | None = None) -> Iterator[Progress]:
+    """Show ``description`` with elapsed time (or a bar when ``total`` is given) while the block runs.
+
+    ``enabled`` forces the display on or off; by default :func:`is_enabled` decides.
+    """
+    bar = Progress(description, total, is_enabled() if enabled is None else bool(enabled))
+    try:
+        yield bar
+    finally:
+        bar.close()

@@ -1,0 +1,195 @@
+"""The one earliest-finish-time list-scheduling engine (insertion policy).
+
+HEFT's second phase (Topcuoglu, Hariri, Wu, "Performance-effective and low-complexity
+task scheduling for heterogeneous computing", IEEE TPDS 13(3), 2002): take the nodes in
+a given order (topological; HEFT uses decreasing upward rank) and put each on the device
+where it *finishes* earliest, inserted into the earliest idle gap there that starts once
+its inputs have arrived (:class:`~optpart.schedule.gaps.GapLine`). Ties go to the lower
+device index. ``heft``, the heuristic's constructions and ETF-style variants all run
+this one loop; they differ in the order, the candidate devices and the memory policy.
+
+Memory is the policy's business (:mod:`optpart.schedule.policy`): the engine offers
+only devices from ``policy.devices_for(v)``, asks ``policy.admits`` at the chosen slot
+(falling back to the next best device; a policy whose ``admits_everything`` attribute
+is True is not asked), and reports ``policy.place``. When a node has no
+device, :class:`NoRoom` carries the policy's one-line reason.
+
+``candidates="near"`` tries only the devices of a node's predecessors plus the device
+whose timeline ends first (the usual candidate restriction of fast list schedulers):
+O(V + E) device evaluations instead of O(V k).
+
+Complexity: O(E k) arrival times, O(V k log gaps) gap searches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from heapq import heapify, heappop, heappush
+from typing import Sequence
+
+from .gaps import GapLine
+from .graph import Graph, arrivals, no_gc
+from .policy import MemoryPolicy
+
+__all__ = ["NoRoom", "EftSchedule", "eft_schedule"]
+
+
+class NoRoom(Exception):
+    """A node found no device (memory policy or constraints); ``message`` says why."""
+
+    def __init__(self, node: int, message: str) -> None:
+        super().__init__(message)
+        self.node = node
+        self.message = message
+
+
+@dataclass
+class EftSchedule:
+    """Placement and schedule as plain lists (device index, start, finish per node)."""
+
+    place: list[int]
+    start: list[float]
+    finish: list[float]
+
+    @property
+    def makespan(self) -> float:
+        return max(self.finish) if self.finish else 0.0
+
+
+def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str = "all") -> EftSchedule:
+    """Place and schedule every node of ``g`` in ``order`` by earliest finish time.
+
+    Parameters
+    ----------
+    g : Graph
+    order : sequence of int
+        A topological order of the nodes (e.g. decreasing upward rank).
+    policy : MemoryPolicy
+        Which devices each node may use, and the memory bookkeeping.
+    candidates : {"all", "near"}
+        All devices the policy allows, or only predecessors' devices plus the one that
+        frees up first.
+
+    Raises
+    ------
+    NoRoom
+        When some node has no device left.
+    """
+    with no_gc():
+        return _eft(g, order, policy, candidates)
+
+
+def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) -> EftSchedule:
+    """The loop of :func:`eft_schedule`."""
+    n, k = g.n, g.k
+    near = candidates == "near" and k > 2
+    lines = [GapLine() for _ in range(k)]
+    place = [-1] * n
+    start = [0.0] * n
+    finish = [0.0] * n
+    time, inv_speed = g.time, g.inv_speed
+    lat, inv_bw = g.lat, g.inv_bw
+    in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
+    admits, record = policy.admits, policy.place
+    check_slots = not getattr(policy, "admits_everything", False)  # optional: skip a no-op call
+    free_heap = [(0.0, d) for d in range(k)]   # (end, device), stale entries skipped lazily
+    ends = [0.0] * k                           # lines[d].end, as a list (for min with a C key)
+    # uniform links: one transfer formula for every device pair, so a node's arrival on
+    # each device comes from its inputs' local maxima and the two best remote arrivals
+    uniform = g.uniform and k > 1
+    lat0 = g.mean_lat if uniform else 0.0
+    ibw0 = g.mean_inv_bw if uniform else 0.0
+    for v in order:
+        devs = policy.devices_for(v)
+        if not devs:
+            raise NoRoom(v, policy.no_room_message(v))
+        lo, hi = in_ptr[v], in_ptr[v + 1]
+        if near and len(devs) > 2:
+            cand = []
+            for i in range(lo, hi):
+                d = place[pred[i]]
+                if d not in cand:
+                    cand.append(d)
+            if len(devs) < k:
+                allowed = set(devs)
+                cand = [d for d in cand if d in allowed]
+                first = min(devs, key=ends.__getitem__)  # ties: the first, i.e. lowest index
+            else:  # every device allowed: the one that frees up first, from a lazy heap
+                while free_heap[0][0] != ends[free_heap[0][1]]:
+                    heappop(free_heap)
+                first = free_heap[0][1]
+            if first not in cand:
+                cand.append(first)
+            if len(cand) > 1:
+                cand.sort()
+            devs = cand
+        split = uniform and len(devs) > 3
+        if split:
+            local: dict[int, float] = {}
+            r1 = r2 = 0.0   # best remote arrival (from device d1) and best from another device
+            d1 = -1
+            for i in range(lo, hi):
+                u = pred[i]
+                pu = place[u]
+                fu = finish[u]
+                if fu > local.get(pu, 0.0):
+                    local[pu] = fu
+                x = fu + lat0 + ib[i] * ibw0
+                if x > r1:
+                    if pu != d1:
+                        r2 = r1
+                    r1, d1 = x, pu
+                elif x > r2 and pu != d1:
+                    r2 = x
+        tv = time[v]
+        best_f = best_s = 0.0
+        best_d = -1
+        for d in devs:
+            if split:
+                ready = r2 if d == d1 else r1
+                x = local.get(d, 0.0)
+                if x > ready:
+                    ready = x
+            else:
+                ready = 0.0
+                for i in range(lo, hi):
+                    u = pred[i]
+                    pu = place[u]
+                    r = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
+                    if r > ready:
+                        ready = r
+            dur = tv * inv_speed[d]
+            line = lines[d]
+            s = ready if ready >= line.end else line.earliest_start(ready, dur)
+            f = s + dur
+            if best_d < 0 or f < best_f:
+                best_f, best_s, best_d = f, s, d
+        if check_slots and not admits(v, best_d, best_s, best_f):
+            slots = []
+            for d in devs:
+                ready = arrivals(g, v, (d,), place, finish)[0]
+                dur = tv * inv_speed[d]
+                s = lines[d].earliest_start(ready, dur)
+                slots.append((s + dur, d, s))
+            slots.sort()
+            for f, d, s in slots:
+                if admits(v, d, s, f):
+                    best_f, best_s, best_d = f, s, d
+                    break
+            else:
+                raise NoRoom(v, policy.no_room_message(v))
+        line = lines[best_d]
+        if best_s == line.end:  # the common case, inlined: appended at the end, no new gap
+            line.end = best_f
+        else:
+            line.reserve(best_s, best_f)
+        if near and line.end != ends[best_d]:
+            ends[best_d] = line.end
+            if len(free_heap) > 8 * k:  # drop the stale entries: memory O(k), not O(n)
+                free_heap = [(e, d) for d, e in enumerate(ends)]
+                heapify(free_heap)
+            else:
+                heappush(free_heap, (line.end, best_d))
+        record(v, best_d, best_s, best_f)
+        place[v], start[v], finish[v] = best_d, best_s, best_f
+    return EftSchedule(place, start, finish)

@@ -1,0 +1,117 @@
+"""A problem as plain Python lists, and the one data-arrival rule.
+
+The schedulers' hot loops read :class:`Graph` (CSR adjacency over integer node ids,
+run times, per-pair latency and inverse bandwidth with zeros on the diagonal) and
+never touch numpy or networkx per node: converting once costs O(V + E) and then every
+pass is plain loops over ints and floats.
+
+Data arrival (docs/model.md section 2, rule 2): node ``v`` may start on device ``d``
+once every input has arrived, ``max over in-edges (u, v) of F(u) + c(u, v)`` with
+``c = latency + bytes / bandwidth`` between different devices and 0 on one device.
+:func:`arrivals` is that rule for a list of candidate devices; the engine, the
+insertion replays and the heuristic all call it.
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from ..paths import mean_costs
+from ..problem import Problem
+
+__all__ = ["Graph", "arrivals", "arrival", "no_gc"]
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector around a hot loop that allocates millions of
+    acyclic objects (floats, small tuples): its full passes otherwise cost a large share
+    of the time on 10^6-node graphs. Reference counting still frees everything."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+class Graph:
+    """A problem as plain lists: what the hot loops read (built once, O(V + E))."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.n = n = problem.n_nodes
+        self.k = k = problem.n_devices
+        self.out_ptr = problem.out_ptr.tolist()
+        self.succ = problem.edge_dst[problem.out_edges].tolist()
+        self.out_bytes = problem.edge_bytes[problem.out_edges].tolist()
+        self.in_ptr = problem.in_ptr.tolist()
+        self.pred = problem.edge_src[problem.in_edges].tolist()
+        self.in_bytes = problem.edge_bytes[problem.in_edges].tolist()
+        self.time = problem.time.tolist()
+        self.speed = problem.device_speed.tolist()
+        self.inv_speed = (1.0 / problem.device_speed).tolist()
+        lat = problem.latency.astype(np.float64).copy()
+        with np.errstate(divide="ignore"):
+            inv_bw = 1.0 / problem.bandwidth.astype(np.float64)
+        np.fill_diagonal(lat, 0.0)
+        np.fill_diagonal(inv_bw, 0.0)
+        self.lat = lat.tolist()
+        self.inv_bw = inv_bw.tolist()
+        self.bw = problem.bandwidth.tolist()
+        self.topo = problem.topo
+        rank = np.empty(n, dtype=np.int64)
+        rank[problem.topo] = np.arange(n)
+        self.rank = rank
+        if k > 1:
+            off = ~np.eye(k, dtype=bool)
+            lat_off, bw_off = problem.latency[off], problem.bandwidth[off]
+            self.uniform = bool((lat_off == lat_off[0]).all() and (bw_off == bw_off[0]).all())
+            self.mean_lat = float(lat_off.mean())
+            self.mean_inv_bw = float((1.0 / bw_off).mean())
+            if self.uniform:  # the exact pair values, not a mean that may round
+                self.mean_lat, self.mean_inv_bw = float(lat_off[0]), float(1.0 / bw_off[0])
+        else:
+            self.uniform, self.mean_lat, self.mean_inv_bw = True, 0.0, 0.0
+        wbar, cbar = mean_costs(problem)
+        #: mean run time per node (HEFT's w-bar) and mean transfer per out-edge position (c-bar)
+        self.mean_time = wbar.tolist()
+        self.out_comm_mean = cbar[problem.out_edges].tolist()
+        self.fast_time = (problem.time / float(problem.device_speed.max())).tolist() if k else []
+
+    def comm(self, nbytes: float, a: int, b: int) -> float:
+        """Transfer time of ``nbytes`` from device ``a`` to ``b`` (0 on one device)."""
+        return self.lat[a][b] + nbytes * self.inv_bw[a][b]
+
+    def duration(self, v: int, d: int) -> float:
+        """Run time of ``v`` on device ``d``."""
+        return self.time[v] * self.inv_speed[d]
+
+
+def arrivals(g: Graph, v: int, devices: Sequence[int], place: Sequence[int], finish: Sequence[float]
+             ) -> list[float]:
+    """When all of ``v``'s inputs are on each device of ``devices`` (predecessors placed)."""
+    lat, inv_bw = g.lat, g.inv_bw
+    lo, hi = g.in_ptr[v], g.in_ptr[v + 1]
+    pred, ib = g.pred, g.in_bytes
+    out = []
+    for d in devices:
+        ready = 0.0
+        for i in range(lo, hi):
+            u = pred[i]
+            pu = place[u]
+            r = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
+            if r > ready:
+                ready = r
+        out.append(ready)
+    return out
+
+
+def arrival(g: Graph, v: int, d: int, place: Sequence[int], finish: Sequence[float]) -> float:
+    """When all of ``v``'s inputs are on device ``d``."""
+    return arrivals(g, v, (d,), place, finish)[0]

@@ -1,0 +1,157 @@
+"""The memory-policy protocol of the scheduling engine, and the static policy.
+
+The EFT engine (:mod:`optpart.schedule.eft`) and the other list schedulers never do
+memory arithmetic themselves: they ask a *memory policy*. The protocol is four calls,
+kept small and stable so other memory models (the peak/liveness policy) plug in:
+
+``devices_for(v) -> list[int]``
+    The devices ``v`` may go to now, in increasing index order: its constraints (pin,
+    forbid), its colocation group (once a member is placed, only that device), and
+    room left. Empty means stuck. The caller must not modify the list.
+``admits(v, d, start, finish) -> bool``
+    A finer check at the slot the engine chose on ``d``. The engine only offers a slot
+    on a device from ``devices_for(v)``; when it returns False the engine tries the
+    node's next best device. The static policy always says True.
+``place(v, d, start, finish) -> None``
+    Record the decision.
+``no_room_message(v) -> str``
+    One line saying why ``v`` could not be placed (used as the ``unknown`` reason).
+
+Optional: a class attribute ``admits_everything = True`` tells the engine that
+``admits`` always says True, so it may skip the call (the static policy does).
+
+:class:`StaticPolicy` is the static model of docs/model.md section 3: a device holds
+the sum of its nodes' ``memory``; the first member of a colocation group reserves the
+whole group's memory on its device, so later members never find it full and the
+placement never overflows. Every comparison goes through :func:`optpart.memory.fits`.
+With ``memory_aware=False`` capacities are ignored (the classic memory-blind
+baselines), constraints still hold.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from ..memory import MEMORY_RTOL
+from ..problem import Problem
+from ..units import format_bytes
+
+__all__ = ["MemoryPolicy", "StaticPolicy"]
+
+
+class MemoryPolicy(Protocol):
+    """What the engine asks about memory (see the module docstring)."""
+
+    def devices_for(self, v: int) -> list[int]: ...
+
+    def admits(self, v: int, d: int, start: float, finish: float) -> bool: ...
+
+    def place(self, v: int, d: int, start: float, finish: float) -> None: ...
+
+    def no_room_message(self, v: int) -> str: ...
+
+
+class StaticPolicy:
+    """Static-model memory left per device, with pins, forbids and colocation groups.
+
+    Parameters
+    ----------
+    problem : Problem
+    capacity : sequence of float, optional
+        Bytes usable per device (default: the devices' memory). The heuristic passes a
+        smaller budget to leave room for another model.
+    memory_aware : bool
+        False: ignore capacities (constraints still hold).
+    solver : str
+        Name used in :meth:`no_room_message`.
+    """
+
+    def __init__(self, problem: Problem, capacity: Sequence[float] | None = None, memory_aware: bool = True,
+                 solver: str = "solver") -> None:
+        self.problem = problem
+        self.solver = solver
+        self.memory_aware = memory_aware
+        cap = problem.device_memory if capacity is None else np.asarray(capacity, dtype=np.float64)
+        self.capacity = cap.tolist()
+        # room with the one fit rule's slack folded in: fits(used + need, cap) <=> need <= room
+        self.room = (cap + MEMORY_RTOL * np.maximum(1.0, np.abs(cap))).tolist()
+        self.min_room = min(self.room, default=0.0)
+        self.used = [0.0] * problem.n_devices
+        self.mem = problem.memory.tolist()
+        self.group_of = problem.group_of.tolist()
+        n_groups = len(problem.groups)
+        grouped = problem.group_of >= 0
+        self.group_need = np.bincount(problem.group_of[grouped], weights=problem.memory[grouped],
+                                      minlength=n_groups).tolist() if n_groups else []
+        self.group_device = [-1] * len(problem.groups)
+        k = problem.n_devices
+        all_devices = list(range(k))
+        allowed = problem.allowed
+        self.allowed_list: list[list[int]] = [all_devices] * problem.n_nodes
+        for v in np.flatnonzero(~allowed.all(axis=1)).tolist():
+            self.allowed_list[v] = np.flatnonzero(allowed[v]).tolist()
+
+    def need(self, v: int) -> float:
+        """Bytes placing ``v`` now adds: the whole group for a group's first member, else its own."""
+        g = self.group_of[v]
+        if g < 0:
+            return self.mem[v]
+        return 0.0 if self.group_device[g] >= 0 else self.group_need[g]
+
+    def fixed_device(self, v: int) -> int:
+        """The device ``v``'s colocation group already sits on, or -1."""
+        g = self.group_of[v]
+        return self.group_device[g] if g >= 0 else -1
+
+    def fits(self, v: int, d: int) -> bool:
+        """May ``v`` go to device ``d`` now (constraints, group, memory)?"""
+        g = self.group_of[v]
+        if g >= 0 and self.group_device[g] >= 0:
+            return d == self.group_device[g]
+        if d not in self.allowed_list[v]:
+            return False
+        return not self.memory_aware or self.need(v) <= self.room[d]
+
+    def devices_for(self, v: int) -> list[int]:
+        g = self.group_of[v]
+        if g >= 0 and self.group_device[g] >= 0:
+            return [self.group_device[g]]
+        if not self.memory_aware:
+            return self.allowed_list[v]
+        need = self.need(v)
+        if need <= self.min_room:  # room everywhere: the shared list, no copy (callers do not mutate it)
+            return self.allowed_list[v]
+        room = self.room
+        return [d for d in self.allowed_list[v] if need <= room[d]]
+
+    #: the engine may skip :meth:`admits` (static memory does not depend on the slot)
+    admits_everything = True
+
+    def admits(self, v: int, d: int, start: float, finish: float) -> bool:
+        return True
+
+    def place(self, v: int, d: int, start: float = 0.0, finish: float = 0.0) -> None:
+        g = self.group_of[v]
+        if g >= 0:
+            if self.group_device[g] >= 0:
+                return
+            self.group_device[g] = d
+            b = self.group_need[g]
+        else:
+            b = self.mem[v]
+        self.used[d] += b
+        self.room[d] -= b
+        if self.room[d] < self.min_room:
+            self.min_room = self.room[d]
+
+    def no_room_message(self, v: int) -> str:
+        problem = self.problem
+        need = self.need(v)
+        free = max((self.capacity[d] - self.used[d] for d in self.allowed_list[v]), default=0.0)
+        what = f"node '{problem.node_ids[v]}'"
+        if self.group_of[v] >= 0:
+            what += " (with its colocation group)"
+        return (f"{self.solver} found no device with room for {what}: it needs {format_bytes(need)}, "
+                f"the most free memory on a device it may use is {format_bytes(max(free, 0.0))}")
