@@ -71,7 +71,7 @@ def quality(args) -> str:
 def scale(args) -> str:
     p = random_dag(args.scale, k=8)
     rows = []
-    for name in ("heft", "etf", "topo", "metis"):
+    for name in ("heft", "etf", "topo", "metis", "single", "pardnn", "heuristic"):
         if name not in optpart.available_solvers():
             continue
         times, r = [], None

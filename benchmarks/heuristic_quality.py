@@ -148,10 +148,13 @@ def part_stg(quick: bool) -> None:
     print()
 
 
-def planted_grid(sizes: list[int], seeds: list[int]):
+_ALL = ("heuristic", "pardnn", "heft", "etf")
+
+
+def planted_grid(sizes: list[int], seeds: list[int], ks=(2, 4, 8)):
     """The planted benchmark: every (N, K, ccr, capacity, seed); capacity is 1.05x or 1.5x the planted loads."""
     for n in sizes:
-        for k in (2, 4, 8):
+        for k in ks:
             for ccr in (0.1, 1.0, 5.0):
                 for cap in (1.05, 1.5):
                     for seed in seeds:
@@ -163,15 +166,15 @@ def planted_grid(sizes: list[int], seeds: list[int]):
                         yield n, k, ccr, cap, seed, p
 
 
-def part_planted(quick: bool, sizes: list[int] | None = None) -> None:
+def part_planted(quick: bool, sizes: list[int] | None = None, ks=(2, 4, 8), solvers=None) -> None:
     """Per N: the heuristic against heft (better/equal/worse), mean gap to the planted optimum
     of heuristic, pardnn (the seed method), heft and etf, and the median time ratio heuristic/heft."""
     print("## Planted-optimum random DAGs (optimum known exactly)\n")
-    solvers = ["heuristic", "pardnn", "heft", "etf"]
+    solvers = list(dict.fromkeys(["heuristic", "heft", *(solvers or ["pardnn", "etf"])]))
     sizes = sizes or ([200, 2000] if quick else [200, 2000, 20000])
     seeds = [0] if quick else [0, 1]
     by_n: dict[int, dict] = {}
-    for n, k, ccr, cap, seed, p in planted_grid(sizes, seeds):
+    for n, k, ccr, cap, seed, p in planted_grid(sizes, seeds, ks):
         opt = p.meta["optimum"]
         row = by_n.setdefault(n, {"gap": {s: [] for s in solvers}, "time": {s: [] for s in solvers}, "cmp": [],
                                   "hit": {s: 0 for s in solvers}})
@@ -192,8 +195,8 @@ def part_planted(quick: bool, sizes: list[int] | None = None) -> None:
         c = row["cmp"]
         ratio = statistics.median(h / max(f, 1e-9) for h, f in zip(row["time"]["heuristic"], row["time"]["heft"]))
         rows.append([n, len(c), f"{c.count(-1)}/{c.count(0)}/{c.count(1)}",
-                     *(f"{100 * np.mean(row['gap'][s]):.2f}%" for s in solvers),
-                     " ".join(f"{row['hit'][s]}" for s in solvers),
+                     *(f"{100 * np.mean(row['gap'][s]):.2f}%" if s in solvers else "-" for s in _ALL),
+                     " ".join(f"{row['hit'][s]}" if s in solvers else "-" for s in _ALL),
                      f"{ratio:.2f}", f"{statistics.median(row['time']['heuristic']):.2f} s"])
     print(table(rows, ["N", "problems", "heuristic vs heft better/equal/worse", "gap heuristic", "gap pardnn",
                        "gap heft", "gap etf", "optimum hit h/p/heft/etf", "median time ratio heuristic/heft",
@@ -230,6 +233,9 @@ def main() -> None:
     ap.add_argument("--part", action="append", choices=["cpsat", "stg", "planted", "dnn"])
     ap.add_argument("--quick", action="store_true", help="fewer instances")
     ap.add_argument("--sizes", type=int, nargs="+", help="planted part: node counts (default 200 2000 20000)")
+    ap.add_argument("--ks", type=int, nargs="+", default=[2, 4, 8], help="planted part: device counts")
+    ap.add_argument("--solvers", nargs="+", choices=["heuristic", "pardnn", "heft", "etf"],
+                    help="planted part: solvers (heuristic and heft are needed for the comparison)")
     ap.add_argument("--cache", type=Path, default=Path("/tmp/optpart-heuristic-cpsat-optima.json"),
                     help="JSON file caching the CP-SAT optima")
     args = ap.parse_args()
@@ -240,7 +246,7 @@ def main() -> None:
         elif part == "stg":
             part_stg(args.quick)
         elif part == "planted":
-            part_planted(args.quick, args.sizes)
+            part_planted(args.quick, args.sizes, tuple(args.ks), args.solvers)
         else:
             part_dnn(args.quick)
 

@@ -10,7 +10,8 @@ this one loop; they differ in the order, the candidate devices and the memory po
 
 Memory is the policy's business (:mod:`optpart.schedule.policy`): the engine offers
 only devices from ``policy.devices_for(v)``, asks ``policy.admits`` at the chosen slot
-(falling back to the next best device), and reports ``policy.place``. When a node has no
+(falling back to the next best device; a policy whose ``admits_everything`` attribute
+is True is not asked), and reports ``policy.place``. When a node has no
 device, :class:`NoRoom` carries the policy's one-line reason.
 
 ``candidates="near"`` tries only the devices of a node's predecessors plus the device
@@ -84,6 +85,7 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
     lat, inv_bw = g.lat, g.inv_bw
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     admits, record = policy.admits, policy.place
+    check_slots = not getattr(policy, "admits_everything", False)  # optional: skip a no-op call
     free_heap = [(0.0, d) for d in range(k)]   # (end, device), stale entries skipped lazily
     ends = [0.0] * k                           # lines[d].end, as a list (for min with a C key)
     # uniform links: one transfer formula for every device pair, so a node's arrival on
@@ -156,7 +158,7 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
             f = s + dur
             if best_d < 0 or f < best_f:
                 best_f, best_s, best_d = f, s, d
-        if not admits(v, best_d, best_s, best_f):
+        if check_slots and not admits(v, best_d, best_s, best_f):
             slots = []
             for d in devs:
                 ready = arrivals(g, v, (d,), place, finish)[0]
@@ -171,7 +173,10 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
             else:
                 raise NoRoom(v, policy.no_room_message(v))
         line = lines[best_d]
-        line.reserve(best_s, best_f)
+        if best_s == line.end:  # the common case, inlined: appended at the end, no new gap
+            line.end = best_f
+        else:
+            line.reserve(best_s, best_f)
         if near and line.end != ends[best_d]:
             ends[best_d] = line.end
             heappush(free_heap, (line.end, best_d))

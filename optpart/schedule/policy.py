@@ -17,6 +17,9 @@ kept small and stable so other memory models (the peak/liveness policy) plug in:
 ``no_room_message(v) -> str``
     One line saying why ``v`` could not be placed (used as the ``unknown`` reason).
 
+Optional: a class attribute ``admits_everything = True`` tells the engine that
+``admits`` always says True, so it may skip the call (the static policy does).
+
 :class:`StaticPolicy` is the static model of docs/model.md section 3: a device holds
 the sum of its nodes' ``memory``; the first member of a colocation group reserves the
 whole group's memory on its device, so later members never find it full and the
@@ -122,6 +125,9 @@ class StaticPolicy:
             return self.allowed_list[v]
         room = self.room
         return [d for d in self.allowed_list[v] if need <= room[d]]
+
+    #: the engine may skip :meth:`admits` (static memory does not depend on the slot)
+    admits_everything = True
 
     def admits(self, v: int, d: int, start: float, finish: float) -> bool:
         return True
