@@ -129,7 +129,12 @@ class _Pool:
             s2, f2, _ = justify(self.g, place, start, finish, justify_rounds)
             if self._offer(tag, place, s2, f2):
                 return True
-        return self._offer(tag, place, start, finish)
+        if self._offer(tag, place, start, finish):
+            return True
+        # another order of the same placement may shorten the lifetimes that overflow
+        from ...evaluate import canonical_schedule
+        cs, cf = canonical_schedule(p, np.asarray(place, dtype=np.int64))
+        return self._offer(tag + "-canonical", place, cs.tolist(), cf.tolist())
 
     def _offer(self, tag, place, start, finish) -> bool:
         p = self.problem
@@ -353,9 +358,14 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
             _, fp, fs, ff = free
             if not pool.offer("static-free", fp, fs, ff):
                 starts.append(("static-free", fp))
-    if hint is not None:
+    if hint is not None:  # a placement the user knows: its own schedule and the canonical one
+        from ...evaluate import canonical_schedule
         ph = project_constraints(problem, g, np.asarray(hint).tolist())
-        starts.append(("hint", ph))
+        hs, hf, _, _ = peak_schedule(problem, g, ph, jr)
+        cs, cf = canonical_schedule(problem, np.asarray(ph, dtype=np.int64))
+        ok_own = pool.offer("hint", ph, hs, hf)
+        if not pool.offer("hint-canonical", ph, cs.tolist(), cf.tolist()) and not ok_own:
+            starts.append(("hint", ph))
     for tag, place in _chunk_placements(problem, g):
         s, f, _, _ = peak_schedule(problem, g, place, jr)
         if not pool.offer(tag, place, s, f):
