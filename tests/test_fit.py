@@ -13,18 +13,23 @@ import json
 
 import numpy as np
 import pytest
+from conftest import INSTANCES
 from hypothesis import given
 from hypothesis import strategies as st
+from test_peak_heuristic import split_problems
 
 import optpart
 from optpart import Device
 from optpart.cli import main
 from optpart.evaluate import canonical_schedule
-from optpart.fit import capacity_lower_bound, devices_lower_bound, min_capacity, min_devices, on_devices
+from optpart.fit import (
+    capacity_lower_bound,
+    devices_lower_bound,
+    min_capacity,
+    min_devices,
+    on_devices,
+)
 from optpart.memory import fits
-
-from conftest import INSTANCES
-from test_peak_heuristic import split_problems
 
 SQUEEZE = INSTANCES / "small" / "squeezenet-training.json"
 

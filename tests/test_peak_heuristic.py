@@ -13,17 +13,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import problems
+from test_cpsat_peak import brute_force_peak
 
 import optpart
 from optpart import Device, Status
-from optpart.problem import Links
 from optpart.evaluate import canonical_schedule
 from optpart.memory import fits
+from optpart.problem import Links
 from optpart.schedule.liveness import LivenessPolicy, LivenessTracker
 from optpart.solvers.pardnn.peak import peak_infeasibility, running_need
-
-from strategies import problems
-from test_cpsat_peak import brute_force_peak
 
 
 @st.composite

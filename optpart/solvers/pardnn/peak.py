@@ -42,10 +42,16 @@ from ...result import Status
 from ...units import format_bytes
 from ..base import Solution
 from .eft import heft_order, topological_priority, upward_rank
-from .memory import memory_units, peak_schedule, project_constraints, repair_memory, greedy_fill, repair_peak
+from .memory import (
+    greedy_fill,
+    memory_units,
+    peak_schedule,
+    project_constraints,
+    repair_peak,
+)
 from .schedule import Graph, critical_chain, justify
 
-__all__ = ["solve_peak", "eft_peak", "peak_infeasibility", "running_need"]
+__all__ = ["eft_peak", "peak_infeasibility", "running_need", "solve_peak"]
 
 _WORK_PER_EFFORT = 300_000   # (nodes + edges) x schedule evaluations per unit of effort
 _MAX_EVALS_PER_EFFORT = 300
@@ -159,7 +165,7 @@ class _Pool:
         turning into an invalid answer."""
         from ...evaluate import evaluate, violations
         for cand in sorted(self.fitting, key=lambda c: c[0]):
-            ms, tag, place, s, _ = cand
+            _ms, _tag, place, s, _ = cand
             res = evaluate(self.problem, np.asarray(place, dtype=np.int64), np.asarray(s), memory_model="peak")
             if not violations(self.problem, res):
                 return cand
@@ -196,10 +202,9 @@ def _improve(problem: Problem, g: Graph, pool: _Pool, units, evals: int, deadlin
                     new[w] = d
                 used += 1
                 s2, f2, ms2, _ = peak_schedule(problem, g, new, jr)
-                if ms2 < ms - 1e-12 * max(1.0, ms) and pool.offer("move", new, s2, f2):
-                    if pool.best[0] < ms:
-                        improved = True
-                        break
+                if ms2 < ms - 1e-12 * max(1.0, ms) and pool.offer("move", new, s2, f2) and pool.best[0] < ms:
+                    improved = True
+                    break
             if improved or used >= evals:
                 break
     return used
