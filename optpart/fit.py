@@ -30,7 +30,7 @@ from .errors import OptpartError
 from .memory import fits
 from .problem import Device, Links, Problem
 from .result import Result
-from .solvers.pardnn.peak import running_need
+from .solvers.pardnn.peak import live_at_start, running_need
 from .solvers.registry import get_solver, solve
 
 __all__ = ["FitResult", "capacity_lower_bound", "devices_lower_bound", "min_capacity", "min_devices", "on_devices"]
@@ -97,6 +97,9 @@ def capacity_lower_bound(problem: Problem, devices: int, memory_model: str | Non
     bounds = [float(held.sum()) / devices]
     if model == "peak":
         bounds.append(float(running_need(problem).max()))
+        live = live_at_start(problem)
+        if live is not None:
+            bounds.append(float(live.max()) / devices)
     else:
         bounds.append(float(problem.memory.max()))
         bounds += [float(problem.memory[g].sum()) for g in problem.groups]
@@ -119,7 +122,8 @@ def devices_lower_bound(problem: Problem, capacity: float, memory_model: str | N
         if not fits(float(need[v]), capacity):
             return 0, (f"node '{problem.node_ids[v]}' needs {format_bytes(need[v])} while it runs, more than "
                        f"{format_bytes(capacity)}")
-        total = float(problem.param_bytes.sum())
+        live = live_at_start(problem)
+        total = float(problem.param_bytes.sum()) if live is None else float(live.max())
     else:
         sizes = [problem.memory] + [np.asarray([problem.memory[g].sum()]) for g in problem.groups]
         big = max(float(s.max()) for s in sizes)

@@ -19,10 +19,10 @@ from test_cpsat_peak import brute_force_peak
 import optpart
 from optpart import Device, Status
 from optpart.evaluate import canonical_schedule
-from optpart.memory import fits
+from optpart.memory import fits, memory_timeline
 from optpart.problem import Links
 from optpart.schedule.liveness import LivenessPolicy, LivenessTracker
-from optpart.solvers.pardnn.peak import peak_infeasibility, running_need
+from optpart.solvers.pardnn.peak import live_at_start, peak_infeasibility, running_need
 
 
 @st.composite
@@ -140,6 +140,26 @@ def test_infeasible_claims_confirmed_by_brute_force(problem):
         assert brute_force_peak(problem) == float("inf"), r.message
     elif r.status.has_solution:
         assert r.makespan >= brute_force_peak(problem) - 1e-9
+
+
+@given(split_problems(max_nodes=10, max_devices=3), st.data())
+def test_live_at_start_is_held_by_the_devices_together(problem, data):
+    # For any placement and its schedule, the devices together hold at least
+    # live_at_start(v) on the segment starting at S(v) (nodes that run a positive time).
+    k = problem.n_devices
+    place = np.array(data.draw(st.lists(st.integers(0, k - 1), min_size=problem.n_nodes,
+                                        max_size=problem.n_nodes)), dtype=np.int64)
+    start, finish = canonical_schedule(problem, place)
+    live = live_at_start(problem)
+    timeline = memory_timeline(problem, place, start, finish)
+    for v in range(problem.n_nodes):
+        if problem.time[v] <= 0:
+            assert live[v] == pytest.approx(problem.param_bytes.sum() + problem.temp_bytes[v] + problem.output_bytes[v])
+            continue
+        held = 0.0
+        for times, level in timeline:  # the level of the segment starting at S(v)
+            held += float(level[np.searchsorted(times, start[v], side="right") - 1])
+        assert held >= live[v] - 1e-9
 
 
 def test_running_need_is_what_a_node_surely_holds():

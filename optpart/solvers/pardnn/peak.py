@@ -51,7 +51,7 @@ from .memory import (
 )
 from .schedule import Graph, critical_chain, justify
 
-__all__ = ["eft_peak", "peak_infeasibility", "running_need", "solve_peak"]
+__all__ = ["eft_peak", "live_at_start", "peak_infeasibility", "running_need", "solve_peak"]
 
 _WORK_PER_EFFORT = 300_000   # (nodes + edges) x schedule evaluations per unit of effort
 _MAX_EVALS_PER_EFFORT = 300
@@ -78,6 +78,60 @@ def running_need(problem: Problem) -> np.ndarray:
     return param + problem.temp_bytes + problem.output_bytes + inputs
 
 
+_LIVE_BOUND_NODES = 12_000  # nodes up to which live_at_start runs (bitsets: O(n^2 / 8) bytes of work)
+
+
+def live_at_start(problem: Problem) -> np.ndarray | None:
+    """Bytes surely live *on all devices together* when each node starts, whatever the
+    placement and schedule; None above ``_LIVE_BOUND_NODES`` nodes.
+
+    At ``S(v)``: every parameter (held all step); ``v``'s temporaries and output; and,
+    when ``v`` runs for a positive time, the output of every strict ancestor ``u`` of ``v``
+    with a consumer among ``v`` and its descendants. Such a tensor exists somewhere from
+    ``S(u) <= S(v)`` until that consumer finishes after ``S(v)``: on ``u``'s device until
+    its transfers land, and on the consumer's device from the first arrival there, which
+    is no later, so the two half-open intervals leave no gap (docs/model.md section 3). On a
+    training graph this is every saved activation when the loss runs, so the largest value
+    over ``K`` is a bound on the capacity ``K`` equal devices need.
+    """
+    n = problem.n_nodes
+    if n == 0 or n > _LIVE_BOUND_NODES:
+        return None
+    topo = problem.topo.tolist()
+    in_ptr, out_ptr = problem.in_ptr.tolist(), problem.out_ptr.tolist()
+    pred = problem.edge_src[problem.in_edges].tolist()
+    succ = problem.edge_dst[problem.out_edges].tolist()
+    anc_self = [0] * n  # bitset: ancestors of v and v
+    for v in topo:
+        b = 1 << v
+        for i in range(in_ptr[v], in_ptr[v + 1]):
+            b |= anc_self[pred[i]]
+        anc_self[v] = b
+    desc = [0] * n  # bitset: strict descendants of v
+    for v in reversed(topo):
+        b = 0
+        for i in range(out_ptr[v], out_ptr[v + 1]):
+            w = succ[i]
+            b |= desc[w] | (1 << w)
+        desc[v] = b
+    out = problem.output_bytes.astype(np.float64)
+    nbytes = (n + 7) // 8
+    held = np.zeros(n)
+    for u in range(n):
+        if out[u] <= 0 or out_ptr[u + 1] == out_ptr[u]:
+            continue
+        reach = 0  # nodes v with a consumer of u among v and its descendants
+        for i in range(out_ptr[u], out_ptr[u + 1]):
+            reach |= anc_self[succ[i]]
+        bits = reach & desc[u]
+        if bits:
+            row = np.unpackbits(np.frombuffer(bits.to_bytes(nbytes, "little"), dtype=np.uint8),
+                                bitorder="little")[:n]
+            held += out[u] * row
+    held[problem.time <= 0] = 0.0
+    return float(problem.param_bytes.sum()) + problem.temp_bytes + out + held
+
+
 def peak_infeasibility(problem: Problem) -> str | None:
     """A proven reason that no placement fits under peak, or None.
 
@@ -92,6 +146,13 @@ def peak_infeasibility(problem: Problem) -> str | None:
         v = int(bad[0])
         return (f"node '{problem.node_ids[v]}' needs {format_bytes(need[v])} while it runs (parameters, "
                 f"temporaries, output and inputs) but the largest device it may use has {format_bytes(room[v])}")
+    live = live_at_start(problem)
+    total_cap = float(cap.sum())
+    if live is not None and not fits(float(live.max()), total_cap):
+        v = int(np.argmax(live))
+        return (f"when node '{problem.node_ids[v]}' starts, {format_bytes(live[v])} are live on the devices "
+                f"together (all parameters, and every tensor produced before it and read by it or after it) "
+                f"but all devices hold {format_bytes(total_cap)}")
     pinned = problem.pin >= 0
     if pinned.any():
         load = np.bincount(problem.pin[pinned], weights=problem.param_bytes[pinned], minlength=problem.n_devices)
