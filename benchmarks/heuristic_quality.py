@@ -188,7 +188,8 @@ def part_planted(quick: bool, sizes: list[int] | None = None, ks=(2, 4, 8), solv
             row["gap"][s].append(_gap(ms[s], opt))
             row["hit"][s] += ms[s] <= opt * (1 + 1e-9)
         tol = 1e-9 * ms["heft"]
-        row["cmp"].append(-1 if ms["heuristic"] < ms["heft"] - tol else (1 if ms["heuristic"] > ms["heft"] + tol else 0))
+        h, f = ms["heuristic"], ms["heft"]
+        row["cmp"].append(-1 if h < f - tol else (1 if h > f + tol else 0))
     rows = []
     for n in sorted(by_n):
         row = by_n[n]

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 import optpart
 from optpart.generators import layered_dag, planted_dag, training_graph
 from optpart.paths import priority_order, upward_rank
-from optpart.result import Status
 from optpart.schedule import (GapLine, Graph, NoRoom, StaticPolicy, eft_schedule, etf_schedule,
                               insertion_times, justify, schedule_placement)
 from optpart.schedule import gaps as gaps_module
@@ -179,6 +178,14 @@ def test_heuristic_is_never_worse_than_heft(p):
     optpart.check(p, h)
     if f.status.has_solution:
         assert h.status.has_solution and h.makespan <= f.makespan * (1 + 1e-9) + 1e-12
+
+
+@settings(max_examples=20)
+@given(zero_time_problems(max_nodes=30))
+def test_heuristic_is_never_worse_than_heft_with_zero_duration_nodes(p):
+    h, f = optpart.solve(p, "heuristic", effort=0.2), optpart.solve(p, "heft")
+    optpart.check(p, h)
+    assert f.status.has_solution and h.makespan <= f.makespan * (1 + 1e-9) + 1e-12
 
 
 def test_heuristic_matches_or_beats_heft_on_planted_graphs():

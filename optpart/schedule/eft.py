@@ -24,11 +24,11 @@ Complexity: O(E k) arrival times, O(V k log gaps) gap searches.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import Sequence
 
 from .gaps import GapLine
-from .graph import Graph, arrivals
+from .graph import Graph, arrivals, no_gc
 from .policy import MemoryPolicy
 
 __all__ = ["NoRoom", "EftSchedule", "eft_schedule"]
@@ -75,6 +75,12 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
     NoRoom
         When some node has no device left.
     """
+    with no_gc():
+        return _eft(g, order, policy, candidates)
+
+
+def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) -> EftSchedule:
+    """The loop of :func:`eft_schedule`."""
     n, k = g.n, g.k
     near = candidates == "near" and k > 2
     lines = [GapLine() for _ in range(k)]
@@ -109,7 +115,7 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
                 cand = [d for d in cand if d in allowed]
                 first = min(devs, key=ends.__getitem__)  # ties: the first, i.e. lowest index
             else:  # every device allowed: the one that frees up first, from a lazy heap
-                while free_heap[0][0] != lines[free_heap[0][1]].end:
+                while free_heap[0][0] != ends[free_heap[0][1]]:
                     heappop(free_heap)
                 first = free_heap[0][1]
             if first not in cand:
@@ -179,7 +185,11 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
             line.reserve(best_s, best_f)
         if near and line.end != ends[best_d]:
             ends[best_d] = line.end
-            heappush(free_heap, (line.end, best_d))
+            if len(free_heap) > 8 * k:  # drop the stale entries: memory O(k), not O(n)
+                free_heap = [(e, d) for d, e in enumerate(ends)]
+                heapify(free_heap)
+            else:
+                heappush(free_heap, (line.end, best_d))
         record(v, best_d, best_s, best_f)
         place[v], start[v], finish[v] = best_d, best_s, best_f
     return EftSchedule(place, start, finish)

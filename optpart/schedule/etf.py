@@ -21,7 +21,7 @@ import math
 from typing import Sequence
 
 from .eft import EftSchedule, NoRoom
-from .graph import Graph
+from .graph import Graph, no_gc
 from .policy import MemoryPolicy
 
 __all__ = ["etf_schedule"]
@@ -32,6 +32,11 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> E
 
     Raises :class:`~optpart.schedule.eft.NoRoom` when a ready node has no device left.
     """
+    with no_gc():
+        return _etf(g, priority, policy)
+
+
+def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedule:
     n, k = g.n, g.k
     neg_prio = [-float(x) for x in priority]
     time, inv_speed = g.time, g.inv_speed

@@ -29,7 +29,7 @@ import numpy as np
 from ..paths import bottom_levels_csr, priority_order
 from ..problem import Problem
 from .gaps import GapLine
-from .graph import Graph
+from .graph import Graph, no_gc
 
 __all__ = ["insertion_times", "insertion_schedule", "justify", "schedule_placement", "placement_levels",
            "edge_comm"]
@@ -51,6 +51,11 @@ def edge_comm(g: Graph, place: Sequence[int], reverse: bool = False) -> list[flo
 
 def _replay(order: Sequence[int], place: Sequence[int], dur: Sequence[float], ptr: Sequence[int],
             nbr: Sequence[int], comm: Sequence[float], n: int, k: int) -> tuple[list[float], list[float]]:
+    with no_gc():
+        return _replay_loop(order, place, dur, ptr, nbr, comm, n, k)
+
+
+def _replay_loop(order, place, dur, ptr, nbr, comm, n: int, k: int) -> tuple[list[float], list[float]]:
     lines = [GapLine() for _ in range(k)]
     start = [0.0] * n
     finish = [0.0] * n

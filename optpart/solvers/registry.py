@@ -52,7 +52,8 @@ def _registry(*infos: SolverInfo) -> dict[str, SolverInfo]:
 #: Every solver by name. Add a solver by adding its line here and its module beside this one.
 SOLVERS: dict[str, SolverInfo] = _registry(
     SolverInfo("heuristic", "optpart.solvers.pardnn",
-               "ParDNN-style critical-path partitioner with schedule-aware refinement, always within memory"),
+               "HEFT/ETF constructions, the ParDNN seed method and schedule-aware search; "
+               "never worse than heft, always within memory"),
     SolverInfo("pardnn", "optpart.solvers.pardnn_seed",
                "the ParDNN seed method alone: slicing, mapping, refinement, memory step"),
     SolverInfo("cpsat", "optpart.solvers.cpsat",

@@ -41,7 +41,7 @@ import time as _time
 import numpy as np
 
 from ...bounds import work_bound
-from ...evaluate import peak_memory, problem_lower_bound
+from ...evaluate import peak_memory, problem_lower_bound, time_tolerance
 from ...memory import fits
 from ...problem import Problem
 from ...result import Status
@@ -69,7 +69,7 @@ _MAX_EVALS_PER_EFFORT = 1_500
 _MAX_EVALS = 1_000_000     # evaluations at most, whatever the effort (a time limit stops earlier)
 _BOTH_SIZE = 30_000        # nodes + edges up to which the seed method also runs at effort 1
 _ETF_SIZE = 30_000         # ... up to which the ETF construction runs at effort 1
-_JUSTIFY_SIZE = 1_000_000  # ... up to which schedules are double-justified at effort 1
+_JUSTIFY_SIZE = 250_000    # ... up to which schedules are double-justified at effort 1
 _FULL_CANDIDATES = 2_000_000  # nodes x devices up to which EFT tries every device (as heft does)
 _JUSTIFIED_SCORE_NODES = 300
 _VARIANT_SIZE = 30_000     # nodes + edges up to which extra EFT priority orders are tried
@@ -165,7 +165,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         top, bottom = levels(g)
         rng = np.random.default_rng(seed)
         base = np.asarray(bottom)
-        count = int(min(_NOISY_ORDERS * max(1.0, effort), _MAX_NOISY_ORDERS, 300_000 / size * max(1.0, effort)))
+        count = int(min(_NOISY_ORDERS * max(1.0, effort), _MAX_NOISY_ORDERS, 100_000 / size * max(1.0, effort)))
         for tag in range(count + 1):
             if late("the EFT priority variants", 1.2):
                 break
@@ -318,7 +318,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     ms, place, s, f = best
     # the generic bounds cost O(n k) with constraints; on huge instances only the work bound
     lb = problem_lower_bound(problem) if g.n * g.k <= _BOUND_SIZE else work_bound(problem)
-    status = Status.OPTIMAL if ms <= lb + 1e-9 * max(1.0, ms) else Status.FEASIBLE
+    status = Status.OPTIMAL if ms <= lb + time_tolerance(ms) else Status.FEASIBLE
     message = f"stopped early: {stats['stopped']}" if "stopped" in stats else ""
     return Solution(status, placement=np.asarray(place, dtype=np.int64), start=np.asarray(s),
                     memory_model=memory_model, stats=stats, message=message)

@@ -29,6 +29,7 @@ import time as _time
 
 import numpy as np
 
+from ...memory import fits as fits_memory
 from .schedule import Graph, bottom_levels, critical_chain, justify, list_schedule, priority_order
 
 __all__ = ["score", "local_search", "iterated_search"]
@@ -97,7 +98,7 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
         return (ok_rows[u] if ok_rows is not None else allowed[members[u][0]].tolist())[d]
 
     def fits(u: int, d: int, freed: float = 0.0) -> bool:
-        return used[d] - freed + unit_mem[u] <= capacity[d] * (1 + 1e-9)
+        return fits_memory(used[d] - freed + unit_mem[u], capacity[d])
 
     def move(u: int, d: int) -> None:
         a = unit_dev[u]
@@ -235,7 +236,7 @@ def iterated_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: li
             a = cand[members[u][0]]
             if d == a:
                 continue
-            if mem[d] + unit_mem[u] <= capacity[d] * (1 + 1e-9):
+            if fits_memory(mem[d] + unit_mem[u], capacity[d]):
                 mem[a] -= unit_mem[u]
                 mem[d] += unit_mem[u]
                 for v in members[u]:
@@ -246,8 +247,8 @@ def iterated_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: li
             if not others:
                 continue
             w = others[int(rng.integers(len(others)))]
-            if (mem[d] - unit_mem[w] + unit_mem[u] <= capacity[d] * (1 + 1e-9)
-                    and mem[a] - unit_mem[u] + unit_mem[w] <= capacity[a] * (1 + 1e-9)):
+            if (fits_memory(mem[d] - unit_mem[w] + unit_mem[u], capacity[d])
+                    and fits_memory(mem[a] - unit_mem[u] + unit_mem[w], capacity[a])):
                 mem[a] += unit_mem[w] - unit_mem[u]
                 mem[d] += unit_mem[u] - unit_mem[w]
                 for v in members[u]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...evaluate import time_tolerance
 from ...schedule.graph import Graph
 from ...schedule.insertion import insertion_times, justify, placement_levels, schedule_placement
 
@@ -52,7 +53,7 @@ def critical_chain(g: Graph, place: list[int], start: list[float], finish: list[
     n = g.n
     if n == 0:
         return []
-    tol = 1e-9 * max(1.0, max(finish))
+    tol = time_tolerance(max(finish))
     by_dev: list[list[int]] = [[] for _ in range(g.k)]
     for v in np.lexsort((np.asarray(finish), np.asarray(start))).tolist():
         by_dev[place[v]].append(v)
