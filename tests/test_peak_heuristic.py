@@ -169,9 +169,15 @@ def test_running_need_is_what_a_node_surely_holds():
                {"id": "c", "time": 1, "param_bytes": 1, "output_bytes": 3, "temp_bytes": 4},
                {"id": "z", "time": 0, "param_bytes": 0, "output_bytes": 1, "temp_bytes": 0}],
         edges=[{"src": "a", "dst": "c"}, {"src": "b", "dst": "c"}, {"src": "c", "dst": "z"}],
-        devices=[Device("x", 20)])
+        devices=[Device("x", 22)])
     np.testing.assert_allclose(running_need(p), [7, 7, 1 + 4 + 3 + 5 + 7, 1])  # z runs 0 s: no inputs
-    assert peak_infeasibility(p) is None
+    # together: all 3 parameter bytes, c's temporaries and output, a's and b's outputs
+    np.testing.assert_allclose(live_at_start(p), [3 + 5, 3 + 7, 3 + 4 + 3 + 5 + 7, 3 + 1])
+    assert peak_infeasibility(p) is None  # one device of 22 holds it: a, b, c, z in turn
+    assert optpart.solve(p, "heuristic", memory_model="peak").status.has_solution
+    one_less = p.with_devices([Device("x", 21)])
+    msg = peak_infeasibility(one_less)
+    assert msg is not None and "'c'" in msg and "together" in msg
     tight = p.with_devices([Device("x", 20.5), Device("y", 10)])
     assert peak_infeasibility(tight) is None
     small = p.with_devices([Device("x", 19), Device("y", 10)])
@@ -193,7 +199,9 @@ def test_chain_fits_exactly_at_its_peak_and_not_a_byte_below():
     assert r.status.has_solution and r.makespan == pytest.approx(3.0)
     assert r.memory_peak[0] == pytest.approx(23.0)
     r22 = optpart.solve(_chain(22), "heuristic", memory_model="peak")
-    assert r22.status is Status.UNKNOWN and "peak" in r22.message  # no placement; not provable by the bound
+    # one byte less: proven (as CP-SAT proves in test_cpsat_peak.py): when b starts, the
+    # 3 parameter bytes and the outputs of a and b, 23 bytes, are live together
+    assert r22.status is Status.INFEASIBLE and "'b'" in r22.message
 
 
 def test_bundled_small_training_graph_fits_under_peak():
