@@ -76,7 +76,8 @@ _VARIANT_SIZE = 30_000     # nodes + edges up to which extra EFT priority orders
 _NOISY_ORDERS = 24         # noisy orders per unit of effort (fewer on larger graphs)
 _MAX_NOISY_ORDERS = 2_000
 _BOUND_SIZE = 8_000_000    # nodes x devices up to which the optimality test uses every generic bound
-_DEADLINE_SHARE = 0.7      # share of the time limit the search may use (the rest: checking, output)
+_DEADLINE_SHARE = 0.5      # share of the time limit the search may use (the rest: an overrunning
+                           # stage, the final check, output)
 
 
 def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_evals: int = 20,
@@ -138,7 +139,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         return False
 
     def add(tag: int, place, s, f) -> None:
-        if jr:
+        if jr and not (found and late("a justification", 0.5)):
             s, f, ms = justify(g, place, s, f, jr)
         else:
             ms = max(f) if f else 0.0
@@ -161,7 +162,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         except NoRoom:
             pass
     # 3. other EFT priority orders on small graphs: rank_u + rank_d, then seeded noisy rank_u
-    if effort * _VARIANT_SIZE >= size:
+    if effort * _VARIANT_SIZE >= size and not late("the EFT priority variants", 1.2):
         top, bottom = levels(g)
         rng = np.random.default_rng(seed)
         base = np.asarray(bottom)
