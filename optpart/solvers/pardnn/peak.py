@@ -405,7 +405,16 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         res = eft_peak(problem, g, topological_priority(g, pr) if i else heft_order(g))
         if res is not None:
             pool.offer(f"eft-peak-{i}", *res, justify_rounds=jr)
-    # 4. the static constructions and the hint, repaired on the memory timeline
+    # 4. the static constructions and the hint, repaired on the memory timeline. Past the
+    #    deadline (a time limit) optional stages are skipped once some candidate fits.
+    stopped: list[str] = []
+
+    def late(stage: str) -> bool:
+        if deadline is None or pool.best is None or _time.perf_counter() <= deadline:
+            return False
+        stopped.append(stage)
+        return True
+
     starts = []
     from . import _construct, pardnn_placement
     cap = problem.device_memory.astype(float).tolist()
@@ -414,10 +423,11 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         _, sp, ss, sf = static
         if not pool.offer("static", sp, ss, sf):
             starts.append(("static", sp))
-    pp = pardnn_placement(problem, g, cap, refine_evals=10, deadline=deadline, units=units)
+    pp = None if late("the seed method") else pardnn_placement(problem, g, cap, refine_evals=10,
+                                                                 deadline=deadline, units=units)
     if pp is not None:
         starts.append(("pardnn-static", pp))
-    if not np.isinf(cap).all():
+    if not np.isinf(cap).all() and not late("the unconstrained static answer"):
         # the static answer without memory limits: the fastest schedules, often within peak already
         free = _construct(problem, g, [float("inf")] * g.k, effort, None, deadline, seed)
         if free is not None:
@@ -441,6 +451,8 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         if fill is not None:
             starts.append(("fill", fill))
     for tag, place in starts:
+        if late("the memory step"):
+            break
         fixed = repair_peak(problem, g, place, units, rounds=max(10, 4 * g.k), justify_rounds=jr)
         if fixed is not None:
             pool.offer(tag + "+repair", fixed[0], fixed[1], fixed[2])
@@ -448,6 +460,8 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
     evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size))
     used = _improve(problem, g, pool, units, evals, deadline, jr)
     stats = {"candidates": len(pool.tried), "improve_evals": used}
+    if stopped:
+        stats["stopped"] = f"time limit reached before {stopped[0]}"
     best = pool.valid_best()
     if best is None:
         msg = "heuristic: no placement within memory under the peak model was found"
