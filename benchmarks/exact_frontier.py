@@ -1,19 +1,26 @@
 """How large a problem do the exact solvers prove optimal, and how fast?
 
-Part 1 (default): random layered DAGs (``optpart.generators.layered_dag``) of 10-60 nodes
-on 4 identical devices, CCR 1, memory ``--slack`` times the fair share; for each size and
-solver, the share proven optimal within ``--time-limit`` and the median time to proof
-(over proven runs). Target for cpsat: >= 90% of 30-node graphs within 10 s.
+For each graph family, size and solver: the share of runs proven optimal within
+``--time-limit`` and the median wall time to proof (over proven runs), with tight memory
+(capacities close to the loads) and loose memory (unlimited), on 4 identical devices,
+CCR 1. Families (all from :mod:`optpart.generators`):
 
-Part 2 (``--stg``): the STG 50-task instances with proven optima (``Case50_{p}_OPT.csv``,
-rows with a 4th field are unproven and skipped) for p = 2, 4, 8, 16 with cpsat: the share
-proven within the time limit, median time, and the number of results *below* a proven
-optimum (must be 0). Target: >= 95% proven within 60 s.
+* ``planted``: :func:`planted_dag` (tight: its own capacities, 1.05x the planted loads);
+  the optimum is known, and any ``optimal`` above it is counted as a false claim.
+* ``layered``: :func:`layered_dag` (tight: 1.05x the fair share).
+* ``forkjoin``: :func:`fork_join_dag`, fork-join stages with communication (tight: 1.05x).
+
+``--stg``: the STG 50-task instances with published optima (``Case50_{p}_OPT.csv``; rows
+with a 4th field are unproven and skipped): share proven, results below an optimum
+(must be 0), optimality claims that differ from the published optimum (must be 0).
+
+The machine is shared: report medians, and rerun before comparing two versions.
 
 Examples::
 
-    python benchmarks/exact_frontier.py --per-size 10 --time-limit 60
-    python benchmarks/exact_frontier.py --sizes 30 --per-size 20 --time-limit 10 --solvers cpsat
+    python benchmarks/exact_frontier.py --family planted --sizes 20 40 60 80 --per-size 8
+    python benchmarks/exact_frontier.py --family layered --sizes 30 50 --solvers cpsat
+    python benchmarks/exact_frontier.py --family planted --sizes 40 --solvers milp --time-limit 60
     python benchmarks/exact_frontier.py --stg --time-limit 60 --stg-limit 30 --procs 2 4 8 16
 """
 
@@ -29,35 +36,58 @@ from _common import table
 
 import optpart
 from optpart.formats.stg import read_stg
-from optpart.generators import layered_dag
+from optpart.generators import fork_join_dag, layered_dag, planted_dag
 
-STG = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "stg"
+K = 4
+
+
+def make(family: str, n: int, seed: int, tight: bool) -> optpart.Problem:
+    """One instance; ``tight``: capacities near the loads, else unlimited memory."""
+    if family == "planted":
+        p = planted_dag(n, K, ccr=1.0, seed=seed)
+        return p if tight else p.with_devices(K)
+    if family == "layered":
+        return layered_dag(n, k=K, ccr=1.0, memory_slack=1.05 if tight else None, seed=seed)
+    if family == "forkjoin":
+        return fork_join_dag(n, k=K, ccr=1.0, memory_slack=1.05 if tight else None, seed=seed)
+    raise SystemExit(f"--family {family!r}: expected planted, layered or forkjoin")
 
 
 def _median(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f}" if xs else "-"
 
 
-def frontier(sizes: list[int], per_size: int, time_limit: float, solvers: list[str], slack: float) -> str:
+def run(family: str, sizes: list[int], per_size: int, time_limit: float, solvers: list[str],
+        memories: list[str]) -> str:
     rows = []
     for n in sizes:
         for name in solvers:
-            proven, times, gaps = 0, [], []
-            for seed in range(per_size):
-                problem = layered_dag(n, k=4, ccr=1.0, memory_slack=slack, seed=seed)
-                t0 = time.perf_counter()
-                r = optpart.solve(problem, name, time_limit=time_limit, seed=0)
-                wall = time.perf_counter() - t0
-                if r.ok:
-                    optpart.check(problem, r)
-                    gaps.append(r.gap)
-                if r.status is optpart.Status.OPTIMAL:
-                    proven += 1
-                    times.append(wall)
-            rows.append([n, name, per_size, f"{100 * proven / per_size:.0f}%", _median(times),
-                         f"{100 * statistics.median(gaps):.2f}%" if gaps else "-"])
-            print(f"  n={n} {name}: {proven}/{per_size} proven", file=sys.stderr, flush=True)
-    return table(rows, ["nodes", "solver", "runs", "proven", "median s to proof", "median gap"])
+            cells, false_claims = [], 0
+            for memory in memories:
+                proven, times = 0, []
+                for seed in range(per_size):
+                    p = make(family, n, seed, memory == "tight")
+                    t0 = time.perf_counter()
+                    r = optpart.solve(p, name, time_limit=time_limit, seed=0)
+                    wall = time.perf_counter() - t0
+                    if r.ok:
+                        optpart.check(p, r)
+                    if r.status is optpart.Status.OPTIMAL:
+                        proven += 1
+                        times.append(wall)
+                        opt = p.meta.get("optimum")
+                        if opt is not None and r.makespan > opt * (1 + 1e-9) + 1e-9:
+                            false_claims += 1
+                    print(f"  {family} n={n} {name} {memory} seed={seed}: {r.status.value} "
+                          f"{r.makespan:.6g} {wall:.1f}s {r.stats.get('stop_reason', '')}",
+                          file=sys.stderr, flush=True)
+                cells.append(f"{proven}/{per_size} ({_median(times)} s)")
+            rows.append([n, name, *cells, false_claims if family == "planted" else "-"])
+    return table(rows, ["nodes", "solver", *[f"proven, median s to proof ({m})" for m in memories],
+                        "false optimal claims"])
+
+
+STG = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "stg"
 
 
 def _optima(p: int) -> list[tuple[str, int]]:
@@ -70,6 +100,7 @@ def _optima(p: int) -> list[tuple[str, int]]:
 
 
 def stg(procs: list[int], time_limit: float, limit: int | None, solver: str) -> str:
+    """STG 50-task instances with published optima: share proven, results below an optimum."""
     if not STG.exists():
         return f"STG data not found at {STG}"
     rows = []
@@ -98,11 +129,12 @@ def stg(procs: list[int], time_limit: float, limit: int | None, solver: str) -> 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10, 20, 30, 40, 50, 60])
-    ap.add_argument("--per-size", type=int, default=10)
+    ap.add_argument("--family", default="planted", choices=["planted", "layered", "forkjoin"])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[20, 40, 60, 80])
+    ap.add_argument("--per-size", type=int, default=8)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--solvers", nargs="+", default=["cpsat", "milp"])
-    ap.add_argument("--slack", type=float, default=1.5, help="device memory over the fair share")
+    ap.add_argument("--memory", nargs="+", default=["tight", "loose"], choices=["tight", "loose"])
     ap.add_argument("--stg", action="store_true", help="run the STG 50-task instances instead")
     ap.add_argument("--procs", type=int, nargs="+", default=[2, 4, 8, 16])
     ap.add_argument("--stg-limit", type=int, default=None, help="first N instances per p")
@@ -111,10 +143,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.stg:
         print(f"STG 50-task instances, {args.stg_solver}, time limit {args.time_limit:g} s\n")
         print(stg(args.procs, args.time_limit, args.stg_limit, args.stg_solver))
-    else:
-        print(f"layered DAGs, 4 devices, CCR 1, memory slack {args.slack:g}, "
-              f"time limit {args.time_limit:g} s, {args.per_size} graphs per size\n")
-        print(frontier(args.sizes, args.per_size, args.time_limit, args.solvers, args.slack))
+        return
+    print(f"{args.family} DAGs, {K} devices, CCR 1, time limit {args.time_limit:g} s, "
+          f"{args.per_size} graphs per size (shared machine: medians)\n")
+    print(run(args.family, args.sizes, args.per_size, args.time_limit, args.solvers, args.memory))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ heuristic, heft, etf, topo, single), the capacity is set to the reference placem
 liveness peak; the heuristic under peak must then find a placement, and the table shows
 its makespan over the reference's (<= 1.000 means never slower than the known placement).
 
-    python benchmarks/memory_models.py                     # about 2 minutes
-    python benchmarks/memory_models.py --part known        # about 4 minutes
+    python benchmarks/memory_models.py                     # about 1 minute
+    python benchmarks/memory_models.py --part known        # about 3 minutes
     python benchmarks/memory_models.py --instances instances/small/*.json --quick
 """
 

@@ -30,10 +30,10 @@ from .errors import OptpartError
 from .memory import fits
 from .problem import Device, Links, Problem
 from .result import Result
-from .solvers.pardnn.peak import running_need
+from .solvers.pardnn.peak import live_at_start, running_need
 from .solvers.registry import get_solver, solve
 
-__all__ = ["FitResult", "on_devices", "min_capacity", "min_devices", "capacity_lower_bound", "devices_lower_bound"]
+__all__ = ["FitResult", "capacity_lower_bound", "devices_lower_bound", "min_capacity", "min_devices", "on_devices"]
 
 _DEFAULT_LINKS = Links(10e-6, 25e9)  # the CLI's defaults for a file without links
 
@@ -97,6 +97,9 @@ def capacity_lower_bound(problem: Problem, devices: int, memory_model: str | Non
     bounds = [float(held.sum()) / devices]
     if model == "peak":
         bounds.append(float(running_need(problem).max()))
+        live = live_at_start(problem)
+        if live is not None:
+            bounds.append(float(live.max()) / devices)
     else:
         bounds.append(float(problem.memory.max()))
         bounds += [float(problem.memory[g].sum()) for g in problem.groups]
@@ -119,7 +122,8 @@ def devices_lower_bound(problem: Problem, capacity: float, memory_model: str | N
         if not fits(float(need[v]), capacity):
             return 0, (f"node '{problem.node_ids[v]}' needs {format_bytes(need[v])} while it runs, more than "
                        f"{format_bytes(capacity)}")
-        total = float(problem.param_bytes.sum())
+        live = live_at_start(problem)
+        total = float(problem.param_bytes.sum()) if live is None else float(live.max())
     else:
         sizes = [problem.memory] + [np.asarray([problem.memory[g].sum()]) for g in problem.groups]
         big = max(float(s.max()) for s in sizes)
@@ -203,7 +207,7 @@ def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, m
     hi = max(math.ceil(total), math.ceil(lb), 1)
     best = None
     for _ in range(4):  # a solver that misses where one device would do gets more room
-        q, r = probe(devices, hi)
+        _, r = probe(devices, hi)
         if r is not None:
             best = (hi, r)
             break
@@ -213,14 +217,14 @@ def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, m
             f"{solver} found no placement up to {hi // 2} bytes per device"), probes=probe.probes)
     lo = max(math.ceil(lb) - 1, 0)  # largest capacity known not to work (lb itself may)
     if lo < hi:
-        q, r = probe(devices, max(math.ceil(lb), 1))
+        _, r = probe(devices, max(math.ceil(lb), 1))
         if r is not None:
             best = (max(math.ceil(lb), 1), r)
             hi = best[0]
     while hi > max(lo, 1) * (1 + tolerance) and hi - lo > 1:
         mid = math.ceil(math.sqrt(max(lo, 1) * hi)) if lo > 0 else math.ceil(hi / 2)
         mid = min(max(mid, lo + 1), hi - 1)
-        q, r = probe(devices, mid)
+        _q, r = probe(devices, mid)
         if r is not None:
             hi, best = mid, (mid, r)
         else:

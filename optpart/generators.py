@@ -312,3 +312,48 @@ def large_training_graph(n_target: int, seed: int = 0, *, k: int | None = None, 
                                constraints=Constraints(colocate=colocate),
                                name=name or f"large-training-{n}-s{seed}",
                                meta={"generator": "large_training_graph", "seed": seed, "layers": layers})
+
+
+def fork_join_dag(n: int, *, width: int = 4, ccr: float = 1.0, k: int | None = None,
+                  memory_slack: float | None = None, seed: int = 0, name: str | None = None) -> Problem:
+    """Fork-join stages with communication, about ``n`` nodes: the shape of data-parallel
+    branches (inception blocks, attention heads) that the exact solvers meet in DNNs.
+
+    Each stage is a fork node, ``width`` branches of random length 1-3 and a join node
+    (the join of one stage is the fork of the next). Node times are whole numbers in
+    [1, 10] (an exact CP-SAT time grid), tensor sizes uniform in [1, 100] MB and the link
+    bandwidth makes the mean transfer ``ccr`` times the mean node time, so a branch placed
+    away from its fork pays two transfers. With ``k``: ``k`` identical devices of
+    capacity ``memory_slack * total / k`` (unlimited when ``memory_slack`` is None).
+    """
+    rng = np.random.default_rng(seed)
+    src: list[int] = []
+    dst: list[int] = []
+    fork, count = 0, 1
+    while count < n:
+        ends = []
+        for _ in range(width):
+            prev = fork
+            for _ in range(int(rng.integers(1, 4))):
+                src.append(prev)
+                dst.append(count)
+                prev = count
+                count += 1
+            ends.append(prev)
+        join = count
+        count += 1
+        for u in ends:
+            src.append(u)
+            dst.append(join)
+        fork = join
+    time = rng.integers(1, 11, size=count).astype(float)
+    memory = rng.integers(1, 101, size=count).astype(float) * 1e6
+    nbytes = rng.integers(1, 101, size=len(src)).astype(float) * 1e6
+    links = _links_for_ccr(time, nbytes, ccr, 0.0, 0.0)
+    devices = None
+    if k is not None:
+        cap = float("inf") if memory_slack is None else memory_slack * memory.sum() / k
+        devices = uniform_devices(k, cap)
+    return Problem.from_arrays([f"f{i}" for i in range(count)], time, memory, src, dst, nbytes,
+                               devices=devices, links=links, name=name or f"forkjoin-{count}-w{width}-s{seed}",
+                               meta={"generator": "fork_join_dag", "seed": seed, "ccr": ccr, "width": width})

@@ -13,18 +13,23 @@ import json
 
 import numpy as np
 import pytest
+from conftest import INSTANCES
 from hypothesis import given
 from hypothesis import strategies as st
+from test_peak_heuristic import split_problems
 
 import optpart
 from optpart import Device
 from optpart.cli import main
 from optpart.evaluate import canonical_schedule
-from optpart.fit import capacity_lower_bound, devices_lower_bound, min_capacity, min_devices, on_devices
+from optpart.fit import (
+    capacity_lower_bound,
+    devices_lower_bound,
+    min_capacity,
+    min_devices,
+    on_devices,
+)
 from optpart.memory import fits
-
-from conftest import INSTANCES
-from test_peak_heuristic import split_problems
 
 SQUEEZE = INSTANCES / "small" / "squeezenet-training.json"
 
@@ -41,8 +46,9 @@ def test_min_capacity_of_a_chain_is_its_peak():
     fit = min_capacity(_chain(), 1, tolerance=0.001)
     assert fit.capacity == 23 and fit.devices == 1 and fit.memory_model == "peak"
     assert fit.result.ok and fit.result.memory_peak[0] == pytest.approx(23)
-    assert fit.lower_bound == pytest.approx(21)  # b runs: its param, its output, a's output
-    assert any(not ok and c == 22 for _, c, ok in fit.probes)  # one byte less was tried and failed
+    # proven: when b starts, all 3 parameter bytes and the outputs of a and b are live
+    assert fit.lower_bound == pytest.approx(23)
+    assert [c for _, c, ok in fit.probes if ok][-1] == 23  # found at the bound: the true minimum
 
 
 def test_static_model_is_the_plain_sum():

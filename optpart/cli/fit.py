@@ -17,7 +17,12 @@ from ..fit import min_capacity, min_devices, on_devices
 from ..formats import load, save_result
 from ..solvers.registry import solver_names
 from ..units import format_bytes, parse_bytes
-from .common import add_device_arguments, apply_device_arguments, format_summary, parse_option
+from .common import (
+    add_device_arguments,
+    apply_device_arguments,
+    format_summary,
+    parse_option,
+)
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:

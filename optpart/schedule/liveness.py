@@ -35,7 +35,7 @@ from ..memory import fits
 from ..problem import Problem
 from ..units import format_bytes
 
-__all__ = ["LivenessTracker", "LivenessPolicy"]
+__all__ = ["LivenessPolicy", "LivenessTracker"]
 
 _INF = math.inf
 
@@ -43,7 +43,7 @@ _INF = math.inf
 class _Level:
     """One device's time-varying bytes: ``level[i]`` holds on ``[times[i], times[i+1])``."""
 
-    __slots__ = ("times", "level", "spike_t", "spike_b")
+    __slots__ = ("level", "spike_b", "spike_t", "times")
 
     def __init__(self) -> None:
         self.times = np.zeros(1)
@@ -133,7 +133,7 @@ class LivenessTracker:
         self.start = [0.0] * n
         self.finish = [0.0] * n
         self.local_end = [-_INF] * n      # latest local consumer finish or transfer-out arrival
-        self.copies: list[dict[int, list[float]]] = [dict() for _ in range(n)]  # e -> [arrive, last]
+        self.copies: list[dict[int, list[float]]] = [{} for _ in range(n)]  # e -> [arrive, last]
 
     def _arrival(self, i: int, u: int, d: int) -> float:
         pu = self.place_of[u]

@@ -81,7 +81,7 @@ def prepare(problem: Problem, peak: bool, upper_s: float | None) -> CpData:
     horizon = int(dur.max(axis=1).sum() + (comm.reshape(comm.shape[0], -1).max(axis=1).sum() if comm.size else 0))
     horizon = max(horizon, 1)
     min_dur = [int(dur[v][allowed[v]].min()) for v in range(n)]
-    head, tail = xc.heads_tails(problem, min_dur)
+    head, tail = xc.heads_tails_comm(problem, min_dur, xc.min_transfer(problem, comm))
     group_of = problem.group_of.tolist()
     leader = [v if group_of[v] < 0 else int(problem.groups[group_of[v]][0]) for v in range(n)]
     pooled = False if peak else _pooled(problem, classes, comm, mem, cap, min_dur)
@@ -308,12 +308,17 @@ def _add_objective(model, data: CpData, mv: CpModelVars) -> None:
 
 
 def _add_symmetry(model, data: CpData, mv: CpModelVars) -> None:
-    """Within a class of interchangeable devices, device ``j`` is used only after ``j - 1``."""
+    """Within a class of interchangeable devices, device ``j`` is used only after ``j - 1``.
+
+    Along the topological order, ``used[j]`` (one literal per node and class member) says
+    that device ``j`` of the class took an earlier node; a node may take device ``j``
+    only when ``used[j - 1]`` holds. Linear in the number of nodes.
+    """
     if data.pooled:
         return
     allowed, leader, x = data.problem.allowed, data.leader, mv.x
     for cls in data.classes:
-        seen: list[int] = []  # earlier nodes (leaders) that may use the class
+        used: list = [None] * len(cls)  # literal "device cls[j] used by an earlier node"
         done: set[int] = set()
         for v in data.problem.topo.tolist():
             lv = leader[v]
@@ -321,11 +326,19 @@ def _add_symmetry(model, data: CpData, mv: CpModelVars) -> None:
                 continue
             done.add(lv)
             for j in range(1, len(cls)):
-                if not seen:
+                if used[j - 1] is None:
                     model.add(x[lv, cls[j]] == 0)
                 else:
-                    model.add(x[lv, cls[j]] <= sum(x[u, cls[j - 1]] for u in seen))
-            seen.append(lv)
+                    model.add_implication(x[lv, cls[j]], used[j - 1])
+            for j in range(len(cls) - 1):  # the last member never gates another
+                now = model.new_bool_var(f"used_{cls[j]}_{lv}")
+                model.add_implication(x[lv, cls[j]], now)
+                if used[j] is None:
+                    model.add_implication(now, x[lv, cls[j]])
+                else:
+                    model.add_implication(used[j], now)
+                    model.add_bool_or([~now, used[j], x[lv, cls[j]]])
+                used[j] = now
 
 
 def _add_search_strategy(model, data: CpData, mv: CpModelVars) -> None:
@@ -383,7 +396,7 @@ def _peak_bytes(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 def _add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan, dur: np.ndarray,
                      comm: np.ndarray, horizon: int, param: np.ndarray, out: np.ndarray,
                      temp: np.ndarray, cap: np.ndarray, exact_time: bool) -> None:
-    """Peak (liveness) memory of MODEL.md section 3 as one cumulative per device.
+    """Peak (liveness) memory of docs/model.md section 3 as one cumulative per device.
 
     Capacity ``cap(d) - sum param(v) x[v, d]``; optional intervals (all on integer time):
 

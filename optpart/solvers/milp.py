@@ -54,6 +54,7 @@ from ..result import Status
 from .base import Solution
 from .spec import Option, SolverSpec
 from . import _exact_common as xc
+from . import milp_model as mb
 
 __all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT"]
 
@@ -152,7 +153,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         stats["stop_reason"] = "model not built"
         return xc.fallback(problem, incumbent, memory_model,
                            f"milp: exact model not built: about {n_terms:,} terms would take about "
-                           f"{n_terms / BUILD_RATE:.1f} s to build, with {max(budget.left(), 0):.1f} s left", stats)
+                           f"{n_terms / BUILD_RATE:.1f} s to build, more than the {limit:g} s time limit allows", stats)
     allowed = problem.allowed
     dur = xc.durations(problem)
     comm = xc.transfer_table(problem)
@@ -170,101 +171,13 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     horizon = max(horizon * (1 + 1e-9) + 1e-9, lb_s)
     H = horizon
 
-    min_dur = [float(dur[v][allowed[v]].min()) for v in range(n)]
-    head, tail = xc.heads_tails(problem, min_dur)
-
-    prob = pulp.LpProblem(f"optpart_{_safe(problem.name)}", pulp.LpMinimize)
-    group_of = problem.group_of.tolist()
-    leader = [v if group_of[v] < 0 else int(problem.groups[group_of[v]][0]) for v in range(n)]
-    x: dict[tuple[int, int], pulp.LpVariable] = {}
-    for v in range(n):
-        for d in range(k):
-            if allowed[v, d]:
-                x[v, d] = x[leader[v], d] if leader[v] != v else _var(prob, f"x_{v}_{d}", cat="Binary")
-    S = [_var(prob, f"S_{v}", lowBound=head[v], upBound=max(head[v], H - tail[v] - min_dur[v]))
-         for v in range(n)]
-    M = _var(prob, "makespan", lowBound=lb_s, upBound=H)
-    prob += M
-
-    def p(v: int):
-        devs = [d for d in range(k) if allowed[v, d]]
-        vals = {float(dur[v, d]) for d in devs}
-        if len(vals) == 1:
-            return vals.pop()
-        return pulp.lpSum(float(dur[v, d]) * x[v, d] for d in devs)
-
-    # Each node on exactly one device.
-    for v in range(n):
-        if leader[v] == v:
-            prob += pulp.lpSum(x[v, d] for d in range(k) if allowed[v, d]) == 1, f"one_{v}"
-    # Makespan covers every finish plus the node's tail.
-    for v in range(n):
-        prob += M >= S[v] + p(v) + tail[v], f"end_{v}"
-
-    # Precedence with communication delays.
-    uniform = xc.uniform_transfers(comm) if comm.size else np.ones(0, dtype=bool)
-    src, dst = problem.edge_src.tolist(), problem.edge_dst.tolist()
-    aparts: list = []
-    for e in range(problem.n_edges):
-        u, w = src[e], dst[e]
-        du = [d for d in range(k) if allowed[u, d]]
-        dw = [d for d in range(k) if allowed[w, d]]
-        pairs = [(a, b) for a in du for b in dw if a != b]
-        if leader[u] == leader[w] or not pairs or max(float(comm[e, a, b]) for a, b in pairs) == 0:
-            prob += S[w] >= S[u] + p(u), f"prec_{e}"
-        elif uniform[e]:
-            c = float(comm[e, pairs[0][0], pairs[0][1]])
-            apart = _var(prob, f"apart_{e}", lowBound=0, upBound=1)
-            aparts.append((u, w, apart))
-            for d in du:
-                prob += apart >= x[u, d] - (x[w, d] if allowed[w, d] else 0), f"apart_{e}_{d}"
-            prob += S[w] >= S[u] + p(u) + c * apart, f"prec_{e}"
-        else:
-            prob += S[w] >= S[u] + p(u), f"prec_{e}"
-            for a, b in pairs:
-                c = float(comm[e, a, b])
-                if c > 0:
-                    prob += S[w] >= S[u] + p(u) + c * (x[u, a] + x[w, b] - 1), f"prec_{e}_{a}_{b}"
-
-    # Unordered pairs that may share a device never overlap there.
-    if budget.left() < reserve + 0.5:
+    try:
+        mm = mb.build(problem, dur, comm, H, lb_s, budget, reserve)
+    except xc.OutOfTime as exc:
         stats["stop_reason"] = "model not built"
-        return xc.fallback(problem, incumbent, memory_model, "milp: the time limit ran out while building the "
-                           "model (precedence rows)", stats)
-    desc = xc.reachability(problem)
-    n_pairs = 0
-    orders: list = []
-    for i in range(n):
-        for j in range(i + 1, n):
-            if (desc[i] >> j) & 1 or (desc[j] >> i) & 1:
-                continue
-            common = [d for d in range(k) if allowed[i, d] and allowed[j, d]]
-            if not common:
-                continue
-            y = _var(prob, f"y_{i}_{j}", cat="Binary")
-            if leader[i] == leader[j]:
-                prob += S[j] >= S[i] + p(i) - H * (1 - y), f"ord_{i}_{j}"
-                prob += S[i] >= S[j] + p(j) - H * y, f"ord_{j}_{i}"
-                same = None
-            else:
-                same = _var(prob, f"same_{i}_{j}", lowBound=0, upBound=1)
-                for d in common:
-                    prob += same >= x[i, d] + x[j, d] - 1, f"same_{i}_{j}_{d}"
-                prob += S[j] >= S[i] + p(i) - H * (1 - y) - H * (1 - same), f"ord_{i}_{j}"
-                prob += S[i] >= S[j] + p(j) - H * y - H * (1 - same), f"ord_{j}_{i}"
-            orders.append((i, j, y, same))
-            n_pairs += 1
-
-    # Static memory per device and the load of each device.
-    cap = problem.device_memory
-    for d in range(k):
-        nodes = [v for v in range(n) if allowed[v, d]]
-        if np.isfinite(cap[d]) and float(problem.memory[nodes].sum()) > cap[d]:
-            prob += pulp.lpSum(float(problem.memory[v]) * x[v, d] for v in nodes) <= float(cap[d]), f"mem_{d}"
-        terms = [float(dur[v, d]) * x[v, d] for v in nodes if dur[v, d] > 0]
-        if terms:
-            prob += pulp.lpSum(terms) <= M, f"load_{d}"
-    prob += pulp.lpSum(float(dur[v, d]) * x[v, d] for (v, d) in x) <= k * M, "work"
+        return xc.fallback(problem, incumbent, memory_model, f"milp: {exc}", stats)
+    prob, x, S, M = mm.prob, mm.x, mm.S, mm.M
+    aparts, orders, n_pairs = mm.aparts, mm.orders, len(mm.orders)
 
     if export_model:
         _export(prob, export_model)
@@ -332,14 +245,14 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         if claims:
             return Solution(Status.INFEASIBLE, message=f"the MILP ({backend}) proved that no placement fits "
                             "memory and constraints", stats=stats, memory_model=memory_model)
-        return xc.fallback(problem, incumbent, memory_model, f"milp: no placement fits the static rows", stats)
+        return xc.fallback(problem, incumbent, memory_model, "milp: no placement fits the static rows", stats)
     if not has_solution:
         if backend == "highs" and model_status in ("Model error", "Solve error", "Load error", "Not Set"):
             raise SolverError(f"milp: HiGHS failed on '{problem.name}' ({model_status})")
         lb = bound - 1e-9 * max(abs(bound), 1.0) if np.isfinite(bound) else 0.0
         return xc.fallback(problem, incumbent, memory_model,
-                           f"milp: the MILP ({backend}) found no solution ({model_status}, stopped after "
-                           f"{budget.elapsed():.1f} s)", stats, lower_bound=max(lb, 0.0))
+                           f"milp: the MILP ({backend}) found no solution ({model_status}; time limit "
+                           f"{limit:g} s for the call)", stats, lower_bound=max(lb, 0.0))
 
     place = np.empty(n, dtype=np.int64)
     for v in range(n):
@@ -370,7 +283,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         message = "; ".join(m for m in (message, "static memory rows under the peak model: no proof or bound "
                                         "claimed") if m)
     if stats["stop_reason"] == "time limit":
-        message = "; ".join(m for m in (message, f"stopped by the time limit after {budget.elapsed():.1f} s") if m)
+        message = "; ".join(m for m in (message, f"stopped by the time limit ({limit:g} s for the call)") if m)
     stats["objective"] = obj
     return Solution(Status.OPTIMAL if claim else Status.FEASIBLE, placement=place, start=start,
                     lower_bound=bound, message=message, stats=stats, memory_model=memory_model)
@@ -504,14 +417,6 @@ def _silence_highs_banner() -> None:
         os.close(saved)
 
 
-def _var(prob, name: str, lowBound=None, upBound=None, cat: str = "Continuous"):
-    """A variable attached to ``prob`` (PuLP >= 3.3 API, with the older one as fallback)."""
-    import pulp
-    if hasattr(prob, "add_variable"):
-        return prob.add_variable(name, lowBound, upBound, cat=cat)
-    return pulp.LpVariable(name, lowBound=lowBound, upBound=upBound, cat=cat)
-
-
 def _fits(problem: Problem, placement: np.ndarray) -> bool:
     n = problem.n_nodes
     if placement.shape != (n,) or not problem.allowed[np.arange(n), placement].all():
@@ -532,7 +437,3 @@ def _cbc_bound(log_text: str) -> float:
     if found and "Optimal solution found" in log_text:
         return float(found[-1])
     return float("-inf")
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", name)[:40] or "problem"

@@ -245,7 +245,7 @@ def repair_peak(problem: Problem, g: Graph, place: list[int], units=None, rounds
 
     k = g.k
     cap = problem.device_memory
-    unit_of, members, unit_mem = units if units is not None else memory_units(problem)
+    unit_of, members, _ = units if units is not None else memory_units(problem)
     unit_arr = np.asarray(unit_of, dtype=np.int64)
     first = np.asarray([m[0] for m in members], dtype=np.int64)
     pinned = (problem.pin >= 0)[first]

@@ -42,10 +42,16 @@ from ...result import Status
 from ...units import format_bytes
 from ..base import Solution
 from .eft import heft_order, topological_priority, upward_rank
-from .memory import memory_units, peak_schedule, project_constraints, repair_memory, greedy_fill, repair_peak
+from .memory import (
+    greedy_fill,
+    memory_units,
+    peak_schedule,
+    project_constraints,
+    repair_peak,
+)
 from .schedule import Graph, critical_chain, justify
 
-__all__ = ["solve_peak", "eft_peak", "peak_infeasibility", "running_need"]
+__all__ = ["eft_peak", "live_at_start", "peak_infeasibility", "running_need", "solve_peak"]
 
 _WORK_PER_EFFORT = 300_000   # (nodes + edges) x schedule evaluations per unit of effort
 _MAX_EVALS_PER_EFFORT = 300
@@ -72,6 +78,60 @@ def running_need(problem: Problem) -> np.ndarray:
     return param + problem.temp_bytes + problem.output_bytes + inputs
 
 
+_LIVE_BOUND_NODES = 12_000  # nodes up to which live_at_start runs (bitsets: O(n^2 / 8) bytes of work)
+
+
+def live_at_start(problem: Problem) -> np.ndarray | None:
+    """Bytes surely live *on all devices together* when each node starts, whatever the
+    placement and schedule; None above ``_LIVE_BOUND_NODES`` nodes.
+
+    At ``S(v)``: every parameter (held all step); ``v``'s temporaries and output; and,
+    when ``v`` runs for a positive time, the output of every strict ancestor ``u`` of ``v``
+    with a consumer among ``v`` and its descendants. Such a tensor exists somewhere from
+    ``S(u) <= S(v)`` until that consumer finishes after ``S(v)``: on ``u``'s device until
+    its transfers land, and on the consumer's device from the first arrival there, which
+    is no later, so the two half-open intervals leave no gap (docs/model.md section 3). On a
+    training graph this is every saved activation when the loss runs, so the largest value
+    over ``K`` is a bound on the capacity ``K`` equal devices need.
+    """
+    n = problem.n_nodes
+    if n == 0 or n > _LIVE_BOUND_NODES:
+        return None
+    topo = problem.topo.tolist()
+    in_ptr, out_ptr = problem.in_ptr.tolist(), problem.out_ptr.tolist()
+    pred = problem.edge_src[problem.in_edges].tolist()
+    succ = problem.edge_dst[problem.out_edges].tolist()
+    anc_self = [0] * n  # bitset: ancestors of v and v
+    for v in topo:
+        b = 1 << v
+        for i in range(in_ptr[v], in_ptr[v + 1]):
+            b |= anc_self[pred[i]]
+        anc_self[v] = b
+    desc = [0] * n  # bitset: strict descendants of v
+    for v in reversed(topo):
+        b = 0
+        for i in range(out_ptr[v], out_ptr[v + 1]):
+            w = succ[i]
+            b |= desc[w] | (1 << w)
+        desc[v] = b
+    out = problem.output_bytes.astype(np.float64)
+    nbytes = (n + 7) // 8
+    held = np.zeros(n)
+    for u in range(n):
+        if out[u] <= 0 or out_ptr[u + 1] == out_ptr[u]:
+            continue
+        reach = 0  # nodes v with a consumer of u among v and its descendants
+        for i in range(out_ptr[u], out_ptr[u + 1]):
+            reach |= anc_self[succ[i]]
+        bits = reach & desc[u]
+        if bits:
+            row = np.unpackbits(np.frombuffer(bits.to_bytes(nbytes, "little"), dtype=np.uint8),
+                                bitorder="little")[:n]
+            held += out[u] * row
+    held[problem.time <= 0] = 0.0
+    return float(problem.param_bytes.sum()) + problem.temp_bytes + out + held
+
+
 def peak_infeasibility(problem: Problem) -> str | None:
     """A proven reason that no placement fits under peak, or None.
 
@@ -86,6 +146,13 @@ def peak_infeasibility(problem: Problem) -> str | None:
         v = int(bad[0])
         return (f"node '{problem.node_ids[v]}' needs {format_bytes(need[v])} while it runs (parameters, "
                 f"temporaries, output and inputs) but the largest device it may use has {format_bytes(room[v])}")
+    live = live_at_start(problem)
+    total_cap = float(cap.sum())
+    if live is not None and not fits(float(live.max()), total_cap):
+        v = int(np.argmax(live))
+        return (f"when node '{problem.node_ids[v]}' starts, {format_bytes(live[v])} are live on the devices "
+                f"together (all parameters, and every tensor produced before it and read by it or after it) "
+                f"but all devices hold {format_bytes(total_cap)}")
     pinned = problem.pin >= 0
     if pinned.any():
         load = np.bincount(problem.pin[pinned], weights=problem.param_bytes[pinned], minlength=problem.n_devices)
@@ -129,7 +196,12 @@ class _Pool:
             s2, f2, _ = justify(self.g, place, start, finish, justify_rounds)
             if self._offer(tag, place, s2, f2):
                 return True
-        return self._offer(tag, place, start, finish)
+        if self._offer(tag, place, start, finish):
+            return True
+        # another order of the same placement may shorten the lifetimes that overflow
+        from ...evaluate import canonical_schedule
+        cs, cf = canonical_schedule(p, np.asarray(place, dtype=np.int64))
+        return self._offer(tag + "-canonical", place, cs.tolist(), cf.tolist())
 
     def _offer(self, tag, place, start, finish) -> bool:
         p = self.problem
@@ -154,7 +226,7 @@ class _Pool:
         turning into an invalid answer."""
         from ...evaluate import evaluate, violations
         for cand in sorted(self.fitting, key=lambda c: c[0]):
-            ms, tag, place, s, _ = cand
+            _ms, _tag, place, s, _ = cand
             res = evaluate(self.problem, np.asarray(place, dtype=np.int64), np.asarray(s), memory_model="peak")
             if not violations(self.problem, res):
                 return cand
@@ -191,10 +263,9 @@ def _improve(problem: Problem, g: Graph, pool: _Pool, units, evals: int, deadlin
                     new[w] = d
                 used += 1
                 s2, f2, ms2, _ = peak_schedule(problem, g, new, jr)
-                if ms2 < ms - 1e-12 * max(1.0, ms) and pool.offer("move", new, s2, f2):
-                    if pool.best[0] < ms:
-                        improved = True
-                        break
+                if ms2 < ms - 1e-12 * max(1.0, ms) and pool.offer("move", new, s2, f2) and pool.best[0] < ms:
+                    improved = True
+                    break
             if improved or used >= evals:
                 break
     return used
@@ -334,7 +405,16 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         res = eft_peak(problem, g, topological_priority(g, pr) if i else heft_order(g))
         if res is not None:
             pool.offer(f"eft-peak-{i}", *res, justify_rounds=jr)
-    # 4. the static constructions and the hint, repaired on the memory timeline
+    # 4. the static constructions and the hint, repaired on the memory timeline. Past the
+    #    deadline (a time limit) optional stages are skipped once some candidate fits.
+    stopped: list[str] = []
+
+    def late(stage: str) -> bool:
+        if deadline is None or pool.best is None or _time.perf_counter() <= deadline:
+            return False
+        stopped.append(stage)
+        return True
+
     starts = []
     from . import _construct, pardnn_placement
     cap = problem.device_memory.astype(float).tolist()
@@ -343,19 +423,25 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         _, sp, ss, sf = static
         if not pool.offer("static", sp, ss, sf):
             starts.append(("static", sp))
-    pp = pardnn_placement(problem, g, cap, refine_evals=10, deadline=deadline, units=units)
+    pp = None if late("the seed method") else pardnn_placement(problem, g, cap, refine_evals=10,
+                                                                 deadline=deadline, units=units)
     if pp is not None:
         starts.append(("pardnn-static", pp))
-    if not np.isinf(cap).all():
+    if not np.isinf(cap).all() and not late("the unconstrained static answer"):
         # the static answer without memory limits: the fastest schedules, often within peak already
         free = _construct(problem, g, [float("inf")] * g.k, effort, None, deadline, seed)
         if free is not None:
             _, fp, fs, ff = free
             if not pool.offer("static-free", fp, fs, ff):
                 starts.append(("static-free", fp))
-    if hint is not None:
+    if hint is not None:  # a placement the user knows: its own schedule and the canonical one
+        from ...evaluate import canonical_schedule
         ph = project_constraints(problem, g, np.asarray(hint).tolist())
-        starts.append(("hint", ph))
+        hs, hf, _, _ = peak_schedule(problem, g, ph, jr)
+        cs, cf = canonical_schedule(problem, np.asarray(ph, dtype=np.int64))
+        ok_own = pool.offer("hint", ph, hs, hf)
+        if not pool.offer("hint-canonical", ph, cs.tolist(), cf.tolist()) and not ok_own:
+            starts.append(("hint", ph))
     for tag, place in _chunk_placements(problem, g):
         s, f, _, _ = peak_schedule(problem, g, place, jr)
         if not pool.offer(tag, place, s, f):
@@ -365,6 +451,8 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         if fill is not None:
             starts.append(("fill", fill))
     for tag, place in starts:
+        if late("the memory step"):
+            break
         fixed = repair_peak(problem, g, place, units, rounds=max(10, 4 * g.k), justify_rounds=jr)
         if fixed is not None:
             pool.offer(tag + "+repair", fixed[0], fixed[1], fixed[2])
@@ -372,6 +460,8 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
     evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size))
     used = _improve(problem, g, pool, units, evals, deadline, jr)
     stats = {"candidates": len(pool.tried), "improve_evals": used}
+    if stopped:
+        stats["stopped"] = f"time limit reached before {stopped[0]}"
     best = pool.valid_best()
     if best is None:
         msg = "heuristic: no placement within memory under the peak model was found"
