@@ -252,7 +252,7 @@ def test_a_false_infeasible_claim_is_caught(diamond):
     assert not v.valid and any("status 'infeasible': heft finds a placement" in c for c in v.false_claims)
 
 
-def test_an_infeasible_claim_is_proven_by_the_screening_or_marked_not_checked():
+def test_an_infeasible_claim_is_proven_by_the_screening_or_not_verifiable():
     import json
 
     from optpart.formats.optpart_json import result_from_dict
@@ -268,7 +268,34 @@ def test_an_infeasible_claim_is_proven_by_the_screening_or_marked_not_checked():
     doc = {"format": "optpart-result", "version": 1, "problem": "problem", "solver": "cpsat",
            "status": "infeasible", "lower_bound": 0.0, "memory_model": "static"}
     v = optpart.judge(q, doc, result_from_dict(doc, q))
-    assert v.valid and any("not checked (claimed by cpsat" in n for n in v.notes)
+    assert not v.valid and any("not verifiable here (claimed by cpsat" in n for n in v.unverifiable)
+    assert optpart.judge(q, doc, result_from_dict(doc, q), trust_bound=True).valid
+
+
+def test_a_forged_infeasible_claim_on_a_tight_packing_is_refuted_by_a_witness():
+    """A tight bin packing (6+4 and 5+5 in two 10 B devices) that the screening cannot decide:
+    a witness placement refutes the forged claim."""
+    import json
+
+    from optpart.formats.optpart_json import result_from_dict
+    q = optpart.Problem.build(nodes=[{"id": x, "time": t, "memory": m}
+                                     for x, t, m in (("a", 4, 6), ("b", 3, 5), ("c", 2, 5), ("d", 1, 4))],
+                              devices=[Device("g0", 10), Device("g1", 10)])
+    doc = {"format": "optpart-result", "version": 1, "problem": "problem", "solver": "forged",
+           "status": "infeasible", "lower_bound": 0.0, "memory_model": "static"}
+    v = optpart.judge(q, doc, result_from_dict(doc, q))
+    assert not v.valid and any(c.startswith("status 'infeasible':") and "finds a placement" in c
+                               for c in v.false_claims)
+
+
+def test_a_result_for_another_problem_is_a_false_claim(diamond):
+    import json
+
+    from optpart.formats.optpart_json import result_from_dict
+    doc = json.loads(optpart.formats.result_to_json(optpart.solve(diamond, "heft"), diamond))
+    doc["problem"] = "other"
+    v = optpart.judge(diamond, doc, result_from_dict(doc, diamond))
+    assert not v.valid and any("the result is for 'other'" in c for c in v.false_claims)
 
 
 def test_evaluate_cli_exit_codes_and_json_verdict(tmp_path, diamond, capsys):
