@@ -159,6 +159,13 @@ def resolve_devices(problem: Problem, *, devices: int | None = None, memory: Val
         return problem.with_devices(list(problem.devices), links=links, constraints=problem.constraints)
     k = _count(devices) if devices is not None else (_list_length(memory) or _list_length(speed)
                                                       or problem.n_devices)
+    if devices is None and problem.n_devices and k != problem.n_devices:
+        # A per-device list that disagrees with the file's devices: never add or drop
+        # devices silently; a different count must be asked for.
+        flag = "memory" if _list_length(memory) else "speed"
+        raise OptpartError(f"{flag} gives {k} values but '{problem.name}' has {problem.n_devices} devices "
+                           f"({', '.join(problem.device_ids)}); give one value per device, or --devices {k} "
+                           "to change the count")
     if k == 0:
         raise OptpartError(f"'{problem.name}' has no devices; give their number (--devices K)")
     old = problem.devices

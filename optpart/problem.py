@@ -205,6 +205,8 @@ class Problem:
                 if nid in seen:
                     raise ProblemError(f"duplicate node id '{nid}' (nodes {seen[nid]} and {i})")
                 seen[nid] = i
+        if "" in index:
+            raise ProblemError(f"node {index['']} has an empty id; every node needs a non-empty id")
         p.node_ids = ids
         p.node_index = index
         p.n_nodes = n

@@ -81,6 +81,9 @@ def parse_bandwidth(text: str | float | int) -> float:
         stem = stem[:1].upper() + stem[1:] if stem else ""
         raise OptpartError(f"ambiguous bandwidth unit {unit!r} in {text!r}: write {stem}B/s for bytes or "
                            f"{stem}bit/s for bits per second")
+    if unit and not unit.endswith("/s"):
+        raise OptpartError(f"bandwidth {text!r} has no '/s': {unit!r} is an amount, not a rate; "
+                           f"write e.g. {value:g}{unit}/s")
     if body.endswith("bit"):
         prefix = body[:-3]
         factor = _RATE_PREFIX.get(prefix)

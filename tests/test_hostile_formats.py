@@ -244,3 +244,38 @@ def test_round_trip_is_unchanged_by_the_fast_parser(tmp_path, diamond):
     again = load(path)
     assert optpart.formats.problem_to_json(again) == optpart.formats.problem_to_json(diamond)
     assert np.array_equal(again.time, diamond.time)
+
+
+def test_empty_node_ids_nodes_as_a_dict_and_a_byte_order_mark(tmp_path):
+    """An empty id is refused naming its position; 'nodes' given as an object says so; a UTF-8
+    byte-order mark before the JSON is read like any editor's file."""
+    import json
+
+    import optpart
+    from optpart.errors import OptpartError
+    doc = {"format": "optpart-problem", "version": 1,
+           "nodes": [{"id": "a", "time": 1, "memory": 1}, {"id": "", "time": 1, "memory": 1}], "edges": []}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(OptpartError, match="node 1 has an empty id"):
+        optpart.load(path)
+    doc["nodes"] = {"a": {"time": 1}}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(OptpartError, match="field 'nodes' is a dict; it must be a list"):
+        optpart.load(path)
+    doc["nodes"] = [{"id": "a", "time": 1, "memory": 1}]
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(doc).encode())
+    assert optpart.load(path).n_nodes == 1
+
+
+def test_a_per_device_list_that_disagrees_with_the_files_devices_is_refused(tmp_path, capsys):
+    import optpart
+    from optpart.cli import main
+    p = optpart.Problem.build(nodes=[{"id": "a", "time": 1, "memory": 1}],
+                              devices=[optpart.Device("gpu0", 10), optpart.Device("gpu1", 10)])
+    path = tmp_path / "p.json"
+    optpart.save(p, path)
+    assert main(["solve", str(path), "--memory", "1GiB,2GiB,3GiB"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--memory gives 3 values but 'problem' has 2 devices" in err
+    assert main(["solve", str(path), "--memory", "1GiB,2GiB,3GiB", "--devices", "3"]) == 0

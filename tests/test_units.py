@@ -87,3 +87,11 @@ def test_cli_refuses_ambiguous_bandwidth_and_takes_per_device_memory(tmp_path, c
     assert "dev1" in capsys.readouterr().out
     assert main(["solve", str(path), "-k", "3", "-m", "4B,8B"]) == 2
     assert "--memory gives 2 values for 3 devices" in capsys.readouterr().err
+
+
+def test_a_bandwidth_without_per_second_is_refused_as_an_amount():
+    from optpart.errors import OptpartError
+    from optpart.units import parse_bandwidth
+    with pytest.raises(OptpartError, match=r"'25GB' has no '/s'.*write e.g. 25GB/s"):
+        parse_bandwidth("25GB")
+    assert parse_bandwidth("25GB/s") == 25e9 and parse_bandwidth("1e9") == 1e9

@@ -59,6 +59,8 @@ def load(path: str | Path) -> Problem:
     if path.name.endswith(".npz"):
         return read_npz(path)
     data = read_bytes(path)
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (some Windows editors write one)
+        data = data[3:]
     if path.suffix == ".stg" or path.name.endswith(".stg.gz"):
         return parse_stg(_decode(path, data), name=_stem(path))
     if not data.lstrip()[:1] == b"{":

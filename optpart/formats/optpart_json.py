@@ -129,8 +129,11 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
     """Build a :class:`Problem` from a parsed optpart-problem document."""
     _check_header(doc, PROBLEM_FORMAT)
     nodes = doc.get("nodes")
-    if not isinstance(nodes, list):
+    if nodes is None:
         raise FormatError("missing field 'nodes' (a list of {\"id\", \"time\", \"memory\"} objects)")
+    if not isinstance(nodes, list):
+        raise FormatError(f"field 'nodes' is a {type(nodes).__name__}; it must be a list of "
+                          "{\"id\", \"time\", \"memory\"} objects")
     edges = doc.get("edges", [])
     if not isinstance(edges, list):
         raise FormatError("field 'edges' must be a list of {\"src\", \"dst\", \"bytes\"} objects")
