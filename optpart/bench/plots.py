@@ -27,7 +27,7 @@ from ..errors import OptpartError
 from ..text import plot_safe
 from ..problem import Problem
 from ..result import Result
-from ..evaluate import memory_timeline
+from ..memory import memory_timeline, static_memory
 
 __all__ = ["plot_schedule", "plot_gaps", "figure_problems", "save_figure", "is_sqlite", "memory_timeline"]
 
@@ -143,7 +143,7 @@ def plot_schedule(problem: Problem, result: Result, *, max_transfers: int = 300,
     ax.grid(axis="x", alpha=0.3)
     # Memory over time per device.
     lines = memory_timeline(problem, place, start, finish)
-    static = np.bincount(place, weights=problem.memory, minlength=k)
+    static = static_memory(problem, place)
     caps = problem.device_memory
     finite_caps = caps[np.isfinite(caps)]
     top = max([float(b.max()) for _, b in lines] + [float(static.max()) if k else 0.0]

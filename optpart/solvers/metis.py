@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import SolverError
+from ..memory import fits
 from ..problem import Problem
 from ..result import Status
 from ..units import format_bytes
@@ -187,7 +188,7 @@ def _repair(problem: Problem, comp: np.ndarray, n_super: int, sdev: np.ndarray, 
 
     def move(s: int, targets: list[int]) -> bool:
         t = traffic(s)
-        options = [d for d in targets if used[d] + mem[s] <= cap[d]]
+        options = [d for d in targets if fits(used[d] + mem[s], cap[d])]
         if not options:
             return False
         d = max(options, key=lambda e: (t[e], cap[e] - used[e], -e))
@@ -207,7 +208,7 @@ def _repair(problem: Problem, comp: np.ndarray, n_super: int, sdev: np.ndarray, 
             sdev[s] = d  # memory repair below may still make room
     # Memory: empty overflowing devices, best-connected-elsewhere vertices first.
     for d in range(k):
-        if used[d] <= cap[d]:
+        if fits(used[d], cap[d]):
             continue
         on_d = np.flatnonzero(sdev == d).tolist()
         gains = []
@@ -216,12 +217,12 @@ def _repair(problem: Problem, comp: np.ndarray, n_super: int, sdev: np.ndarray, 
             gains.append((t[d] - max((t[e] for e in range(k) if e != d), default=0.0), -mem[s], s))
         gains.sort()
         for _, _, s in gains:
-            if used[d] <= cap[d]:
+            if fits(used[d], cap[d]):
                 break
             targets = [e for e in np.flatnonzero(allowed[s]).tolist() if e != d]
             move(s, targets)
     for d in range(k):
-        if used[d] > cap[d] * (1 + 1e-12):
+        if not fits(used[d], cap[d]):
             p = int(np.flatnonzero(device_of_part == d)[0])
             return sdev, (f"metis part {p} needs {format_bytes(used[d])} of {format_bytes(cap[d])} "
                           f"on device '{problem.device_ids[d]}' after repair")
