@@ -21,7 +21,7 @@ from .formats import from_networkx, load, load_result, save, save_result, to_net
 from .problem import Constraints, Device, LinkOverride, Links, Problem
 from .result import Result, Status
 from .solvers import available_solvers, solve, solver_names
-from . import export  # noqa: E402  (optpart.export.device_map(problem, result); docs/apply.md)
+from . import export  # noqa: E402,F401  (optpart.export.device_map(problem, result); docs/apply.md)
 
 __version__ = "0.1.0"
 

@@ -91,6 +91,7 @@ def judge(problem: Problem, doc: Mapping[str, Any], result: Result, *, trust_bou
         model = "static"
     if doc.get("problem") is not None and str(doc["problem"]) != problem.name:
         false(f"problem: the result is for '{doc['problem']}', but it is judged against '{problem.name}'")
+    _compare_devices(problem, doc, v)
     generic = problem_lower_bound(problem)
     stated_bound = _number(doc, "lower_bound")
     stated_makespan = _number(doc, "makespan")
@@ -139,6 +140,23 @@ def judge(problem: Problem, doc: Mapping[str, Any], result: Result, *, trust_bou
     if trust_bound and v.unverifiable:
         v.notes.append("bounds trusted (--trust-bound): " + "; ".join(v.unverifiable))
     return v
+
+
+def _compare_devices(problem: Problem, doc: Mapping[str, Any], v: Verdict) -> None:
+    """A result records the devices it was computed for; they must be the ones judged against."""
+    stated = doc.get("devices")
+    if not isinstance(stated, list):
+        return
+    ids = [d.get("id") if isinstance(d, Mapping) else None for d in stated]
+    if ids != problem.device_ids:
+        v.false_claims.append(f"devices: the result was computed for {ids}, the problem has {problem.device_ids}")
+        return
+    for d, item in zip(problem.devices, stated):
+        mem, speed = _number(item, "memory"), _number(item, "speed")
+        if mem is not None and not _same_bytes(mem, d.memory):
+            v.false_claims.append(f"devices: '{d.id}' has memory {mem:.9g} in the result, {d.memory:.9g} in the problem")
+        if speed is not None and not _same_time(speed, d.speed):
+            v.false_claims.append(f"devices: '{d.id}' has speed {speed:.9g} in the result, {d.speed:.9g} in the problem")
 
 
 def _compare_schedule(problem: Problem, doc: Mapping[str, Any], result: Result, v: Verdict) -> None:

@@ -127,14 +127,16 @@ def parse_time(text: str | float | int) -> float:
 
 
 def format_bytes(n: float) -> str:
-    """Bytes in binary units with three significant digits: ``17179869184 -> '16.0 GiB'``."""
+    """Bytes in binary units with three significant digits: ``17179869184 -> '16 GiB'``, ``1536 -> '1.5 KiB'``."""
     if n is None or math.isnan(n):
         return "-"
     if math.isinf(n):
         return "unlimited"
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= size:
-            return f"{n / size:.3g} {unit}"
+            v = n / size
+            # 1000-1023 of a unit: whole numbers, never "1e+03" (the next unit would read 0.98)
+            return f"{v:.3g} {unit}" if abs(v) < 1000 else f"{v:.0f} {unit}"
     return f"{n:.0f} B"
 
 

@@ -123,3 +123,24 @@ def test_solvers_command_shows_guarantees_and_options(capsys):
     assert "--option effort (float >= 0" in detail
     assert main(["solvers", "nope"]) == 2
     assert "unknown solver 'nope'" in capsys.readouterr().err
+
+
+def test_result_files_carry_their_devices_for_bare_graph_files(tmp_path, capsys):
+    """A bare graph solved with --devices/--memory: show, evaluate and export read the result
+    beside the graph without repeating the flags; a result judged against other devices is
+    a false claim."""
+    import json
+
+    p = optpart.Problem.build(nodes=[{"id": "a", "time": 1, "memory": 4}, {"id": "b", "time": 2, "memory": 4}],
+                              edges=[{"src": "a", "dst": "b", "bytes": 8}])
+    graph, res = tmp_path / "g.json", tmp_path / "r.json"
+    optpart.save(p, graph)
+    assert main(["solve", str(graph), "--devices", "2", "--memory", "8", "-o", str(res), "-q"]) == 0
+    doc = json.loads(res.read_text())
+    assert [d["memory"] for d in doc["devices"]] == [8, 8] and "links" in doc
+    capsys.readouterr()
+    assert main(["evaluate", str(graph), str(res)]) == 0
+    assert main(["show", str(res), "--problem", str(graph), "--by", "op"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(graph), str(res), "--memory", "16"]) == 1
+    assert "devices: 'dev0' has memory 8 in the result, 16 in the problem" in capsys.readouterr().err

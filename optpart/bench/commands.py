@@ -95,13 +95,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     else:
         if not args.problem:
             raise OptpartError(f"{path} is a result file: give its problem with --problem FILE")
-        from ..cli.common import apply_device_arguments
-        from ..formats import load, load_result
+        from ..cli.common import load_problem_for_result
+        from ..formats import load_result
 
-        problem = load(args.problem)
-        if any(getattr(args, a) is not None for a in ("devices", "memory", "speed", "bandwidth", "latency")) \
-                or problem.n_devices == 0 or problem.links is None:
-            problem = apply_device_arguments(problem, args)
+        problem = load_problem_for_result(args, args.problem, args.source)
         result = load_result(args.source, problem)
         if not result.ok:
             raise OptpartError(f"{path}: status '{result.status.value}' has no schedule to draw")

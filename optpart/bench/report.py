@@ -3,7 +3,7 @@
 For each problem (one ``problem_hash``: graph, devices and memory limits) the
 *best known* makespan is the smallest any run in the reference rows found, and the
 *best bound* the largest lower bound any run proved (every solver's bound is a
-proven bound, MODEL.md section 4). A line then gives:
+proven bound, docs/model.md section 4). A line then gives:
 
 * ``runs``: number of runs; ``errors``: runs that raised;
 * ``feasible``: share of runs with a valid placement (status optimal or feasible);

@@ -16,7 +16,7 @@ from ..result import Result
 from ..text import safe
 from ..units import format_bytes, format_time
 
-__all__ = ["add_device_arguments", "apply_device_arguments", "parse_option", "seed_type", "table",
+__all__ = ["add_device_arguments", "apply_device_arguments", "load_problem_for_result", "parse_option", "seed_type", "table",
            "format_summary", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED"]
 
 _DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
@@ -127,3 +127,19 @@ def format_summary(problem: Problem, result: Result) -> str:
                          format_bytes(dev.memory), f"{dev.speed:g}"])
         lines += ["", table(rows, ["device", "nodes", "busy", "util", "static mem", "peak mem", "capacity", "speed"])]
     return "\n".join(lines)
+
+
+_DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
+
+
+def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_path: str) -> Problem:
+    """The problem a result file is read against: the problem file, with the devices and
+    links the result was computed for when the file has none, and the command line's
+    device flags applied on top (``evaluate``, ``show``, ``export``, ``plot``)."""
+    from ..formats import load, with_result_devices
+
+    problem = with_result_devices(load(problem_path), result_path)
+    given = any(getattr(args, a, None) is not None for a in _DEVICE_FLAGS)
+    if given or problem.n_devices == 0 or problem.links is None:
+        problem = apply_device_arguments(problem, args)
+    return problem

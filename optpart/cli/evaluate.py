@@ -13,17 +13,14 @@ import json
 import sys
 
 from ..errors import FormatError
-from ..formats import load, read_text, result_to_json
+from ..formats import read_text, result_to_json
 from ..formats.optpart_json import result_from_dict
 from ..judge import judge
-from .common import add_device_arguments, apply_device_arguments, format_summary
+from .common import add_device_arguments, load_problem_for_result, format_summary
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    problem = load(args.problem)
-    if any(getattr(args, a) is not None for a in ("devices", "memory", "speed", "bandwidth", "latency")) \
-            or problem.n_devices == 0 or problem.links is None:
-        problem = apply_device_arguments(problem, args)
+    problem = load_problem_for_result(args, args.problem, args.result)
     try:
         doc = json.loads(read_text(args.result))
     except json.JSONDecodeError as exc:

@@ -16,17 +16,14 @@ import json
 import sys
 
 from .. import export
-from ..formats import load, load_result
-from .common import add_device_arguments, apply_device_arguments
+from ..formats import load_result
+from .common import add_device_arguments, load_problem_for_result
 
 FORMATS = ("device_map", "split_points", "placement")
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    problem = load(args.problem)
-    if any(getattr(args, a) is not None for a in ("devices", "memory", "speed", "bandwidth", "latency")) \
-            or problem.n_devices == 0 or problem.links is None:
-        problem = apply_device_arguments(problem, args)
+    problem = load_problem_for_result(args, args.problem, args.result)
     result = load_result(args.result, problem)
     plan = None
     if args.format == "placement":

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import OptpartError
-from ..formats import load, load_result
+from ..formats import load_result
 from ..problem import Problem
 from ..units import format_bytes, format_time
-from .common import add_device_arguments, apply_device_arguments, table
+from .common import add_device_arguments, load_problem_for_result, table
 
 __all__ = ["register", "group_rows"]
 
@@ -67,10 +67,7 @@ def group_rows(problem: Problem, placement: np.ndarray, *, by: str = "module", d
 def _cmd_show(args: argparse.Namespace) -> int:
     if args.depth < 0:
         raise OptpartError(f"--depth {args.depth} must be >= 0 (0: full module paths)")
-    problem = load(args.problem)
-    if any(getattr(args, a) is not None for a in ("devices", "memory", "speed", "bandwidth", "latency")) \
-            or problem.n_devices == 0 or problem.links is None:
-        problem = apply_device_arguments(problem, args)
+    problem = load_problem_for_result(args, args.problem, args.result)
     result = load_result(args.result, problem)
     if not result.ok:
         raise OptpartError(f"result {args.result!r} has no placement (status {result.status.value})")

@@ -15,8 +15,8 @@ from ..problem import Problem
 from ..result import Result
 from .dnn_partitioning import dnn_partitioning_from_dict, looks_like_dnn_partitioning
 from .networkx_io import from_networkx, to_networkx
-from .optpart_json import (PROBLEM_FORMAT, RESULT_FORMAT, problem_from_dict, problem_to_json,
-                           result_from_dict, result_to_json)
+from .optpart_json import (PROBLEM_FORMAT, RESULT_FORMAT, problem_for_result, problem_from_dict,
+                           problem_to_json, result_from_dict, result_to_json)
 from .npz import read_npz, write_npz
 from .stg import parse_stg, read_stg
 from ._io import parse_json, read_bytes, read_text, write_bytes
@@ -26,6 +26,7 @@ __all__ = [
     "save",
     "load_result",
     "save_result",
+    "with_result_devices",
     "read_text",
     "from_networkx",
     "to_networkx",
@@ -106,3 +107,12 @@ def load_result(path: str | Path, problem: Problem) -> Result:
     """Read a result file and re-score it against ``problem``."""
     path = Path(path)
     return result_from_dict(parse_json(read_bytes(path), path), problem)
+
+
+def with_result_devices(problem: Problem, result_path: str | Path) -> Problem:
+    """``problem`` with the devices and links recorded in a result file, when the problem
+    file carries none (see :func:`optpart.formats.optpart_json.problem_for_result`)."""
+    if problem.n_devices:
+        return problem
+    path = Path(result_path)
+    return problem_for_result(problem, parse_json(read_bytes(path), path))

@@ -386,6 +386,11 @@ def result_to_json(result: Result, problem: Problem, include_wall_time: bool = T
         lists.append(("schedule", [f'{name}: {{"start": {a}, "finish": {b}}}' for name, a, b in zip(names, st, fi)],
                       True))
     footer: list[tuple[str, Any]] = []
+    # The devices and links the result was computed for, so that a result file read beside a
+    # bare graph file (no devices in it) can be shown, judged and exported as it was solved.
+    footer.append(("devices", [{"id": d.id, "memory": _num(d.memory), "speed": d.speed} for d in problem.devices]))
+    if problem.links is not None:
+        footer.append(("links", links_to_dict(problem.links)))
     if has:
         footer.append(("memory", {d: {"static": _num(s), "peak": _num(pk)} for d, s, pk in
                                   zip(problem.device_ids, result.memory_static.tolist(),
@@ -397,6 +402,19 @@ def result_to_json(result: Result, problem: Problem, include_wall_time: bool = T
     if include_wall_time:
         footer.append(("wall_seconds", round(result.wall_seconds, 6)))
     return _document(header, lists, footer)
+
+
+def problem_for_result(problem: Problem, doc: Mapping[str, Any]) -> Problem:
+    """``problem`` with the devices and links a result document was computed for, when the
+    problem file has no devices of its own (a bare graph solved with ``--devices/--memory``).
+
+    A problem that has devices is returned as it is: its own devices are the reference.
+    """
+    if problem.n_devices or not isinstance(doc, Mapping) or "devices" not in doc:
+        return problem
+    devices = _devices_from_list(doc["devices"])
+    links = _links_from_dict(doc["links"]) if "links" in doc else problem.links
+    return problem.with_devices(devices, links=links, constraints=problem.constraints)
 
 
 def result_from_dict(doc: Mapping[str, Any], problem: Problem) -> Result:

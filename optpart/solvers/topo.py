@@ -7,7 +7,7 @@ then moves on to the next device. The budget is an even share of the graph's
 memory, ``(1 + slack) * total / k`` (capped by the device's capacity), so the graph
 is cut into ``k`` consecutive stages; with heterogeneous capacities each device's
 share is proportional to its capacity. The method only places: the schedule is the
-canonical one (MODEL.md section 2).
+canonical one (docs/model.md section 2).
 
 Constraints: a node of a colocation group whose group is already placed follows
 it; a pinned or restricted node (or a group's first member) takes the first device
