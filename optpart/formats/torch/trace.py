@@ -592,6 +592,11 @@ def _describe(gm, module, pnames, bnames, input_names, n_targets, training, loss
         if _ModuleStamper.BW_KEY in custom and nd.op == "call_function":
             module_of[nd.name] = fwd_module.get(custom[_ModuleStamper.BW_KEY], "")
             backward.add(nd.name)
+    # Parameters and buffers belong to the module that owns them (``rotary_emb.inv_freq``
+    # -> ``rotary_emb``), as in accelerate's device maps.
+    for j, nd in enumerate(placeholders[:len(pnames) + len(bnames)]):
+        owned = pnames[j] if j < len(pnames) else bnames[j - len(pnames)]
+        module_of.setdefault(nd.name, owned.rpartition(".")[0])
     root_cls = classes.get("", type(module).__name__)
     node_module: dict[str, tuple[str, str]] = {}
     for nd in nodes:
