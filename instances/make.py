@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import filecmp
 import math
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -84,7 +83,7 @@ def round_capacity(minimum: float) -> int:
     """The suggested capacity for a measured ``minimum``: the smallest multiple of 256 MiB
     (64 MiB when ``minimum`` is under 1 GiB, 4 MiB under 64 MiB) at least ``HEADROOM x minimum``."""
     step = 256 * MIB if minimum >= 1024 * MIB else 64 * MIB if minimum >= 64 * MIB else 4 * MIB
-    return int(math.ceil(HEADROOM * minimum / step)) * step
+    return math.ceil(HEADROOM * minimum / step) * step
 
 
 def suggest_devices(problem: Problem, rel: str | None = None, k: int = N_DEVICES) -> Problem:
