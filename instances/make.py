@@ -7,6 +7,7 @@ Usage::
     python instances/make.py small      # only instances/small/ (not mlp6-training.json)
     python instances/make.py scale      # also the 1e6-node graph (git-ignored; about a minute)
     python instances/make.py --check    # regenerate the cheap ones in a temp dir and compare bytes
+    python instances/make.py fit        # re-measure the minimum capacities (about 2 minutes)
 
 Sources: the PyTorch models below are written here in plain ``torch.nn`` (no downloads)
 and traced on fake tensors by :func:`optpart.formats.torch_import.from_torch` (no weights
@@ -14,8 +15,22 @@ are allocated); DenseNet-121 is the ``light_densenet121.onnx`` graph shipped ins
 onnx wheel's backend test data, imported by :func:`optpart.formats.onnx_import.from_onnx`
 with its batch set to 32; the scale family is a synthetic stack of transformer-layer
 training templates built with numpy (:func:`scale_graph`). Every instance gets
-suggested devices (4 accelerators, or more for the largest scale graphs, with a capacity
-from :data:`CAPACITIES_GIB` chosen by :func:`suggest_devices`) and links (25 GB/s, 10 us) from the default cost model.
+suggested devices and links (25 GB/s, 10 us) from the default cost model.
+
+Suggested devices (:func:`suggest_devices`), chosen so that memory binds but a placement
+fits under the ``peak`` (liveness) model, the project's default (docs/model.md section 3):
+
+- traced models (PyTorch and ONNX, ``small/`` included): 4 equal devices whose capacity is
+  the smallest multiple of 256 MiB (64 MiB when the minimum is under 1 GiB, 4 MiB when it
+  is under 64 MiB) that is at least 1.25 x the *minimum capacity* at which the default
+  solver (``heuristic``) finds a peak-feasible placement on 4 equal devices. The minimum
+  is measured by :func:`optpart.fit.min_capacity` and recorded in :data:`MIN_CAPACITY`
+  (so that building stays cheap and byte-identical); ``python instances/make.py fit``
+  measures it again, checks the default solver fits the file's devices under peak and
+  that one device of that capacity cannot hold the whole step, and exits 1 on any drift.
+- the synthetic scale graphs (node ``memory`` only, so peak equals static): the smallest
+  capacity in :data:`CAPACITIES_GIB` at which static memory fills at most 75% of the
+  devices (:func:`static_devices`).
 """
 
 from __future__ import annotations
@@ -23,7 +38,6 @@ from __future__ import annotations
 import argparse
 import filecmp
 import math
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -47,12 +61,48 @@ README_END = "<!-- end of table -->"
 
 
 # ---------------------------------------------------------------------- devices
-def suggest_devices(problem: Problem, k: int = N_DEVICES, small: bool = False) -> Problem:
+MIB = 2**20
+#: Measured minimum capacity (bytes per device, 4 equal devices) at which the default solver
+#: finds a peak-feasible placement (``optpart.fit.min_capacity(p, 4, "heuristic",
+#: memory_model="peak")``, 1% tolerance); ``python instances/make.py fit`` re-measures it.
+MIN_CAPACITY = {
+    "resnet50-training.json": 1232952765,
+    "gpt2-training.json": 1646837760,
+    "gpt2xl-training.json.gz": 6943131450,
+    "vit-b16-training.json": 739921544,
+    "lstm-lm-training.json": 299474521,
+    "densenet121-training.json": 2718392215,
+    "small/squeezenet-training.json": 13232135,
+    "small/mlp4-torch-training.json": 17317888,
+}
+#: Headroom over the measured minimum (so memory binds but a placement fits).
+HEADROOM = 1.25
+
+
+def round_capacity(minimum: float) -> int:
+    """The suggested capacity for a measured ``minimum``: the smallest multiple of 256 MiB
+    (64 MiB when ``minimum`` is under 1 GiB, 4 MiB under 64 MiB) at least ``HEADROOM x minimum``."""
+    step = 256 * MIB if minimum >= 1024 * MIB else 64 * MIB if minimum >= 64 * MIB else 4 * MIB
+    return math.ceil(HEADROOM * minimum / step) * step
+
+
+def suggest_devices(problem: Problem, rel: str | None = None, k: int = N_DEVICES) -> Problem:
+    """The problem on ``k`` equal devices: the peak rule (:func:`round_capacity` of
+    :data:`MIN_CAPACITY`) for the catalogued traced models, else :func:`static_devices`."""
+    if rel not in MIN_CAPACITY:
+        return static_devices(problem, k)
+    devices = [Device(f"gpu{i}", float(round_capacity(MIN_CAPACITY[rel]))) for i in range(k)]
+    return problem.with_devices(devices, links=problem.links or Links(COST.link_latency, COST.link_bandwidth),
+                                constraints=problem.constraints)
+
+
+def static_devices(problem: Problem, k: int = N_DEVICES, small: bool = False) -> Problem:
     """The problem on ``k`` equal devices: the smallest capacity in :data:`CAPACITIES_GIB` such
     that total memory is at most 75% of all capacity and the largest node or colocation
     group fits on one device (memory binds: no single device holds the whole step when a
     smaller one can). ``small`` graphs (quick runs) take a power of two of MiB instead.
-    When even the largest capacity is too small, ``k`` doubles (the 10^5 and 10^6 scale graphs)."""
+    When even the largest capacity is too small, ``k`` doubles (the 10^5 and 10^6 scale graphs).
+    Used for the synthetic scale graphs, whose nodes give ``memory`` only (peak = static)."""
     need = float(problem.memory.sum())
     largest = float(problem.memory.max()) if problem.n_nodes else 0.0
     for members in problem.groups:
@@ -66,6 +116,41 @@ def suggest_devices(problem: Problem, k: int = N_DEVICES, small: bool = False) -
     devices = [Device(f"gpu{i}", float(cap or sizes[-1])) for i in range(k)]
     return problem.with_devices(devices, links=problem.links or Links(COST.link_latency, COST.link_bandwidth),
                                 constraints=problem.constraints)
+
+
+def fit_report(rels=None) -> int:
+    """Re-measure :data:`MIN_CAPACITY` for the committed files and check the peak rule holds:
+    the default solver fits the file's own devices under peak, and one device of that
+    capacity cannot hold the whole step (memory binds). Prints one line per file; 1 on drift."""
+    from optpart.fit import min_capacity
+    from optpart.memory import fits, peak_memory
+
+    bad = 0
+    for rel in rels or MIN_CAPACITY:
+        path = HERE / rel
+        if not path.exists():
+            print(f"skip {rel}: not built")
+            continue
+        p = optpart.load(path)
+        found = min_capacity(p, N_DEVICES, "heuristic", memory_model="peak")
+        cap = round_capacity(found.capacity) if found.capacity else None
+        r = optpart.solve(p, "heuristic", memory_model="peak")
+        fits_file = bool(r.ok and fits(r.memory_peak, p.device_memory).all())
+        one = p.with_devices(1, memory=float(p.memory.sum()) + float(p.device_memory[0]))  # room for all
+        rs = optpart.solve(one, "single", memory_model="static")
+        single_peak = float(peak_memory(one, rs.placement, rs.start, rs.finish).max())
+        binds = not fits(single_peak, float(p.device_memory[0]))
+        same = found.capacity is not None and int(found.capacity) == MIN_CAPACITY[rel]
+        ok = cap is not None and cap == int(p.device_memory[0]) and fits_file and binds
+        bad += not ok
+        print(f"{'ok   ' if ok else 'DRIFT'} {rel}: minimum {format_bytes(found.capacity or 0)} "
+              f"({int(found.capacity or 0)}{'' if same else ', table ' + str(MIN_CAPACITY[rel])}), "
+              f"proven bound {format_bytes(found.lower_bound)}, rule {format_bytes(cap or 0)}, "
+              f"file {p.n_devices} x {format_bytes(float(p.device_memory[0]))}; default solve "
+              f"{'fits' if fits_file else 'DOES NOT FIT'} (peak {format_bytes(float(r.memory_peak.max())) if r.ok else '-'}, "
+              f"makespan {r.makespan * 1e3 if r.ok else float('nan'):.2f} ms); one device needs "
+              f"{format_bytes(single_peak)}{'' if binds else ' (memory does NOT bind)'}", flush=True)
+    return 1 if bad else 0
 
 
 # ---------------------------------------------------------------------- PyTorch models
@@ -361,7 +446,7 @@ def build(rel: str) -> Problem:
         problem = _onnx_instance(key)
     else:
         problem = scale_graph(int(float(key)), name=Path(rel).name.split(".")[0])
-    return suggest_devices(problem, small=rel.startswith("small/"))
+    return suggest_devices(problem, rel)
 
 
 def write(rel: str, root: Path = HERE) -> Problem:
@@ -425,11 +510,13 @@ def check() -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", nargs="*", default=[], help="models, small, scale (default: all but the 1e6 graph)")
+    ap.add_argument("what", nargs="*", default=[], help="models, small, scale (default: all but the 1e6 graph), or fit")
     ap.add_argument("--check", action="store_true", help="rebuild the cheap instances and compare bytes")
     args = ap.parse_args(argv)
     if args.check:
         return check()
+    if args.what == ["fit"]:
+        return fit_report()
     what = set(args.what) or {"models", "small", "scale-committed"}
     for rel, (_, kind, _) in CATALOGUE.items():
         is_small = rel.startswith("small/")
