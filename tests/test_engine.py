@@ -216,16 +216,13 @@ def _bundled():
 
 @pytest.mark.parametrize("path", _bundled(), ids=lambda f: f.name)
 def test_every_bundled_instance_solves_with_every_list_scheduler(path):
-    """Zero-duration views and equal times on real traced graphs never make an invalid schedule.
-
-    Static model: every list scheduler guarantees it, so each must answer (the peak model is
-    covered per solver by tests/test_instances.py)."""
+    """Zero-duration views and equal times on real traced graphs never make an invalid schedule."""
     p = optpart.load(path)
     if p.n_devices == 0:        # a bare graph: give it the CLI's default of 4 unlimited devices
         p = p.with_devices(4)
     for solver in LIST_SCHEDULERS:
         opts = {"effort": 0.5} if solver == "heuristic" else {}
-        r = optpart.solve(p, solver, memory_model="static", **opts)
+        r = optpart.solve(p, solver, **opts)
         optpart.check(p, r)
         if solver in ("heuristic", "single") or r.status.has_solution:
             assert r.status.has_solution or solver == "single", (solver, r.message)
