@@ -279,3 +279,14 @@ def test_a_per_device_list_that_disagrees_with_the_files_devices_is_refused(tmp_
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--memory gives 3 values but 'problem' has 2 devices" in err
     assert main(["solve", str(path), "--memory", "1GiB,2GiB,3GiB", "--devices", "3"]) == 0
+
+
+def test_dnn_partitioning_denormal_edge_cost_is_no_rate():
+    """A cost so small that it underflows to 0 seconds gives no bandwidth reading (found by the fuzzer)."""
+    from optpart.formats.dnn_partitioning import dnn_partitioning_from_dict
+    doc = {"maxSizePerFPGA": 100, "maxFPGAs": 2,
+           "nodes": [{"id": 1, "fpgaLatency": 1.0, "size": 4, "colorClass": 0, "supportedOnFpga": 1},
+                     {"id": 2, "fpgaLatency": 2.0, "size": 4, "colorClass": 0, "supportedOnFpga": 1}],
+           "edges": [{"sourceId": 1, "destId": 2, "cost": 5e-324, "size": 8}]}
+    p = dnn_partitioning_from_dict(doc)
+    assert p.n_edges == 1 and p.n_devices == 2

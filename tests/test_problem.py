@@ -199,7 +199,7 @@ def test_mixed_nodes_through_the_json_reader(tmp_path):
 
 
 #: Known solver bugs, reported to their owners (recorded as xfail, never as a pass or a skip).
-PEAK_XFAIL = {"milp": "milp returns a placement labelled peak that overflows under peak (reported to exact)"}
+PEAK_XFAIL: dict[str, str] = {}
 WITH_PEAK_XFAIL = [pytest.param(s, marks=pytest.mark.xfail(reason=PEAK_XFAIL[s], strict=False))
                    if s in PEAK_XFAIL else s for s in optpart.available_solvers()]
 

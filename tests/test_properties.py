@@ -233,10 +233,7 @@ def test_result_json_round_trip(tmp_path_factory, data):
 
 # ------------------------------------------------------------------ 7. arithmetic edge cases
 #: Known failures, each reported to the solver's owner (a solver bug must not hide as a skip).
-EDGE_CASE_XFAIL = {
-    "milp": "milp returns a placement labelled peak that overflows under peak on zero-time views "
-            "with a 1e-9 s unit (reported to the exact branch)",
-}
+EDGE_CASE_XFAIL: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("solver", [pytest.param(s, marks=pytest.mark.xfail(reason=EDGE_CASE_XFAIL[s], strict=False))

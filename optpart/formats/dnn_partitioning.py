@@ -143,8 +143,9 @@ def dnn_partitioning_from_dict(doc: Mapping[str, Any], name: str = "dnn") -> Pro
         size = _num(ed.get("size", 0.0), f"dnn-partitioning edge '{s}' -> '{t}' field 'size'")
         nbytes.append(size)
         cost = _num(ed.get("cost", 0.0), f"dnn-partitioning edge '{s}' -> '{t}' field 'cost'")
-        if cost > 0 and size > 0:
-            ratios.append(size / (cost * _MS))
+        seconds = cost * _MS
+        if seconds > 0 and size > 0:  # a denormal cost underflows to 0 s: no rate to read from it
+            ratios.append(size / seconds)
     bandwidth = statistics.median(ratios) if ratios else float("inf")
     if not (0 < bandwidth < math.inf) and ratios:
         raise FormatError(f"dnn-partitioning file '{name}': the edges' size/cost ratios give a bandwidth of "
