@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import optpart
+from conftest import budget
 from optpart import Constraints, Device, Status
 from optpart.problem import LinkOverride, Links
 
@@ -118,14 +119,14 @@ def test_peak_fits_where_static_does_not():
     # Static: 3 x (1 + 10) = 33. Peak: params 3, and at t in [1, 2) the outputs of a (until b
     # finishes at 2) and b: 20; at [2, 3) those of b and c (c keeps its output): 20. Peak 23.
     p = _chain(23)
-    r = optpart.solve(p, "cpsat", memory_model="peak", time_limit=20)
+    r = optpart.solve(p, "cpsat", memory_model="peak", **budget("cpsat"))
     assert r.status is Status.OPTIMAL and r.memory_model == "peak"
     assert r.makespan == pytest.approx(3.0)
     assert r.memory_peak[0] == pytest.approx(23.0)
     optpart.check(p, r)
-    assert optpart.solve(p, "cpsat", memory_model="static", time_limit=20).status is Status.INFEASIBLE  # 33 > 23
+    assert optpart.solve(p, "cpsat", memory_model="static", **budget("cpsat")).status is Status.INFEASIBLE  # 33 > 23
     # One byte less and no schedule fits: CP-SAT proves it.
-    r22 = optpart.solve(_chain(22), "cpsat", memory_model="peak", time_limit=20)
+    r22 = optpart.solve(_chain(22), "cpsat", memory_model="peak", **budget("cpsat"))
     assert r22.status is Status.INFEASIBLE
 
 
@@ -139,10 +140,10 @@ def test_peak_forces_another_placement():
                {"id": "c", "time": 1, "param_bytes": 0, "output_bytes": 0, "temp_bytes": 0}],
         edges=[{"src": "a", "dst": "b", "bytes": 0}, {"src": "a", "dst": "c", "bytes": 0}],
         devices=[Device("d0", 10), Device("d1", 5)])
-    rs = optpart.solve(p, "cpsat", memory_model="static", time_limit=20)
+    rs = optpart.solve(p, "cpsat", memory_model="static", **budget("cpsat"))
     assert rs.status is Status.OPTIMAL and rs.makespan == pytest.approx(3.0)
     assert sorted(rs.placement.tolist()) == [0, 0, 1]
-    rp = optpart.solve(p, "cpsat", memory_model="peak", time_limit=20)
+    rp = optpart.solve(p, "cpsat", memory_model="peak", **budget("cpsat"))
     assert rp.status is Status.OPTIMAL and rp.makespan == pytest.approx(4.0)
     assert rp.placement.tolist() == [0, 0, 0]
     optpart.check(p, rp)
@@ -157,7 +158,7 @@ def test_peak_forces_an_order():
                for i, o in (("a", 10), ("b", 10), ("c", 0), ("d", 0))],
         edges=[{"src": "a", "dst": "c", "bytes": 0}, {"src": "b", "dst": "d", "bytes": 0}],
         devices=[Device("x", 10)])
-    r = optpart.solve(p, "cpsat", memory_model="peak", time_limit=20)
+    r = optpart.solve(p, "cpsat", memory_model="peak", **budget("cpsat"))
     assert r.status is Status.OPTIMAL and r.makespan == pytest.approx(4.0)
     order = "".join(np.array(list("abcd"))[np.argsort(r.start)])
     assert order in ("acbd", "bdac")
@@ -201,7 +202,7 @@ def _random_split(seed: int, n_max: int, k_choices, integral_only: bool) -> optp
 def test_cpsat_peak_matches_brute_force(seed):
     p = _random_split(seed, 5, [2], integral_only=True)
     best = brute_force_peak(p)
-    r = optpart.solve(p, "cpsat", memory_model="peak", time_limit=20)
+    r = optpart.solve(p, "cpsat", memory_model="peak", **budget("cpsat"))
     if not np.isfinite(best):
         assert r.status is Status.INFEASIBLE, (r.status, r.message)
         return
@@ -215,7 +216,7 @@ def test_cpsat_peak_matches_brute_force(seed):
 def test_cpsat_peak_results_are_valid(seed):
     # Up to 6 nodes, 2-3 devices, zero-time nodes, fractional times and transfers.
     p = _random_split(1000 + seed, 6, [2, 3], integral_only=False)
-    r = optpart.solve(p, "cpsat", memory_model="peak", time_limit=10)
+    r = optpart.solve(p, "cpsat", memory_model="peak", **budget("cpsat"))
     if r.status.has_solution:
         assert r.memory_model == "peak"
         optpart.check(p, r)  # verifies optpart.peak_memory against every device

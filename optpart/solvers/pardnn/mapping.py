@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...memory import fits
 from .schedule import Graph
 
 __all__ = ["map_clusters"]
@@ -129,7 +130,7 @@ def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np
         for d in range(k):
             if not ok[d]:
                 continue
-            room = used[d] + mem <= capacity[d]
+            room = fits(used[d] + mem, capacity[d])
             if merge:
                 primary = 0.0 if d == talk_d else 1.0
             else:

@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...memory import fits
 from ...problem import Problem
 from .schedule import Graph
 
 __all__ = ["memory_units", "project_constraints", "repair_memory", "greedy_fill"]
 
-_REL = 1e-9  # relative slack when comparing bytes with a capacity (the checker allows 1e-9 too)
-
 
 def _fits(used: float, need: float, cap: float) -> bool:
-    return used + need <= cap * (1 + _REL) if cap > 0 else used + need <= 0.0
+    """Room for ``need`` more bytes on a device holding ``used`` of ``cap``: the one fit rule."""
+    return fits(used + need, cap)
 
 
 def memory_units(problem: Problem) -> tuple[list[int], list[list[int]], list[float]]:
