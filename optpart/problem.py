@@ -623,9 +623,23 @@ class Problem:
             running = self.output_bytes[members] + self.temp_bytes[members]
             return float(self.param_bytes[members].sum() + running.max())
 
-        for members in self.groups:
-            total = held(members)
-            if not fits(total, room[members[0]]):
+        if self.groups:
+            # All groups at once (one reduction per quantity, not a loop of small sums).
+            member = self.group_of >= 0
+            gid = self.group_of[member]
+            m = len(self.groups)
+            if peak:
+                totals = np.bincount(gid, weights=self.param_bytes[member], minlength=m)
+                running = np.zeros(m)
+                np.maximum.at(running, gid, (self.output_bytes + self.temp_bytes)[member])
+                totals = totals + running
+            else:
+                totals = np.bincount(gid, weights=self.memory[member], minlength=m)
+            first = np.fromiter((g[0] for g in self.groups), dtype=np.int64, count=m)
+            bad = np.flatnonzero(~fits(totals, room[first]))
+            if bad.size:
+                members = self.groups[int(bad[0])]
+                total = held(members)
                 return (f"colocation group of node '{self.node_ids[members[0]]}' ({members.size} nodes) needs "
                         f"{format_bytes(total)} but the largest device it may use has "
                         f"{format_bytes(max(room[members[0]], 0))}")
