@@ -614,7 +614,12 @@ class Problem:
         peak = memory_model == "peak"
         cap = self.device_memory
         allowed = self.allowed
-        room = np.where(allowed, cap[None, :], -1.0).max(axis=1)
+        # The largest capacity each node may use (-1: none), without an n x k float matrix.
+        order = np.argsort(-cap, kind="stable")
+        ranked = allowed[:, order]
+        first = ranked.argmax(axis=1)
+        room = cap[order][first].astype(np.float64)
+        room[~ranked[np.arange(self.n_nodes), first]] = -1.0
 
         def held(members: np.ndarray) -> float:
             """Bytes the nodes ``members`` surely hold together on one device."""
