@@ -9,6 +9,7 @@ processes run, so each peak RSS is that of one run:
   (:meth:`Problem.infeasibility`, the registry's pre-check), ``solve`` (the solver module
   alone), ``check`` (:func:`optpart.solvers.base.finalize`: evaluate + every rule of
   docs/model.md + the memory model asked for), ``write`` (:func:`optpart.formats.save_result`);
+  Wall and CPU seconds are both reported;
 * the command line itself, ``optpart solve FILE --solver S -o OUT``, timed from outside
   (wall seconds and the child's peak RSS, as ``/usr/bin/time -v`` reports them).
 
@@ -38,24 +39,26 @@ _STAGED = r"""
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
 t = [time.perf_counter()]
+c = [time.process_time()]
 from optpart.formats import load, save_result
 from optpart.solvers.registry import get_solver, solver_spec, _run_model, DEFAULT_MEMORY_MODEL
 from optpart.solvers.base import finalize
 from optpart.devices import resolve_devices
-t.append(time.perf_counter())
+t.append(time.perf_counter()); c.append(time.process_time())
 p = resolve_devices(load({file!r}), devices={devices!r})
-t.append(time.perf_counter())
+t.append(time.perf_counter()); c.append(time.process_time())
 model = DEFAULT_MEMORY_MODEL
 reason = p.infeasibility(model)
-t.append(time.perf_counter())
+t.append(time.perf_counter()); c.append(time.process_time())
 sol = get_solver({solver!r})(p, memory_model=_run_model(p, solver_spec({solver!r}), model))
-t.append(time.perf_counter())
+t.append(time.perf_counter()); c.append(time.process_time())
 r = finalize(p, sol, {solver!r}, 0.0, {{}}, memory_model=model)
-t.append(time.perf_counter())
+t.append(time.perf_counter()); c.append(time.process_time())
 save_result(r, p, {out!r})
-t.append(time.perf_counter())
+t.append(time.perf_counter()); c.append(time.process_time())
 names = ["import", "read", "screen", "solve", "check", "write"]
 row = {{n: b - a for n, a, b in zip(names, t, t[1:])}}
+row.update({{"cpu_" + n: b - a for n, a, b in zip(names, c, c[1:])}})
 row.update(nodes=p.n_nodes, devices=p.n_devices, status=r.status.value, makespan=r.makespan,
            screen_reason=reason, rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 print(json.dumps(row))
@@ -101,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     steps = ["read", "screen", "solve", "check", "write"]
     print(f"| file | devices | {' | '.join(steps)} | staged total | staged RSS MiB | CLI wall | CLI RSS MiB |")
     print("|" + "---|" * (len(steps) + 6))
+    cpu_lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "r.json")
         for f in args.files:
@@ -112,6 +116,12 @@ def main(argv: list[str] | None = None) -> None:
                   + " | ".join(f"{med[s]:.2f}" for s in steps)
                   + f" | {total:.2f} | {max(r['rss_mib'] for r in rows):.0f} | "
                   f"{statistics.median(c['wall'] for c in clis):.2f} | {max(c['rss_mib'] for c in clis):.0f} |")
+            cpu = {s: statistics.median(r["cpu_" + s] for r in rows) for s in steps + ["import"]}
+            cpu_lines.append(f"| {Path(f).name} | {rows[0]['devices']} | " + " | ".join(f"{cpu[s]:.2f}" for s in steps)
+                             + f" | {sum(cpu.values()):.2f} |")
+    print(f"\nCPU seconds of the staged run (less sensitive to a busy machine than wall time):\n"
+          f"| file | devices | {' | '.join(steps)} | total |\n" + "|" + "---|" * (len(steps) + 3))
+    print("\n".join(cpu_lines))
     print(f"\nmedians of {args.repeat} run(s) each; seconds; staged total includes importing optpart; "
           f"solver {args.solver}, memory model peak")
 

@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 
 from .paths import top_levels_csr
-from .problem import Problem
+from .problem import Problem, best_allowed
 
 __all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "lower_bound", "all_bounds",
            "problem_lower_bound", "forget"]
@@ -33,23 +33,11 @@ def _fastest_durations(problem: Problem) -> np.ndarray:
     if problem.n_devices == 0:
         return problem.time.copy()
     if problem.has_constraints:
-        speeds = _best_allowed(problem.allowed, problem.device_speed)
+        speeds = best_allowed(problem.allowed, problem.device_speed, 0.0)
         speeds[speeds <= 0] = problem.device_speed.max()
     else:
         speeds = problem.device_speed.max()
     return problem.time / speeds
-
-
-def _best_allowed(allowed: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """Per row of the ``n x k`` mask ``allowed``: the largest ``value[d]`` over its allowed
-    columns, or 0 when none is allowed. One boolean ``argmax`` over the columns sorted by
-    value, instead of an ``n x k`` float matrix (512 MB at 10^6 nodes on 64 devices)."""
-    order = np.argsort(-value, kind="stable")
-    ranked = allowed[:, order]
-    first = ranked.argmax(axis=1)
-    best = value[order][first].astype(np.float64)
-    best[~ranked[np.arange(allowed.shape[0]), first]] = 0.0
-    return best
 
 
 def critical_path_bound(problem: Problem) -> float:
