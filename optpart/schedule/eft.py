@@ -111,14 +111,16 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                 d = place[pred[i]]
                 if d not in cand:
                     cand.append(d)
+            # The device that frees up first (ties: lowest index), from a lazy heap whose
+            # top is the first over all devices; only when it is not allowed, a scan.
+            while free_heap[0][0] != ends[free_heap[0][1]]:
+                heappop(free_heap)
+            first = free_heap[0][1]
             if len(devs) < k:
                 allowed = set(devs)
                 cand = [d for d in cand if d in allowed]
-                first = min(devs, key=ends.__getitem__)  # ties: the first, i.e. lowest index
-            else:  # every device allowed: the one that frees up first, from a lazy heap
-                while free_heap[0][0] != ends[free_heap[0][1]]:
-                    heappop(free_heap)
-                first = free_heap[0][1]
+                if first not in allowed:
+                    first = min(devs, key=ends.__getitem__)  # ties: the first, i.e. lowest index
             if first not in cand:
                 cand.append(first)
             if len(cand) > 1:
