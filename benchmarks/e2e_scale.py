@@ -51,16 +51,20 @@ t.append(time.perf_counter()); c.append(time.process_time())
 model = DEFAULT_MEMORY_MODEL
 reason = p.infeasibility(model)
 t.append(time.perf_counter()); c.append(time.process_time())
-sol = get_solver({solver!r})(p, memory_model=_run_model(p, solver_spec({solver!r}), model))
-t.append(time.perf_counter()); c.append(time.process_time())
-r = finalize(p, sol, {solver!r}, 0.0, {{}}, memory_model=model)
-t.append(time.perf_counter()); c.append(time.process_time())
-save_result(r, p, {out!r})
-t.append(time.perf_counter()); c.append(time.process_time())
+status = "infeasible (screened)"
+if reason is None:  # as the registry: a screened-out problem never reaches the solver
+    sol = get_solver({solver!r})(p, memory_model=_run_model(p, solver_spec({solver!r}), model))
+    t.append(time.perf_counter()); c.append(time.process_time())
+    r = finalize(p, sol, {solver!r}, 0.0, {{}}, memory_model=model)
+    t.append(time.perf_counter()); c.append(time.process_time())
+    save_result(r, p, {out!r})
+    status = r.status.value
+while len(t) < 7:
+    t.append(time.perf_counter()); c.append(time.process_time())
 names = ["import", "read", "screen", "solve", "check", "write"]
 row = {{n: b - a for n, a, b in zip(names, t, t[1:])}}
 row.update({{"cpu_" + n: b - a for n, a, b in zip(names, c, c[1:])}})
-row.update(nodes=p.n_nodes, devices=p.n_devices, status=r.status.value, makespan=r.makespan,
+row.update(nodes=p.n_nodes, devices=p.n_devices, status=status,
            screen_reason=reason, rss_read_mib=rss_read, rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 print(json.dumps(row))
 """
@@ -103,8 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args(argv)
     steps = ["read", "screen", "solve", "check", "write"]
-    print(f"| file | devices | {' | '.join(steps)} | staged total | RSS after read MiB | staged RSS MiB | CLI wall | CLI RSS MiB |")
-    print("|" + "---|" * (len(steps) + 7))
+    print(f"| file | devices | status | {' | '.join(steps)} | staged total | RSS after read MiB | staged RSS MiB | CLI wall | CLI RSS MiB |")
+    print("|" + "---|" * (len(steps) + 8))
     cpu_lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "r.json")
@@ -113,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
             clis = [cli(f, args.solver, args.devices, out) for _ in range(args.repeat)]
             med = {s: statistics.median(r[s] for r in rows) for s in steps + ["import"]}
             total = statistics.median(sum(r[s] for s in steps + ["import"]) for r in rows)
-            print(f"| {Path(f).name} | {rows[0]['devices']} | "
+            print(f"| {Path(f).name} | {rows[0]['devices']} | {rows[0]['status']} | "
                   + " | ".join(f"{med[s]:.2f}" for s in steps)
                   + f" | {total:.2f} | {max(r['rss_read_mib'] for r in rows):.0f} | {max(r['rss_mib'] for r in rows):.0f} | "
                   f"{statistics.median(c['wall'] for c in clis):.2f} | {max(c['rss_mib'] for c in clis):.0f} |")
