@@ -549,7 +549,11 @@ class Problem:
             mask[pinned, self.pin[pinned]] = True
             for v, devs in self.forbidden.items():
                 mask[v, list(devs)] = False
-            for members in self.groups:
+            # Only a group with a pinned or forbidden member changes (AND of all-True rows is a no-op).
+            restricted = np.concatenate([pinned, np.fromiter(self.forbidden, dtype=np.int64)])
+            touched = np.unique(self.group_of[restricted]) if self.groups else restricted[:0]
+            for gi in touched[touched >= 0].tolist():
+                members = self.groups[gi]
                 mask[members] = mask[members].all(axis=0)
             mask.flags.writeable = False
             self._allowed = mask

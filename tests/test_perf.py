@@ -44,3 +44,26 @@ def test_screen_reports_the_first_group_that_fits_no_device():
                       constraints={"colocate": [["n0", "n1"], ["n2", "n3", "n4"], ["n5"]]})
     reason = p.infeasibility("static")
     assert reason is not None and "colocation group of node 'n2' (3 nodes)" in reason
+
+
+def test_allowed_mask_matches_the_per_group_reference():
+    rng = np.random.default_rng(1)
+    n, k = 60, 4
+    nodes = [{"id": f"n{i}", "time": 1, "memory": 1} for i in range(n)]
+    perm = rng.permutation(n).tolist()
+    groups = [[f"n{v}" for v in perm[i:i + 3]] for i in range(0, 30, 3)]
+    pin = {f"n{v}": f"g{rng.integers(k)}" for v in perm[30:36]}
+    pin[f"n{perm[0]}"] = "g1"   # a pinned member inside a group
+    forbid = {f"n{v}": [f"g{rng.integers(k)}"] for v in perm[36:45] + [perm[4]]}
+    p = Problem.build(nodes=nodes, devices=[Device(f"g{d}", 1e9) for d in range(k)],
+                      constraints={"pin": pin, "forbid": forbid, "colocate": groups})
+    ref = np.ones((n, k), dtype=bool)
+    pinned = np.flatnonzero(p.pin >= 0)
+    ref[pinned] = False
+    ref[pinned, p.pin[pinned]] = True
+    for v, devs in p.forbidden.items():
+        ref[v, list(devs)] = False
+    for members in p.groups:
+        ref[members] = ref[members].all(axis=0)
+    assert np.array_equal(p.allowed, ref)
+    assert not p.allowed.all()  # the constraints did restrict something
