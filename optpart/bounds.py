@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 
 from .paths import top_levels_csr
-from .problem import Problem
+from .problem import Problem, best_allowed
 
 __all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "lower_bound", "all_bounds",
            "problem_lower_bound", "forget"]
@@ -33,7 +33,7 @@ def _fastest_durations(problem: Problem) -> np.ndarray:
     if problem.n_devices == 0:
         return problem.time.copy()
     if problem.has_constraints:
-        speeds = np.where(problem.allowed, problem.device_speed[None, :], 0.0).max(axis=1)
+        speeds = best_allowed(problem.allowed, problem.device_speed, 0.0)
         speeds[speeds <= 0] = problem.device_speed.max()
     else:
         speeds = problem.device_speed.max()

@@ -99,6 +99,7 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
     uniform = g.uniform and k > 1
     lat0 = g.mean_lat if uniform else 0.0
     ibw0 = g.mean_inv_bw if uniform else 0.0
+    min_inv = min(inv_speed) if k else 0.0
     for v in order:
         devs = policy.devices_for(v)
         if not devs:
@@ -110,14 +111,16 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                 d = place[pred[i]]
                 if d not in cand:
                     cand.append(d)
+            # The device that frees up first (ties: lowest index), from a lazy heap whose
+            # top is the first over all devices; only when it is not allowed, a scan.
+            while free_heap[0][0] != ends[free_heap[0][1]]:
+                heappop(free_heap)
+            first = free_heap[0][1]
             if len(devs) < k:
                 allowed = set(devs)
                 cand = [d for d in cand if d in allowed]
-                first = min(devs, key=ends.__getitem__)  # ties: the first, i.e. lowest index
-            else:  # every device allowed: the one that frees up first, from a lazy heap
-                while free_heap[0][0] != ends[free_heap[0][1]]:
-                    heappop(free_heap)
-                first = free_heap[0][1]
+                if first not in allowed:
+                    first = min(devs, key=ends.__getitem__)  # ties: the first, i.e. lowest index
             if first not in cand:
                 cand.append(first)
             if len(cand) > 1:
@@ -144,9 +147,19 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
         tv = time[v]
         best_f = best_s = 0.0
         best_d = -1
+        if split:
+            # Early exit (same answer, fewer devices scanned): every device but d1 has
+            # ready >= r1, so finishes no earlier than `floor`; once the best so far reaches
+            # it and d1 has been seen, no later device can win (ties go to the earlier one).
+            floor = r1 + tv * min_inv
+            d1_left = d1 >= 0 and d1 in devs
         for d in devs:
             if split:
-                ready = r2 if d == d1 else r1
+                if d == d1:
+                    ready = r2
+                    d1_left = False
+                else:
+                    ready = r1
                 x = local.get(d, 0.0)
                 if x > ready:
                     ready = x
@@ -164,6 +177,8 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
             f = s + dur
             if best_d < 0 or f < best_f:
                 best_f, best_s, best_d = f, s, d
+            if split and best_f <= floor and not d1_left:
+                break
         if check_slots and not admits(v, best_d, best_s, best_f):
             slots = []
             for d in devs:

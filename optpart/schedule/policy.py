@@ -30,6 +30,7 @@ baselines), constraints still hold.
 
 from __future__ import annotations
 
+from itertools import compress
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -87,7 +88,7 @@ class StaticPolicy:
                                       minlength=n_groups).tolist() if n_groups else []
         self.group_device = [-1] * len(problem.groups)
         k = problem.n_devices
-        all_devices = list(range(k))
+        all_devices = self.all_devices = list(range(k))
         allowed = problem.allowed
         self.allowed_list: list[list[int]] = [all_devices] * problem.n_nodes
         for v in np.flatnonzero(~allowed.all(axis=1)).tolist():
@@ -123,8 +124,11 @@ class StaticPolicy:
         need = self.need(v)
         if need <= self.min_room:  # room everywhere: the shared list, no copy (callers do not mutate it)
             return self.allowed_list[v]
+        allowed = self.allowed_list[v]
+        if allowed is self.all_devices:  # filter in C: same list as the comprehension below
+            return list(compress(allowed, map(float(need).__le__, self.room)))
         room = self.room
-        return [d for d in self.allowed_list[v] if need <= room[d]]
+        return [d for d in allowed if need <= room[d]]
 
     #: the engine may skip :meth:`admits` (static memory does not depend on the slot)
     admits_everything = True
