@@ -87,3 +87,11 @@ def test_root_lp_and_milp_respect_planted_optima(seed):
     assert r.lower_bound <= opt * (1 + 1e-9) + 1e-9
     if r.status is optpart.Status.OPTIMAL:
         assert r.makespan == pytest.approx(opt, rel=1e-6)
+
+
+def test_cpsat_with_windows_proves_the_chain_then_fan_optimum():
+    p = _chain_then_fan(3, 4, 2)
+    r = optpart.solve(p, "cpsat", time_limit=600, deterministic_time=5.0, seed=0)
+    optpart.check(p, r)
+    assert r.status is optpart.Status.OPTIMAL and r.makespan == pytest.approx(5.0)
+    assert r.lower_bound <= 5.0 + 1e-9
