@@ -432,7 +432,8 @@ def comm_lower_bound(problem: Problem) -> float:
 
 
 def window_cuts(head: list, tail: list, min_dur: list, k: int, lb: float, max_cuts: int = 32,
-                max_thresholds: int = 48, rounds: int = 3) -> list[tuple[float, float, list]]:
+                max_thresholds: int = 48, rounds: int = 3,
+                above: float | None = None) -> list[tuple[float, float, list]]:
     """Energetic windows ``(h, t, a)`` with ``h + t <= lb``, a valid lower bound of the makespan ``M``.
 
     A node ``v`` starts at or after ``head_v`` and ends by ``M - tail_v``, so at most
@@ -452,7 +453,8 @@ def window_cuts(head: list, tail: list, min_dur: list, k: int, lb: float, max_cu
     Candidates ``h`` (``t``) are the breakpoints ``head_v`` and ``head_v + min_dur_v``
     (tails alike), at most ``max_thresholds`` each, evenly spaced. The ``max_cuts``
     windows with the largest constant bound ``h + t + sum max(0, min_dur_v - a_v) / k``
-    that beats ``sum min_dur / k`` are returned, best first. A window's bound, once above
+    that beats ``above`` (default ``sum min_dur / k``; pass ``lb`` to keep only windows
+    whose constant bound lifts it) are returned, best first. A window's bound, once above
     ``lb``, is itself a valid ``lb``; ``rounds`` passes use it to admit wider windows.
     """
     n = len(min_dur)
@@ -461,7 +463,7 @@ def window_cuts(head: list, tail: list, min_dur: list, k: int, lb: float, max_cu
     hd = np.asarray(head, dtype=np.float64)
     tl = np.asarray(tail, dtype=np.float64)
     md = np.asarray(min_dur, dtype=np.float64)
-    base = float(md.sum()) / k
+    base = float(md.sum()) / k if above is None else float(above)
 
     def thresholds(vals: np.ndarray) -> list:
         u = np.unique(np.concatenate([[0.0], vals, vals + md]))

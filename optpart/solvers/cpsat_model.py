@@ -315,10 +315,12 @@ def _add_windows(model, data: CpData, mv: CpModelVars, max_cuts: int = 16) -> No
     ``(h, t, a)`` and device ``d``, ``sum_v max(0, dur(v, d) - a_v) x[v, d] <= makespan - h - t``;
     with pooled devices (no per-device literals, identical durations) the constant
     ``makespan >= h + t + sum_v max(0, dur_v - a_v) / k``. They lift the LP relaxation
-    CP-SAT keeps above the work bound when work waits behind long heads or before long tails."""
+    CP-SAT keeps above the work bound when work waits behind long heads or before long tails.
+    Only windows whose constant bound beats the other bounds are added: on layered graphs
+    the rest only slowed the search (docs/exact.md)."""
     allowed, dur, n, k = data.problem.allowed, data.dur, data.problem.n_nodes, data.problem.n_devices
     lb = max(data.lb_units, max((h + d + t for h, d, t in zip(data.head, data.min_dur, data.tail)), default=0))
-    for h, t, a in xc.window_cuts(data.head, data.tail, data.min_dur, k, lb, max_cuts=max_cuts):
+    for h, t, a in xc.window_cuts(data.head, data.tail, data.min_dur, k, lb, max_cuts=max_cuts, above=lb):
         h, t = int(h), int(t)
         a = [int(np.ceil(x)) for x in a]  # integers already: thresholds are sums of integers
         if data.pooled:
