@@ -97,6 +97,7 @@ def run(family: str, sizes: list[int], per_size: int, time_limit: float, solvers
 def root_lp(family: str, sizes: list[int], per_size: int, time_limit: float) -> str:
     """Root LP bound of the MILP without / with the window rows, against the optimum or best known."""
     import numpy as np
+
     from optpart.solvers import _exact_common as xc
     from optpart.solvers.milp import root_lp_bound
     rows = []

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracle import brute_force
+from test_exact import random_problem
 
 import optpart
 from optpart import Device
@@ -20,9 +22,6 @@ from optpart.generators import planted_dag
 from optpart.problem import Links
 from optpart.solvers import _exact_common as xc
 from optpart.solvers.milp import root_lp_bound
-
-from oracle import brute_force
-from test_exact import random_problem
 
 
 def _window(p: optpart.Problem) -> float:
