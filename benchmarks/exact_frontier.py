@@ -14,6 +14,12 @@ CCR 1. Families (all from :mod:`optpart.generators`):
 with a 4th field are unproven and skipped): share proven, results below an optimum
 (must be 0), optimality claims that differ from the published optimum (must be 0).
 
+``--root-lp``: per graph (tight memory), the work bound, the communication-aware
+critical path, and the MILP's root LP bound without and with the energetic window rows
+(:func:`optpart.solvers.milp.root_lp_bound`), over the optimum (planted) or, for the
+other families, over the best makespan ``milp`` finds within ``--time-limit`` (with its
+proven bound), so a ratio below 1 there is a gap to an upper bound, not to the optimum.
+
 The machine is shared: report medians, and rerun before comparing two versions.
 
 Examples::
@@ -21,6 +27,7 @@ Examples::
     python benchmarks/exact_frontier.py --family planted --sizes 20 40 60 80 --per-size 8
     python benchmarks/exact_frontier.py --family layered --sizes 30 50 --solvers cpsat
     python benchmarks/exact_frontier.py --family planted --sizes 40 --solvers milp --time-limit 60
+    python benchmarks/exact_frontier.py --root-lp --family layered --sizes 20 40 --per-size 3 -t 20
     python benchmarks/exact_frontier.py --stg --time-limit 60 --stg-limit 30 --procs 2 4 8 16
 """
 
@@ -87,6 +94,33 @@ def run(family: str, sizes: list[int], per_size: int, time_limit: float, solvers
                         "false optimal claims"])
 
 
+def root_lp(family: str, sizes: list[int], per_size: int, time_limit: float) -> str:
+    """Root LP bound of the MILP without / with the window rows, against the optimum or best known."""
+    import numpy as np
+
+    from optpart.solvers import _exact_common as xc
+    from optpart.solvers.milp import root_lp_bound
+    rows = []
+    for n in sizes:
+        for seed in range(per_size):
+            p = make(family, n, seed, True)
+            dur = xc.durations(p)
+            work = float(np.where(p.allowed, dur, np.inf).min(axis=1).sum()) / p.n_devices
+            before, after = root_lp_bound(p, window_cuts=False), root_lp_bound(p)
+            opt = p.meta.get("optimum")
+            if opt is None:
+                r = optpart.solve(p, "milp", time_limit=time_limit, seed=0)
+                optpart.check(p, r)
+                ref = f"{r.makespan:.4g} ({r.status.value}, bound {r.lower_bound:.4g})"
+                opt = r.makespan
+            else:
+                ref = f"{opt:.4g} (planted optimum)"
+            rows.append([family, n, seed, f"{work / opt:.4f}", f"{xc.comm_lower_bound(p) / opt:.4f}",
+                         f"{before / opt:.4f}", f"{after / opt:.4f}", ref])
+    return table(rows, ["family", "n", "seed", "work / ref", "comm path / ref", "root LP before / ref",
+                        "root LP after / ref", "ref"])
+
+
 STG = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "stg"
 
 
@@ -132,7 +166,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--family", default="planted", choices=["planted", "layered", "forkjoin"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[20, 40, 60, 80])
     ap.add_argument("--per-size", type=int, default=8)
-    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("-t", "--time-limit", type=float, default=60.0)
+    ap.add_argument("--root-lp", action="store_true", help="root LP bounds of the MILP without/with window rows")
     ap.add_argument("--solvers", nargs="+", default=["cpsat", "milp"])
     ap.add_argument("--memory", nargs="+", default=["tight", "loose"], choices=["tight", "loose"])
     ap.add_argument("--stg", action="store_true", help="run the STG 50-task instances instead")
@@ -143,6 +178,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.stg:
         print(f"STG 50-task instances, {args.stg_solver}, time limit {args.time_limit:g} s\n")
         print(stg(args.procs, args.time_limit, args.stg_limit, args.stg_solver))
+        return
+    if args.root_lp:
+        print(f"{args.family} DAGs, {K} devices, CCR 1, tight memory: MILP root LP bounds "
+              f"(reference: planted optimum, else milp within {args.time_limit:g} s)\n")
+        print(root_lp(args.family, args.sizes, args.per_size, args.time_limit))
         return
     print(f"{args.family} DAGs, {K} devices, CCR 1, time limit {args.time_limit:g} s, "
           f"{args.per_size} graphs per size (shared machine: medians)\n")

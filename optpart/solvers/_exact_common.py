@@ -17,6 +17,8 @@
   per-device order, which never start a node later than the order's own schedule.
 * :func:`heads_tails`: longest paths before/after every node at the fastest allowed speed.
 * :func:`reachability`: which node pairs the DAG orders (bitsets as Python ints).
+* :func:`window_cuts`: node sets whose work must fit between a common head and tail
+  (energetic lower-bound rows for the exact models' relaxations).
 * :class:`Budget`, :func:`heuristic_start`, :func:`fallback`: the wall-clock budget of a
   call, the heuristic's answer every exact solver starts from (and never does worse
   than), and that answer returned when the exact model does not fit the budget.
@@ -51,6 +53,8 @@ __all__ = [
     "min_transfer",
     "heads_tails_comm",
     "comm_lower_bound",
+    "window_cuts",
+    "window_bound",
     "Budget",
     "solve_within",
     "OutOfTime",
@@ -425,6 +429,80 @@ def comm_lower_bound(problem: Problem) -> float:
     min_dur = np.where(problem.allowed, dur, np.inf).min(axis=1).tolist()
     head, tail = heads_tails_comm(problem, min_dur, min_transfer(problem, transfer_table(problem)))
     return max(h + d + t for h, d, t in zip(head, min_dur, tail))
+
+
+def window_cuts(head: list, tail: list, min_dur: list, k: int, lb: float, max_cuts: int = 32,
+                max_thresholds: int = 48, rounds: int = 3,
+                above: float | None = None) -> list[tuple[float, float, list]]:
+    """Energetic windows ``(h, t, a)`` with ``h + t <= lb``, a valid lower bound of the makespan ``M``.
+
+    A node ``v`` starts at or after ``head_v`` and ends by ``M - tail_v``, so at most
+    ``a_v = max(0, h - head_v) + max(0, t - tail_v)`` of its run lies outside the window
+    ``[h, M - t]`` (non-empty since ``M >= lb >= h + t``). Hence on every device ``d``
+    ``sum_{v on d} max(0, dur(v, d) - a_v) <= M - h - t``, and summed over the devices
+    ``sum_v max(0, p(v) - a_v) <= k (M - h - t)``: rows valid for every placement that
+    lift a relaxation above the plain work bound ``sum p / k`` when work waits behind a
+    long head or before a long tail. Sets with ``a_v = 0`` (all nodes with head >= ``h``
+    and tail >= ``t``) give the bound of Fernandez and Bussell ("Bounds on the number of
+    processors and time for multiprocessor optimal schedules", IEEE TC 22(8), 1973); the
+    partial overlaps are the energetic reasoning of Baptiste, Le Pape and Nuijten
+    ("Constraint-Based Scheduling", Kluwer 2001, ch. 3) with ``M`` in the deadlines.
+    Heads and tails may count communication (:func:`heads_tails_comm`): any valid heads
+    and tails keep the rows valid.
+
+    Candidates ``h`` (``t``) are the breakpoints ``head_v`` and ``head_v + min_dur_v``
+    (tails alike), at most ``max_thresholds`` each, evenly spaced. The ``max_cuts``
+    windows with the largest constant bound ``h + t + sum max(0, min_dur_v - a_v) / k``
+    that beats ``above`` (default ``sum min_dur / k``; pass ``lb`` to keep only windows
+    whose constant bound lifts it) are returned, best first. A window's bound, once above
+    ``lb``, is itself a valid ``lb``; ``rounds`` passes use it to admit wider windows.
+    """
+    n = len(min_dur)
+    if n == 0 or k < 1:
+        return []
+    hd = np.asarray(head, dtype=np.float64)
+    tl = np.asarray(tail, dtype=np.float64)
+    md = np.asarray(min_dur, dtype=np.float64)
+    base = float(md.sum()) / k if above is None else float(above)
+
+    def thresholds(vals: np.ndarray) -> list:
+        u = np.unique(np.concatenate([[0.0], vals, vals + md]))
+        if u.size > max_thresholds:
+            u = u[np.unique(np.linspace(0, u.size - 1, max_thresholds).round().astype(np.int64))]
+        return u.tolist()
+
+    th_h, th_t = thresholds(hd), thresholds(tl)
+    seen: dict = {}
+    for _ in range(max(1, rounds)):
+        top = float(lb)
+        for h in th_h:
+            if h > top:
+                break
+            ah = np.maximum(0.0, h - hd)
+            for t in th_t:
+                if h + t > top:
+                    break
+                if (h, t) in seen:
+                    continue
+                a = ah + np.maximum(0.0, t - tl)
+                val = h + t + float(np.maximum(0.0, md - a).sum()) / k
+                if val > base * (1 + 1e-12) + 1e-12:
+                    seen[h, t] = (val, a)
+        best_val = max((v for v, _ in seen.values()), default=0.0)
+        if best_val <= lb * (1 + 1e-12):
+            break
+        lb = best_val * (1 - 1e-12)  # a valid bound, a hair lower against rounding
+    best = sorted(seen.items(), key=lambda kv: (-kv[1][0], kv[0]))[:max_cuts]
+    return [(h, t, a.tolist()) for (h, t), (_, a) in best]
+
+
+def window_bound(head: list, tail: list, min_dur: list, k: int, lb: float) -> float:
+    """The best constant bound of :func:`window_cuts` (``lb`` when no window beats it)."""
+    cuts = window_cuts(head, tail, min_dur, k, lb, max_cuts=1)
+    if not cuts:
+        return float(lb)
+    h, t, a = cuts[0]
+    return max(float(lb), h + t + sum(max(0.0, d - x) for d, x in zip(min_dur, a)) / k)
 
 
 def reachability(problem: Problem) -> list[int]:

@@ -285,7 +285,8 @@ def _add_static_memory(model, data: CpData, mv: CpModelVars) -> None:
 
 
 def _add_objective(model, data: CpData, mv: CpModelVars) -> None:
-    """Minimise the makespan; redundant rows: ends plus tails, device loads, total load, generic bound."""
+    """Minimise the makespan; redundant rows: ends plus tails, device loads, total load, generic bound,
+    energetic windows."""
     allowed, dur, n, k = data.problem.allowed, data.dur, data.problem.n_nodes, data.problem.n_devices
     makespan = mv.makespan
     for v in range(n):
@@ -304,7 +305,33 @@ def _add_objective(model, data: CpData, mv: CpModelVars) -> None:
     if data.pooled:
         model.add(int(dur[:, 0].sum()) <= k * makespan)
     model.add(makespan >= data.lb_units)
+    _add_windows(model, data, mv)
     model.minimize(makespan)
+
+
+def _add_windows(model, data: CpData, mv: CpModelVars, max_cuts: int = 16) -> None:
+    """Energetic window rows (:func:`~optpart.solvers._exact_common.window_cuts`, in grid
+    units of the rounded-up model, whose heads, tails and lower bound they use): per window
+    ``(h, t, a)`` and device ``d``, ``sum_v max(0, dur(v, d) - a_v) x[v, d] <= makespan - h - t``;
+    with pooled devices (no per-device literals, identical durations) the constant
+    ``makespan >= h + t + sum_v max(0, dur_v - a_v) / k``. They lift the LP relaxation
+    CP-SAT keeps above the work bound when work waits behind long heads or before long tails.
+    Only windows whose constant bound beats the other bounds are added: on layered graphs
+    the rest only slowed the search (docs/exact.md)."""
+    allowed, dur, n, k = data.problem.allowed, data.dur, data.problem.n_nodes, data.problem.n_devices
+    lb = max(data.lb_units, max((h + d + t for h, d, t in zip(data.head, data.min_dur, data.tail)), default=0))
+    for h, t, a in xc.window_cuts(data.head, data.tail, data.min_dur, k, lb, max_cuts=max_cuts, above=lb):
+        h, t = int(h), int(t)
+        a = [int(np.ceil(x)) for x in a]  # integers already: thresholds are sums of integers
+        if data.pooled:
+            work = sum(max(0, int(dur[v, 0]) - a[v]) for v in range(n))
+            model.add(k * mv.makespan >= k * (h + t) + work)
+            continue
+        for d in range(k):
+            terms = [(int(dur[v, d]) - a[v]) * mv.x[v, d] for v in range(n)
+                     if allowed[v, d] and int(dur[v, d]) > a[v]]
+            if terms:
+                model.add(sum(terms) <= mv.makespan - (h + t))
 
 
 def _add_symmetry(model, data: CpData, mv: CpModelVars) -> None:

@@ -56,7 +56,7 @@ from .spec import Option, SolverSpec
 from . import _exact_common as xc
 from . import milp_model as mb
 
-__all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT"]
+__all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT", "root_lp_bound"]
 
 #: Seconds when the caller gives no time limit.
 DEFAULT_TIME_LIMIT = 60.0
@@ -81,6 +81,7 @@ SPEC = SolverSpec(
         Option("log", bool, False, "print the backend's log"),
         Option("use_hint", bool, True, "warm start from the heuristic's schedule (never return worse)"),
         Option("export_model", str, None, "write the MILP to this file (.mps, else LP format)", allow_none=True),
+        Option("window_cuts", bool, True, "energetic window rows that lift the LP bound (docs/exact.md)"),
     ),
     memory_models=("static",),
     uses_hint=True,
@@ -91,7 +92,7 @@ SPEC = SolverSpec(
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static", backend: str = "highs",
           threads: int = 2, deterministic: bool = True, log: bool = False, use_hint: bool = True,
-          export_model: str | None = None) -> Solution:
+          export_model: str | None = None, window_cuts: bool = True) -> Solution:
     """Solve ``problem`` exactly (or until ``time_limit``) as a MILP.
 
     Parameters
@@ -118,6 +119,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         gives the big-M; the answer is never worse than it.
     export_model : str, optional
         Write the MILP to this file (``.mps``, else LP format).
+    window_cuts : bool
+        Add the energetic window rows (default True; see :func:`root_lp_bound`).
 
     Returns
     -------
@@ -176,7 +179,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     H = horizon
 
     try:
-        mm = mb.build(problem, dur, comm, H, lb_s, budget, reserve)
+        mm = mb.build(problem, dur, comm, H, lb_s, budget, reserve, window_cuts=window_cuts)
     except xc.OutOfTime as exc:
         stats["stop_reason"] = "model not built"
         return xc.fallback(problem, incumbent, memory_model, f"milp: {exc}", stats)
@@ -293,6 +296,35 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                     lower_bound=bound, message=message, stats=stats, memory_model=memory_model)
 
 
+def root_lp_bound(problem: Problem, *, window_cuts: bool = True, horizon: float | None = None) -> float:
+    """The makespan bound of the MILP's LP relaxation at the root (seconds; HiGHS, no cuts of its own).
+
+    ``horizon`` is the big-M upper bound (default: every node and transfer in sequence).
+    Used to measure how far the window rows lift the relaxation (benchmarks/exact_frontier.py
+    ``--root-lp``, docs/exact.md). A valid lower bound of the static-memory problem.
+    """
+    import pulp
+    if problem.n_nodes == 0:
+        return 0.0
+    dur = xc.durations(problem)
+    comm = xc.transfer_table(problem)
+    if horizon is None:
+        horizon = float(np.where(problem.allowed, dur, 0).max(axis=1).sum())
+        if comm.size:
+            horizon += float(comm.reshape(comm.shape[0], -1).max(axis=1).sum())
+    lb_s = problem_lower_bound(problem)
+    horizon = max(float(horizon) * (1 + 1e-9) + 1e-9, lb_s)
+    mm = mb.build(problem, dur, comm, horizon, lb_s, window_cuts=window_cuts)
+    for var in mm.prob.variables():
+        var.cat = pulp.LpContinuous
+    _silence_highs_banner()
+    mm.prob.solve(pulp.HiGHS(msg=False, threads=1))
+    if mm.prob.status != pulp.LpStatusOptimal:
+        raise SolverError(f"milp: the LP relaxation of '{problem.name}' did not solve "
+                          f"({pulp.LpStatus[mm.prob.status]})")
+    return float(pulp.value(mm.M))
+
+
 def _estimate_terms(problem: Problem) -> int:
     """Variables plus constraint terms of the MILP, counted before building it.
 
@@ -301,7 +333,7 @@ def _estimate_terms(problem: Problem) -> int:
     all pairs (such graphs are far beyond this formulation anyway).
     """
     n, k, m = problem.n_nodes, problem.n_devices, problem.n_edges
-    base = 4 * n * k + m * (4 + 3 * k)
+    base = 4 * n * k + m * (4 + 3 * k) + 64 * n * k  # the last: window rows (at most 32 sets)
     if n <= _COUNT_PAIRS_UP_TO:
         desc = xc.reachability(problem)
         ordered = sum(bin(b).count("1") for b in desc)

@@ -3,7 +3,10 @@
 :func:`build` creates the variables (assignment binaries shared inside colocation groups,
 start times, the makespan) and adds, in order: one device per node, the makespan rows,
 precedence with communication delays, the order of unordered pairs that may share a
-device (pair-specific big-M), static memory and load rows. It checks the wall-clock
+device (pair-specific big-M), static memory and load rows, and energetic window rows
+(:func:`~optpart.solvers._exact_common.window_cuts`: the part of every node's work
+that must fall between a head and a tail fits there, on every device and in total), which lift the LP
+relaxation above the work bound on graphs whose work waits behind long chains. It checks the wall-clock
 budget before the quadratic family and raises
 :class:`~optpart.solvers._exact_common.OutOfTime` when it has run out.
 """
@@ -35,7 +38,7 @@ class MilpModel:
 
 
 def build(problem: Problem, dur: np.ndarray, comm: np.ndarray, horizon: float, lb_s: float,
-          budget: xc.Budget | None = None, reserve: float = 0.0) -> MilpModel:
+          budget: xc.Budget | None = None, reserve: float = 0.0, window_cuts: bool = True) -> MilpModel:
     """The MILP for durations ``dur`` (n x k seconds), transfers ``comm`` and upper bound ``horizon``."""
     import pulp
 
@@ -74,6 +77,9 @@ def build(problem: Problem, dur: np.ndarray, comm: np.ndarray, horizon: float, l
         raise xc.OutOfTime("the time limit ran out while building the model (precedence rows)")
     _add_order(problem, mm, p, head, tail, leader)
     _add_memory_and_loads(problem, mm, dur)
+    if window_cuts:
+        lb_c = max(lb_s, max(h + d + t for h, d, t in zip(head, min_dur, tail)))
+        _add_windows(problem, mm, dur, xc.window_cuts(head, tail, min_dur, k, lb_c))
     return mm
 
 
@@ -150,6 +156,21 @@ def _add_memory_and_loads(problem: Problem, mm: MilpModel, dur: np.ndarray) -> N
         if terms:
             prob += pulp.lpSum(terms) <= M, f"load_{d}"
     prob += pulp.lpSum(float(dur[v, d]) * x[v, d] for (v, d) in x) <= k * M, "work"
+
+
+def _add_windows(problem: Problem, mm: MilpModel, dur: np.ndarray, cuts: list) -> None:
+    """Per window ``(h, t, a)``: ``sum_v max(0, dur(v, d) - a_v) x[v, d] <= M - h - t`` on every
+    device (valid for every schedule, see :func:`~optpart.solvers._exact_common.window_cuts`;
+    their sum over the devices, the total-work form, is implied and not added)."""
+    import pulp
+    prob, x, M = mm.prob, mm.x, mm.M
+    n, k, allowed = problem.n_nodes, problem.n_devices, problem.allowed
+    for c, (h, t, a) in enumerate(cuts):
+        for d in range(k):
+            terms = [(float(dur[v, d]) - a[v]) * x[v, d] for v in range(n)
+                     if allowed[v, d] and dur[v, d] > a[v]]
+            if terms:
+                prob += pulp.lpSum(terms) <= M - (h + t), f"win_{c}_{d}"
 
 
 def _var(prob, name: str, lowBound=None, upBound=None, cat: str = "Continuous"):  # noqa: N803 - PuLP names
