@@ -63,6 +63,9 @@ class Graph:
         np.fill_diagonal(inv_bw, 0.0)
         self.lat = lat.tolist()
         self.inv_bw = inv_bw.tolist()
+        # The same matrices as arrays, for vectorised per-edge transfer times (converting the
+        # nested lists back on every call is O(k^2) per schedule evaluation).
+        self.lat_array, self.inv_bw_array = lat, inv_bw
         self.bw = problem.bandwidth.tolist()
         self.topo = problem.topo
         rank = np.empty(n, dtype=np.int64)

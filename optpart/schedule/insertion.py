@@ -42,8 +42,8 @@ def edge_comm(g: Graph, place: Sequence[int], reverse: bool = False) -> list[flo
     edges = p.out_edges if reverse else p.in_edges
     a = pl[p.edge_src[edges]]
     b = pl[p.edge_dst[edges]]
-    lat = np.asarray(g.lat)
-    inv = np.asarray(g.inv_bw)
+    lat = g.lat_array
+    inv = g.inv_bw_array
     if lat.size == 0 or edges.size == 0:
         return [0.0] * int(edges.size)
     return (lat[a, b] + p.edge_bytes[edges] * inv[a, b]).tolist()
@@ -56,7 +56,8 @@ def _replay(order: Sequence[int], place: Sequence[int], dur: Sequence[float], pt
 
 
 def _replay_loop(order, place, dur, ptr, nbr, comm, n: int, k: int) -> tuple[list[float], list[float]]:
-    lines = [GapLine() for _ in range(k)]
+    # One timeline per device that runs a node (made on first use: O(used devices), not O(k)).
+    lines = {d: GapLine() for d in set(place)} if k > 64 else [GapLine() for _ in range(k)]
     start = [0.0] * n
     finish = [0.0] * n
     for v in order:
