@@ -144,3 +144,12 @@ def test_result_files_carry_their_devices_for_bare_graph_files(tmp_path, capsys)
     capsys.readouterr()
     assert main(["evaluate", str(graph), str(res), "--memory", "16"]) == 1
     assert "devices: 'dev0' has memory 8 in the result, 16 in the problem" in capsys.readouterr().err
+
+
+def test_out_that_looks_like_a_solver_option_is_refused(tmp_path, diamond, capsys, monkeypatch):
+    """The old habit `-o workers=2` (when -o meant --option) must not write a file named so."""
+    problem_file = tmp_path / "p.json"
+    optpart.save(diamond, problem_file)
+    monkeypatch.chdir(tmp_path)
+    assert main(["solve", str(problem_file), "-s", "cpsat", "-o", "workers=2"]) == 2
+    assert "--option KEY=VALUE" in capsys.readouterr().err and not (tmp_path / "workers=2").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import OptpartError
 from ..formats import load, result_to_json, save_result
 from ..progress import progress, set_quiet
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solve, solver_names
@@ -14,6 +15,9 @@ from ..text import safe
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
+    if args.out and "=" in args.out and not args.out.endswith((".json", ".json.gz", ".gz")):
+        raise OptpartError(f"--out {safe(args.out)!r} looks like a solver option; solver options are "
+                           "--option KEY=VALUE (-o is --out, the result file)")
     if args.quiet:
         set_quiet(True)
     # A live "reading / solving / writing" line with elapsed time on a terminal (silent when
