@@ -353,6 +353,24 @@ def problem_to_json(problem: Problem) -> str:
     return _document(header, [("nodes", node_lines, False), ("edges", edge_lines, False)], footer)
 
 
+def _json_safe(x: Any) -> Any:
+    """A solver's free-form option or statistic as JSON: infinite floats as ``"inf"``/``"-inf"``
+    (the format's spelling), NaN as null, inside lists and dicts too."""
+    if isinstance(x, float):
+        if math.isnan(x):
+            return None
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return x
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if isinstance(x, np.generic):
+        return _json_safe(x.item())
+    return x
+
+
 def result_to_json(result: Result, problem: Problem, include_wall_time: bool = True) -> str:
     """The result as an optpart-result JSON document.
 
@@ -396,9 +414,9 @@ def result_to_json(result: Result, problem: Problem, include_wall_time: bool = T
                                   zip(problem.device_ids, result.memory_static.tolist(),
                                       result.memory_peak.tolist())}))
     if result.options:
-        footer.append(("options", {k: result.options[k] for k in sorted(result.options)}))
+        footer.append(("options", {k: _json_safe(result.options[k]) for k in sorted(result.options)}))
     if result.stats:
-        footer.append(("stats", {k: result.stats[k] for k in sorted(result.stats)}))
+        footer.append(("stats", {k: _json_safe(result.stats[k]) for k in sorted(result.stats)}))
     if include_wall_time:
         footer.append(("wall_seconds", round(result.wall_seconds, 6)))
     return _document(header, lists, footer)

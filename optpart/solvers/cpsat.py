@@ -175,7 +175,9 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if use_hint:
         incumbent = xc.heuristic_start(problem, time_limit=HEURISTIC_SHARE * budget.limit_s, seed=seed,
                                        memory_model="peak" if peak else "static")
-        stats["heuristic_makespan"] = xc.solution_makespan(problem, incumbent)
+        ms = xc.solution_makespan(problem, incumbent)
+        if np.isfinite(ms):  # inf: the heuristic found no placement
+            stats["heuristic_makespan"] = ms
 
     # 2. Size the model before building it.
     size = cm.estimate_size(problem, peak)
