@@ -248,3 +248,14 @@ def test_npz_values_are_validated_like_json(tmp_path):
     _write_members(path, members)
     with pytest.raises(ProblemError, match=f"node '{p.node_ids[3]}' has time=-1.0"):
         optpart.load(path)
+
+
+def test_result_json_writes_infinite_and_nan_statistics(diamond):
+    """A solver's free-form statistics may hold inf (no incumbent found) or NaN: the file stays
+    valid JSON, with the format's "inf" spelling and null."""
+    import json
+    import math
+    r = optpart.solve(diamond, "heft")
+    r.stats = {"best": math.inf, "ratio": math.nan, "nested": [1.0, -math.inf]}
+    doc = json.loads(optpart.formats.result_to_json(r, diamond))
+    assert doc["stats"] == {"best": "inf", "nested": [1.0, "-inf"], "ratio": None}
