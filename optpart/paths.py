@@ -101,6 +101,4 @@ def priority_order(problem: Problem, priority: np.ndarray) -> np.ndarray:
     For bottom levels (``bl(u) >= bl(w)`` on every edge) this is a topological order
     even with zero-time nodes and free transfers.
     """
-    rank = np.empty(problem.n_nodes, dtype=np.int64)
-    rank[problem.topo] = np.arange(problem.n_nodes)
-    return np.lexsort((rank, -np.asarray(priority, dtype=np.float64)))
+    return np.lexsort((problem.topo_rank, -np.asarray(priority, dtype=np.float64)))

@@ -366,6 +366,10 @@ class Problem:
         self.in_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(dst, minlength=n), out=self.in_ptr[1:])
         self.topo = self._topological_order()
+        # Position of each node in ``topo``: the tie-break "topological position" of every
+        # list scheduler and replay (one array, computed once).
+        self.topo_rank = np.empty(self.n_nodes, dtype=np.int64)
+        self.topo_rank[self.topo] = np.arange(self.n_nodes)
 
     def _topological_order(self) -> np.ndarray:
         """Kahn's algorithm with a FIFO queue seeded in index order: deterministic, O(V + E).

@@ -45,7 +45,7 @@ class Graph:
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
-        self.n = n = problem.n_nodes
+        self.n = problem.n_nodes
         self.k = k = problem.n_devices
         self.out_ptr = problem.out_ptr.tolist()
         self.succ = problem.edge_dst[problem.out_edges].tolist()
@@ -68,9 +68,7 @@ class Graph:
         self.lat_array, self.inv_bw_array = lat, inv_bw
         self.bw = problem.bandwidth.tolist()
         self.topo = problem.topo
-        rank = np.empty(n, dtype=np.int64)
-        rank[problem.topo] = np.arange(n)
-        self.rank = rank
+        self.rank = problem.topo_rank
         if k > 1:
             off = ~np.eye(k, dtype=bool)
             lat_off, bw_off = problem.latency[off], problem.bandwidth[off]

@@ -291,8 +291,7 @@ def tighten_schedule(problem: Problem, placement: np.ndarray, key: np.ndarray,
     schedule with durations and transfers at least the real ones, no start increases.
     """
     n = problem.n_nodes
-    rank = np.empty(n, dtype=np.int64)
-    rank[problem.topo] = np.arange(n)
+    rank = problem.topo_rank
     # Take nodes by (start, finish, rank) among those whose predecessors are done: the
     # sorted order itself when the key is a valid schedule, and still topological when a
     # solver's tolerance puts a successor a hair before its predecessor.

@@ -115,8 +115,7 @@ def colour(problem: Problem, s_int: np.ndarray, dur: list) -> tuple[np.ndarray, 
     which moves no other node. Returns the placement and the (possibly moved) starts.
     """
     n, k = problem.n_nodes, problem.n_devices
-    rank = np.empty(n, dtype=np.int64)
-    rank[problem.topo] = np.arange(n)
+    rank = problem.topo_rank
     key = s_int.tolist()
     order = sorted(range(n), key=lambda v: (key[v], dur[v] > 0, int(rank[v])))
     free = [0.0] * k

@@ -541,8 +541,7 @@ def integer_schedule(problem: Problem, placement: np.ndarray, start_s: np.ndarra
         start_s, _ = canonical_schedule(problem, placement)
     start_s = np.asarray(start_s, dtype=np.float64)
     n = problem.n_nodes
-    rank = np.empty(n, dtype=np.int64)
-    rank[problem.topo] = np.arange(n)
+    rank = problem.topo_rank
     order = np.lexsort((rank, start_s + problem.duration(placement), start_s)).tolist()
     in_ptr = problem.in_ptr.tolist()
     in_edges = problem.in_edges.tolist()
