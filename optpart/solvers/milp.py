@@ -47,8 +47,8 @@ import warnings
 import numpy as np
 
 from ..errors import SolverError
-from ..memory import fits
 from ..evaluate import canonical_schedule, problem_lower_bound
+from ..memory import fits, overflow_message
 from ..problem import Problem
 from ..result import Status
 from .base import Solution
@@ -71,8 +71,9 @@ MAX_TERMS = 2_000_000
 _COUNT_PAIRS_UP_TO = 4000
 
 #: Options, memory models and arguments this solver takes (checked by the registry). Its
-#: memory rows are static; neither model bounds the other (a received copy counts under peak
-#: only), so under peak the registry keeps a placement only when the evaluator confirms it fits.
+#: memory rows are static, and neither model bounds the other (a received copy counts under
+#: peak only): under peak it starts from the heuristic's peak-feasible schedule and returns the
+#: MILP's placement only when the evaluator confirms it fits under peak, else the heuristic's.
 SPEC = SolverSpec(
     options=(
         Option("backend", str, "highs", "MILP backend", choices=("highs", "cbc")),
@@ -83,7 +84,7 @@ SPEC = SolverSpec(
         Option("export_model", str, None, "write the MILP to this file (.mps, else LP format)", allow_none=True),
         Option("window_cuts", bool, True, "energetic window rows that lift the LP bound (docs/exact.md)"),
     ),
-    memory_models=("static",),
+    memory_models=("static", "peak"),
     uses_hint=True,
     uses_time_limit=True,
 )
@@ -145,11 +146,13 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     claims = not (memory_model == "peak" and problem.has_split)
     stats: dict = {"backend": backend}
 
-    # 1. The incumbent: the heuristic's placement and schedule (static memory).
+    # 1. The incumbent: the heuristic's placement and schedule, under the requested model
+    #    (under peak it is the answer whenever the MILP's static rows give a placement that
+    #    does not fit the liveness model).
     incumbent = None
-    if use_hint:
+    if use_hint or not claims:
         incumbent = xc.heuristic_start(problem, time_limit=HEURISTIC_SHARE * limit, seed=seed,
-                                       memory_model="static")
+                                       memory_model=memory_model if problem.has_split else "static")
         ms = xc.solution_makespan(problem, incumbent)
         if np.isfinite(ms):  # inf: the heuristic found no placement
             stats["heuristic_makespan"] = ms
@@ -274,6 +277,11 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     start = xc.tighten_schedule(problem, place, key, key + problem.duration(place))
     real_ms = float((start + problem.duration(place)).max())
     obj = float(pulp.value(M)) if M.varValue is not None else real_ms
+    if not claims and overflow_message(problem, place, start, start + problem.duration(place), "peak"):
+        # Static rows do not bound liveness: a placement over capacity under peak is never returned.
+        stats["milp_breaks_peak"] = True
+        return xc.fallback(problem, incumbent, memory_model,
+                           "milp: the MILP's placement (static memory rows) breaks peak memory", stats)
     if proven and not np.isfinite(bound):
         bound = obj
     bound = bound - 1e-9 * max(abs(bound), 1.0) if np.isfinite(bound) else 0.0
