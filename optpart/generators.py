@@ -65,6 +65,17 @@ def layered_dag(n: int, *, layers: int | None = None, edge_prob: float = 0.3, cc
             for u in preds:
                 src.append(u)
                 dst.append(v)
+    return _random_cost_problem(rng, "n", n, src, dst, ccr, k, memory_slack, name or f"layered-{n}-s{seed}",
+                                {"generator": "layered_dag", "seed": seed, "ccr": ccr})
+
+
+def _random_cost_problem(rng: np.random.Generator, prefix: str, n: int, src: list[int], dst: list[int],
+                         ccr: float, k: int | None, memory_slack: float | None, name: str,
+                         meta: dict) -> Problem:
+    """A DAG's shape made into a problem with the random costs the exact-solver families share:
+    whole-number times in [1, 10] (an exact CP-SAT grid), memories and tensors of 1-100 MB,
+    links whose mean transfer is ``ccr`` times the mean node time, and ``k`` equal devices
+    holding ``memory_slack`` times an equal share of the memory (unlimited without a slack)."""
     time = rng.integers(1, 11, size=n).astype(float)
     memory = rng.integers(1, 101, size=n).astype(float) * 1e6
     nbytes = rng.integers(1, 101, size=len(src)).astype(float) * 1e6
@@ -73,9 +84,8 @@ def layered_dag(n: int, *, layers: int | None = None, edge_prob: float = 0.3, cc
     if k is not None:
         cap = float("inf") if memory_slack is None else memory_slack * memory.sum() / k
         devices = uniform_devices(k, cap)
-    return Problem.from_arrays([f"n{i}" for i in range(n)], time, memory, src, dst, nbytes,
-                               devices=devices, links=links, name=name or f"layered-{n}-s{seed}",
-                               meta={"generator": "layered_dag", "seed": seed, "ccr": ccr})
+    return Problem.from_arrays([f"{prefix}{i}" for i in range(n)], time, memory, src, dst, nbytes,
+                               devices=devices, links=links, name=name, meta=meta)
 
 
 def training_graph(n_layers: int, *, width: int = 2, ccr: float = 0.5, k: int | None = None,
@@ -346,14 +356,6 @@ def fork_join_dag(n: int, *, width: int = 4, ccr: float = 1.0, k: int | None = N
             src.append(u)
             dst.append(join)
         fork = join
-    time = rng.integers(1, 11, size=count).astype(float)
-    memory = rng.integers(1, 101, size=count).astype(float) * 1e6
-    nbytes = rng.integers(1, 101, size=len(src)).astype(float) * 1e6
-    links = _links_for_ccr(time, nbytes, ccr, 0.0, 0.0)
-    devices = None
-    if k is not None:
-        cap = float("inf") if memory_slack is None else memory_slack * memory.sum() / k
-        devices = uniform_devices(k, cap)
-    return Problem.from_arrays([f"f{i}" for i in range(count)], time, memory, src, dst, nbytes,
-                               devices=devices, links=links, name=name or f"forkjoin-{count}-w{width}-s{seed}",
-                               meta={"generator": "fork_join_dag", "seed": seed, "ccr": ccr, "width": width})
+    return _random_cost_problem(rng, "f", count, src, dst, ccr, k, memory_slack,
+                                name or f"forkjoin-{count}-w{width}-s{seed}",
+                                {"generator": "fork_join_dag", "seed": seed, "ccr": ccr, "width": width})

@@ -69,3 +69,27 @@ def budget(solver: str, deterministic_time: float = 10.0) -> dict:
     if spec.option("deterministic_time") is not None:
         kw["deterministic_time"] = deterministic_time
     return kw
+
+
+def execute_notebook(notebook: Path, tmp_path: Path, monkeypatch) -> list[dict]:
+    """Run ``notebook`` top to bottom with a kernel of this interpreter (so it imports the
+    optpart under test) and return every code cell's outputs. A failing cell raises
+    nbclient's CellExecutionError; notebooks assert their own claims."""
+    import json
+    import sys
+
+    import nbclient
+    import nbformat
+
+    spec = tmp_path / "kernels" / "optpart-test"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "optpart test", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(notebook, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="optpart-test",
+                                     resources={"metadata": {"path": str(notebook.parent)}})
+    client.execute()
+    return [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]

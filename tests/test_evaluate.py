@@ -275,7 +275,6 @@ def test_an_infeasible_claim_is_proven_by_the_screening_or_not_verifiable():
 def test_a_forged_infeasible_claim_on_a_tight_packing_is_refuted_by_a_witness():
     """A tight bin packing (6+4 and 5+5 in two 10 B devices) that the screening cannot decide:
     a witness placement refutes the forged claim."""
-    import json
 
     from optpart.formats.optpart_json import result_from_dict
     q = optpart.Problem.build(nodes=[{"id": x, "time": t, "memory": m}

@@ -22,6 +22,7 @@ from optpart import Status
 from optpart.generators import fork_join_dag, layered_dag, planted_dag
 from optpart.solvers import cpsat, cpsat_model, milp
 from optpart.solvers.spec import SolverSpec
+from conftest import budget
 
 FAR = 600.0  # a wall-clock limit that never binds in these tests
 
@@ -144,7 +145,7 @@ def test_cpsat_result_reports_why_it_stopped():
 
 def test_milp_warm_starts_from_the_heuristic():
     p = planted_dag(10, 2, ccr=1.0, seed=4)
-    r = optpart.solve(p, "milp", time_limit=60)
+    r = optpart.solve(p, "milp", **budget("milp"))
     optpart.check(p, r)
     assert r.stats["warm_start"] is True
     assert r.makespan <= r.stats["heuristic_makespan"] * (1 + 1e-12)
@@ -194,10 +195,11 @@ def test_lns_improves_the_incumbent_deterministically():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_milp_and_cpsat_agree_beyond_brute_force_sizes(make, seed):
     # milp is the independent cross-check of cpsat (docs/exact.md): two formulations, two
-    # backends, one optimum. The wall-clock limit is far above what 10-12 nodes need.
+    # backends, one optimum. milp has no deterministic work limit: it gets the suite's
+    # never-reached wall-clock safety net, far above what 10-12 nodes need.
     p = make(seed)
     a = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=60.0)
-    b = optpart.solve(p, "milp", time_limit=300)
+    b = optpart.solve(p, "milp", **budget("milp"))
     for r in (a, b):
         optpart.check(p, r)
         assert r.status is Status.OPTIMAL, (r.solver, r.status, r.message)

@@ -21,7 +21,7 @@ import pytest
 import optpart
 from optpart.bench import db as bdb
 from optpart.bench import sweep as sweep_mod
-from optpart.bench.sweep import plan_sweep, run_sweep
+from optpart.bench.sweep import plan_sweep
 from optpart.cli import main
 from optpart.generators import layered_dag
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, execute_notebook
 
 NOTEBOOK = ROOT / "notebooks" / "heuristic_quality.ipynb"
 
@@ -20,19 +18,7 @@ pytest.importorskip("pandas")
 
 @pytest.mark.slow
 def test_notebook_runs_and_its_figures_are_labelled(tmp_path, monkeypatch):
-    # A kernel spec pointing at this interpreter, so the notebook imports the optpart under test.
-    spec = tmp_path / "kernels" / "optpart-test"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "optpart test", "language": "python"}))
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="optpart-test",
-                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    client.execute()  # raises CellExecutionError when a cell fails
-    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+    outputs = execute_notebook(NOTEBOOK, tmp_path, monkeypatch)
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "solvers installed:" in text

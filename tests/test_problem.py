@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import optpart
-from optpart import Constraints, Device, Links, Problem, ProblemError
+from optpart import Device, Problem, ProblemError
 
 from conftest import budget
 

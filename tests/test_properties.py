@@ -16,13 +16,13 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import Phase, assume, given, settings
 from hypothesis import strategies as st
 
 import optpart
 from optpart import Status
-from optpart.evaluate import bottom_levels, canonical_schedule, violations
-from optpart.formats import parse_stg, problem_to_json, result_to_json
+from optpart.evaluate import bottom_levels, violations
+from optpart.formats import problem_to_json, result_to_json
 from optpart.problem import Device
 from optpart.timeline import insertion_schedule, priority_order
 
