@@ -286,3 +286,18 @@ def zero_time_problems(draw, max_nodes: int = 14, max_devices: int = 4):
         [u for u, _ in edges], [w for _, w in edges], np.array(nbytes, dtype=float),
         devices=devices, links=Links(latency, bandwidth, ()), name="hyp-zero-time",
     )
+
+
+def draw_placement(data, problem) -> "np.ndarray":
+    """Draw any placement of ``problem`` (one device per node), with colocation groups kept
+    together and pins applied; forbidden devices are not avoided (callers check ``allowed``)."""
+    import numpy as np
+
+    k = problem.n_devices
+    place = np.array(data.draw(st.lists(st.integers(0, k - 1), min_size=problem.n_nodes,
+                                        max_size=problem.n_nodes)), dtype=np.int64)
+    for g in problem.groups:
+        place[g] = place[g[0]]
+    pins = problem.pin >= 0
+    place[pins] = problem.pin[pins]
+    return place

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from conftest import INSTANCES
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import draw_placement
 from test_peak_heuristic import split_problems
 
 import optpart
@@ -85,12 +85,7 @@ def test_min_devices_says_when_no_count_fits():
 @given(split_problems(max_nodes=8, max_devices=3), st.data())
 def test_lower_bounds_hold_for_every_placement(problem, data):
     k = problem.n_devices
-    place = np.array(data.draw(st.lists(st.integers(0, k - 1), min_size=problem.n_nodes,
-                                        max_size=problem.n_nodes)), dtype=np.int64)
-    for g in problem.groups:
-        place[g] = place[g[0]]
-    pins = problem.pin >= 0
-    place[pins] = problem.pin[pins]
+    place = draw_placement(data, problem)
     start, finish = canonical_schedule(problem, place)
     worst = float(optpart.peak_memory(problem, place, start, finish).max()) if problem.n_nodes else 0.0
     assert worst >= capacity_lower_bound(problem, k, "peak") * (1 - 1e-12) - 1e-9

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import problems
+from strategies import draw_placement, problems
 from test_cpsat_peak import brute_force_peak
 
 import optpart
@@ -252,13 +252,7 @@ def test_a_known_placement_given_as_hint_is_never_beaten_by_a_slower_answer(prob
     # Any placement fits under peak at its own canonical peak: given as hint at that
     # capacity, the heuristic must answer, never slower than it. (Without the hint it
     # answered on 300 of 300 random draws, but not on every case hypothesis finds.)
-    k = problem.n_devices
-    place = np.array(data.draw(st.lists(st.integers(0, k - 1), min_size=problem.n_nodes,
-                                        max_size=problem.n_nodes)), dtype=np.int64)
-    for g in problem.groups:
-        place[g] = place[g[0]]
-    pins = problem.pin >= 0
-    place[pins] = problem.pin[pins]
+    place = draw_placement(data, problem)
     if not problem.allowed[np.arange(problem.n_nodes), place].all():
         return
     start, finish = canonical_schedule(problem, place)
