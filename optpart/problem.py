@@ -544,6 +544,14 @@ class Problem:
     def has_devices(self) -> bool:
         return self.n_devices > 0
 
+    def respects_constraints(self, placement: np.ndarray) -> bool:
+        """Does a placement (a device index per node) keep every pin, forbid and colocation group?"""
+        placement = np.asarray(placement, dtype=np.int64)
+        n = self.n_nodes
+        if placement.shape != (n,) or not self.allowed[np.arange(n), placement].all():
+            return False
+        return all(np.unique(placement[members]).size == 1 for members in self.groups)
+
     @property
     def allowed(self) -> np.ndarray:
         """``n x k`` boolean mask: may node ``v`` run on device ``d`` (pins, forbids and groups applied)."""

@@ -523,12 +523,8 @@ def _add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespa
 
 def fits_rows(problem: Problem, placement: np.ndarray, mem: np.ndarray, cap: np.ndarray) -> bool:
     """Does an integer placement respect allowed devices, groups and the integer memory rows?"""
-    n = problem.n_nodes
-    if placement.shape != (n,) or not problem.allowed[np.arange(n), placement].all():
+    if not problem.respects_constraints(placement):
         return False
-    for members in problem.groups:
-        if np.unique(placement[members]).size > 1:
-            return False
     used = np.bincount(placement, weights=mem.astype(np.float64), minlength=problem.n_devices)
     return bool(((cap < 0) | (used <= cap)).all())
 

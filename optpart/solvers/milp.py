@@ -48,7 +48,7 @@ import numpy as np
 
 from ..errors import SolverError
 from ..evaluate import canonical_schedule, problem_lower_bound
-from ..memory import fits, overflow_message
+from ..memory import fits, overflow_message, static_memory
 from ..problem import Problem
 from ..result import Status
 from .base import Solution
@@ -464,14 +464,9 @@ def _silence_highs_banner() -> None:
 
 
 def _fits(problem: Problem, placement: np.ndarray) -> bool:
-    n = problem.n_nodes
-    if placement.shape != (n,) or not problem.allowed[np.arange(n), placement].all():
-        return False
-    for members in problem.groups:
-        if np.unique(placement[members]).size > 1:
-            return False
-    used = np.bincount(placement, weights=problem.memory, minlength=problem.n_devices)
-    return bool(np.all(fits(used, problem.device_memory)))
+    """Constraints kept and static memory within every capacity (the MILP's own rows)."""
+    return problem.respects_constraints(placement) and bool(
+        np.all(fits(static_memory(problem, placement), problem.device_memory)))
 
 
 def _cbc_bound(log_text: str) -> float:
