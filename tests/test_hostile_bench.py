@@ -143,6 +143,27 @@ def test_the_claim_of_a_dead_sweep_is_taken_over(tmp_path):
     con.close()
 
 
+def _open_results_database(path: str) -> str:
+    try:
+        bdb.connect(path).close()
+    except Exception as exc:  # the test reports what each process saw
+        return str(exc)
+    return "ok"
+
+
+def test_sweeps_opening_a_new_database_together_wait_for_each_other(tmp_path):
+    """SQLite answers a concurrent switch of a new file to WAL with "database is locked"
+    at once (no busy wait): every opener must still get the database (CI once lost a sweep
+    to this race)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        for i in range(15):
+            seen = pool.map(_open_results_database, [str(tmp_path / f"new{i}.sqlite")] * 4)
+            assert seen == ["ok"] * 4, seen
+
+
 def test_two_identical_sweeps_on_one_database_run_each_job_once(tmp_path):
     paths = []
     for seed in range(3):

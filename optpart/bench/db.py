@@ -29,6 +29,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -74,21 +75,19 @@ def options_key(options: Mapping[str, Any]) -> str:
     return json.dumps(clean, sort_keys=True, separators=(",", ":"))
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
-    """Open (creating when needed) a results database in WAL mode and check its schema.
+_OPEN_TIMEOUT = 30.0  # seconds a sweep waits for another one holding the database
 
-    Raises
-    ------
-    OptpartError
-        When the file is not an SQLite database or holds another schema version.
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise OptpartError(f"{path} is a directory, not a results database")
-    if not path.parent.is_dir():
-        raise OptpartError(f"cannot create the results database {path}: directory '{path.parent}' does not exist")
+
+def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _open_and_create(path: Path) -> tuple[sqlite3.Connection, str]:
+    """One attempt to open ``path``, switch it to WAL and create the schema; returns the
+    connection and the stored schema version. The connection is closed on failure."""
+    con = sqlite3.connect(str(path), timeout=_OPEN_TIMEOUT)
     try:
-        con = sqlite3.connect(str(path), timeout=30.0)
         con.row_factory = sqlite3.Row
         con.execute("PRAGMA journal_mode=WAL")
         # NORMAL is safe against a killed process in WAL mode (only power loss may drop the last commits).
@@ -104,8 +103,41 @@ def connect(path: str | Path) -> sqlite3.Connection:
                         "claimed_at TEXT NOT NULL, PRIMARY KEY (problem_hash, solver, options))")
             con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         found = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        raise OptpartError(f"{path}: not an optpart results database ({exc})") from None
+    except BaseException:
+        con.close()
+        raise
+    return con, found
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """Open (creating when needed) a results database in WAL mode and check its schema.
+
+    Raises
+    ------
+    OptpartError
+        When the file is not an SQLite database or holds another schema version.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise OptpartError(f"{path} is a directory, not a results database")
+    if not path.parent.is_dir():
+        raise OptpartError(f"cannot create the results database {path}: directory '{path.parent}' does not exist")
+    deadline = time.monotonic() + _OPEN_TIMEOUT
+    delay = 0.005
+    while True:
+        try:
+            con, found = _open_and_create(path)
+            break
+        except sqlite3.OperationalError as exc:
+            # Switching a fresh file to WAL takes an exclusive lock, and SQLite reports a
+            # concurrent switch as "locked" at once, without its busy handler: two sweeps
+            # starting together on a new database must wait for each other, not fail.
+            if not _is_lock_error(exc) or time.monotonic() > deadline:
+                raise OptpartError(f"{path}: cannot open the results database ({exc})") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+        except sqlite3.DatabaseError as exc:
+            raise OptpartError(f"{path}: not an optpart results database ({exc})") from None
     if found != str(SCHEMA_VERSION):
         con.close()
         raise OptpartError(f"{path}: results schema version {found}, this optpart reads version {SCHEMA_VERSION}")
