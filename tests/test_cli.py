@@ -93,6 +93,15 @@ def test_info_and_solvers(capsys):
     assert "single" in capsys.readouterr().out
 
 
+def test_info_names_the_memory_model_of_each_screen(capsys):
+    """A graph sized for peak memory is infeasible under the static sum: info says which model."""
+    vit = INSTANCES / "vit-b16-training.json"
+    assert main(["info", str(vit)]) == 0
+    rows = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "no obstruction" in rows["memory (peak, default)"]
+    assert "infeasible: the graph needs" in rows["memory (static)"]
+
+
 def test_units():
     from optpart.units import parse_bandwidth, parse_bytes, parse_time
     assert parse_bytes("16GiB") == 16 * 2**30 and parse_bytes("2GB") == 2e9 and parse_bytes(5) == 5

@@ -35,7 +35,6 @@ def _cmd_info(args: argparse.Namespace) -> int:
     reasons = {m: problem.infeasibility(m) if problem.n_devices else None for m in ("peak", "static")}
     info["infeasible"] = reasons["peak"]
     info["infeasible_static"] = reasons["static"]
-    reason = "; ".join(f"{m}: {r}" for m, r in reasons.items() if r)
     if args.json:
         print(json.dumps(info, indent=2, default=lambda x: "inf" if x == math.inf else str(x)))
         return 0
@@ -58,8 +57,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
              ["bound: work / speed", format_time(bounds["work"])],
              ["bound: largest node", format_time(bounds["largest_node"])],
              ["lower bound", format_time(info["lower_bound_s"])]]
-    if reason:
-        rows.append(["infeasible", reason])
+    if problem.n_devices:
+        # Name both models: a graph sized for peak (the default) may be infeasible under the
+        # static sum, which counts every tensor for the whole step (docs/model.md section 3).
+        for model in ("peak", "static"):
+            label = f"memory ({model}{', default' if model == 'peak' else ''})"
+            rows.append([label, f"infeasible: {reasons[model]}" if reasons[model]
+                         else "no obstruction found (a solve decides)"])
     print(f"{safe(problem.name)}\n" + table(rows, ["", ""]).split("\n", 2)[2])
     return 0
 
