@@ -36,7 +36,7 @@ from ..evaluate import canonical_schedule, problem_lower_bound
 from ..paths import bottom_levels_csr, top_levels_csr
 from ..problem import Problem
 from ..result import Status
-from .base import Solution
+from .base import Solution, SolverError
 
 __all__ = [
     "durations",
@@ -552,17 +552,38 @@ def solve_within(solver, model, seconds: float) -> int:
     is set a little above it (a safety net): with only its own limit, CP-SAT's interleaved
     search stops once it expects the next batch not to fit, measured at 60-85% of the
     limit on 50-node models, which left a fifth of every budget unused.
+
+    CP-SAT's presolve can raise from C++ on some models (or-tools 9.15 throws
+    ``IndexError: raw_hash_map<>::at`` on small peak-memory models; upstream reports of
+    the same class: google/or-tools#5091, #5288). The search then runs once more with
+    presolve off, in the time left; a second failure is a :class:`SolverError`.
     """
     import threading
-    seconds = max(0.05, float(seconds))
-    solver.parameters.max_time_in_seconds = 1.2 * seconds + 0.5
-    timer = threading.Timer(seconds, solver.stop_search)
-    timer.daemon = True
-    timer.start()
+    t0 = _time.perf_counter()
+
+    def run(budget_s: float) -> int:
+        budget_s = max(0.05, float(budget_s))
+        solver.parameters.max_time_in_seconds = 1.2 * budget_s + 0.5
+        timer = threading.Timer(budget_s, solver.stop_search)
+        timer.daemon = True
+        timer.start()
+        try:
+            return solver.solve(model)
+        finally:
+            timer.cancel()
+
     try:
-        return solver.solve(model)
-    finally:
-        timer.cancel()
+        return run(seconds)
+    except Exception as exc:  # an exception out of the C++ solver, never our own code
+        if not solver.parameters.cp_model_presolve:
+            raise SolverError(f"CP-SAT failed ({type(exc).__name__}: {exc})") from None
+        first = f"{type(exc).__name__}: {exc}"
+    solver.parameters.cp_model_presolve = False
+    try:
+        return run(seconds - (_time.perf_counter() - t0))
+    except Exception as exc:
+        raise SolverError(f"CP-SAT failed with presolve ({first}) and without it "
+                          f"({type(exc).__name__}: {exc})") from None
 
 
 class OutOfTime(Exception):
