@@ -8,13 +8,12 @@ retries without presolve, and a second failure is one clear :class:`SolverError`
 from __future__ import annotations
 
 import pytest
+from conftest import budget
 
 import optpart
 from optpart.errors import SolverError
 from optpart.generators import training_graph
 from optpart.solvers import _exact_common as xc
-
-from conftest import budget
 
 
 class _Params:

@@ -54,6 +54,7 @@ from .eft import eft_schedule, heft_order, topological_priority, upward_rank
 from .improve import iterated_search, local_search
 from .mapping import map_clusters
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
+from .packing import pack_units
 from .refine import refine
 from .schedule import Graph, justify, schedule_placement
 from .slicing import levels, slice_paths
@@ -76,6 +77,7 @@ _VARIANT_SIZE = 30_000     # nodes + edges up to which extra EFT priority orders
 _NOISY_ORDERS = 24         # noisy orders per unit of effort (fewer on larger graphs)
 _MAX_NOISY_ORDERS = 2_000
 _BOUND_SIZE = 8_000_000    # nodes x devices up to which the optimality test uses every generic bound
+_PACK_EVALS = 2_000_000     # packing-search evaluations (O(1) each) per unit of effort when no fill fits
 _DEADLINE_SHARE = 0.5      # share of the time limit the search may use (the rest: an overrunning
                            # stage, the final check, output)
 
@@ -198,6 +200,9 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         place = greedy_fill(problem, None, capacity, units())
         if place is None:
             place = greedy_fill(problem, None, capacity, units(), best_fit=True)
+        if place is None and not late("the packing search"):
+            place = pack_units(problem, capacity, units(), int(max(1.0, effort) * _PACK_EVALS),
+                               lambda: late("the end of the packing search"), effort=effort)
         if place is None:
             return None
         s, f, ms = schedule_placement(g, place, jr)

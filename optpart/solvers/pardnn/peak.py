@@ -20,6 +20,8 @@ schedule instead of budgeting static bytes:
    schedules fit; consecutive topological stages and mirrored pipeline stages.
 4. **Improvement**: hill climbing over unit moves along the critical chain, every
    move checked against the peak model (:func:`_improve`), sized by ``effort``.
+5. **Overflow search**: when no candidate fits, a tabu search minimises the overflow
+   itself, from the closest candidate (:func:`_overflow_tabu`), sized by ``effort``.
 
 Every candidate is verified with :func:`optpart.memory.peak_memory` and
 :func:`optpart.memory.fits` on the exact schedule returned; the shortest that fits wins.
@@ -57,6 +59,8 @@ _WORK_PER_EFFORT = 300_000   # (nodes + edges) x schedule evaluations per unit o
 _MAX_EVALS_PER_EFFORT = 300
 _ORDER_WORK = 60_000          # (nodes + edges) x extra EFT orders per unit of effort
 _MAX_NOISY = 8
+_TABU_WORK_PER_EFFORT = 3_000_000  # (nodes + edges) x overflow-search evaluations per unit of effort
+_MAX_TABU_EVALS_PER_EFFORT = 3000
 
 
 def running_need(problem: Problem) -> np.ndarray:
@@ -271,6 +275,74 @@ def _improve(problem: Problem, g: Graph, pool: _Pool, units, evals: int, deadlin
     return used
 
 
+def _overflow_tabu(problem: Problem, g: Graph, pool: _Pool, start: list[int], units, evals: int,
+                   deadline, jr: int, tenure: int = 7) -> int:
+    """Tabu search for a placement that fits under peak, from the closest candidate.
+
+    When no construction fits, the overflow itself is minimised: the objective is the sum
+    over devices of ``max(0, peak - capacity) / capacity`` (then the makespan), a move sends
+    one memory unit (a colocation group or a free node) from an overflowing device to
+    another allowed device, and each step takes the best move even when it is worse, with
+    the reverse move forbidden for ``tenure`` steps unless it reaches a new best
+    (Glover, "Tabu search - Part I", ORSA J. Computing 1989). Steepest descent alone stalls
+    a fraction of a percent over capacity, where moving a tensor's producer next to its
+    consumers must first raise the overflow of one device. Every fitting placement met is
+    offered to ``pool``. Returns the evaluations used.
+    """
+    unit_of, members, _ = units
+    allowed = problem.allowed
+    cap = np.asarray(problem.device_memory, dtype=np.float64)
+    scale = np.maximum(cap, 1e-300)
+
+    def score(place):
+        s, f, ms, peak = peak_schedule(problem, g, place, jr)
+        peak = np.asarray(peak, dtype=np.float64)
+        return float((np.maximum(peak - cap, 0.0) / scale).sum()), ms, s, f, peak
+
+    place = list(start)
+    cur = score(place)
+    used, step, best_over = 1, 0, cur[0]
+    tabu: dict[tuple[int, int], int] = {}
+    while used < evals:
+        if fits(cur[4], cap).all():
+            pool.offer("overflow-tabu", place, cur[2], cur[3])
+            return used
+        step += 1
+        over_dev = cur[4] > cap
+        chosen = None
+        seen: set[int] = set()
+        for v in range(g.n):
+            u = unit_of[v]
+            if not over_dev[place[v]] or u in seen or problem.pin[members[u][0]] >= 0:
+                continue
+            seen.add(u)
+            ok = allowed[members[u]].all(axis=0)
+            for d in range(g.k):
+                if d == place[v] or not ok[d] or used >= evals:
+                    continue
+                if deadline is not None and _time.perf_counter() > deadline:
+                    return used
+                new = list(place)
+                for w in members[u]:
+                    new[w] = d
+                sc = score(new)
+                used += 1
+                # tabu moves rank after every allowed one (unless they reach a new best), so
+                # a step is taken even when every move is tabu
+                forbidden = tabu.get((u, d), 0) >= step and not sc[0] < best_over
+                key = (forbidden, sc[0], sc[1], u, d)
+                if chosen is None or key < chosen[0]:
+                    chosen = (key, new, sc, u, place[v])
+        if chosen is None:
+            break
+        _, place, cur, u, old = chosen
+        tabu[(u, old)] = step + tenure
+        best_over = min(best_over, cur[0])
+    if fits(cur[4], cap).all():
+        pool.offer("overflow-tabu", place, cur[2], cur[3])
+    return used
+
+
 def _chunk_placements(problem: Problem, g: Graph):
     """Consecutive stages of the topological order, one per device, cut where the running
     sum of a weight reaches each device's share (Baechi's m-TOPO cut, here by liveness
@@ -460,6 +532,11 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
     evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size))
     used = _improve(problem, g, pool, units, evals, deadline, jr)
     stats = {"candidates": len(pool.tried), "improve_evals": used}
+    if pool.best is None and pool.closest is not None and g.k >= 2 and not late("the overflow search"):
+        # 6. no construction fits: search on the overflow itself, from the closest one
+        tabu_evals = int(min(effort * _MAX_TABU_EVALS_PER_EFFORT, effort * _TABU_WORK_PER_EFFORT / size))
+        stats["overflow_search_evals"] = _overflow_tabu(problem, g, pool, pool.closest[2].tolist(), units,
+                                                        tabu_evals, deadline, jr)
     if stopped:
         stats["stopped"] = f"time limit reached before {stopped[0]}"
     best = pool.valid_best()
