@@ -534,9 +534,10 @@ class Problem:
     def _freeze(self) -> "Problem":
         """Make every array of the problem read-only (``p.time[0] = 1`` raises ValueError)."""
         for value in self.__dict__.values():
-            for arr in (value if isinstance(value, list) else [value]):
-                if isinstance(arr, np.ndarray):
-                    arr.flags.writeable = False
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+        for arr in self.groups:  # the one list of arrays (not node_ids: 10^6 strings to walk)
+            arr.flags.writeable = False
         return self
 
     # ------------------------------------------------------------------ derived views
