@@ -195,7 +195,7 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
         devices=devices, links=links, constraints=constraints,
         param_bytes=split.get("param_bytes"), output_bytes=split.get("output_bytes"),
         temp_bytes=split.get("temp_bytes"), node_meta=node_meta,
-        name=name, meta=meta,
+        name=name, meta=meta, copy=False,  # ids and node_meta were built above: no second copy
     )
 
 
