@@ -160,6 +160,9 @@ def _array(path: Path, member: str, raw: bytes) -> np.ndarray:
         count = int(np.prod(shape, dtype=object)) if shape else 1
         if count * dtype.itemsize > len(raw):
             raise ValueError(f"header declares {count} elements of {dtype} but the member holds {len(raw)} bytes")
+        if not fortran and len(raw) - data.tell() == count * dtype.itemsize:
+            # a read-only view of the member's bytes: no second copy of 10^6-element columns
+            return np.frombuffer(raw, dtype=dtype, count=count, offset=data.tell()).reshape(shape)
         data.seek(0)
         return fmt.read_array(data, allow_pickle=False)
     except (ValueError, OSError, EOFError, TypeError) as exc:

@@ -326,16 +326,35 @@ def _dumps(x: Any) -> str:
     return json.dumps(x, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
 
 
-def _document(header: list[tuple[str, Any]], lists: list[tuple[str, list[str], bool]],
+_ROW_SEP = ",\n    "
+
+
+def _joined_rows(columns: list[list[str] | str], n: int) -> str:
+    """``_ROW_SEP.join`` of ``n`` rows, row ``i`` being ``"".join(col[i] for col in columns)``
+    (a ``str`` column is the same text in every row), built by one ``join`` over the
+    interleaved columns: no string per row (three times faster at 10^6 rows)."""
+    if n == 0:
+        return ""
+    width = len(columns) + 1
+    parts: list[str] = [_ROW_SEP] * (width * n)
+    for j, col in enumerate(columns):
+        parts[j::width] = [col] * n if isinstance(col, str) else col
+    parts.pop()  # no separator after the last row
+    return "".join(parts)
+
+
+def _document(header: list[tuple[str, Any]], lists: list[tuple[str, list[str] | str, bool]],
               footer: list[tuple[str, Any]]) -> str:
-    """Assemble a JSON object: scalar keys one per line, list keys one item per line."""
+    """Assemble a JSON object: scalar keys one per line, list keys one item per line
+    (items given as a list, or already joined by :func:`_joined_rows`)."""
     parts = [f"  {_dumps(k)}: {_dumps(v)}" for k, v in header]
     for key, items, as_object in lists:
         if not items:
             parts.append(f"  {_dumps(key)}: {'{}' if as_object else '[]'}")
         else:
             open_, close = ("{", "}") if as_object else ("[", "]")
-            parts.append(f"  {_dumps(key)}: {open_}\n    " + ",\n    ".join(items) + f"\n  {close}")
+            body = items if isinstance(items, str) else _ROW_SEP.join(items)
+            parts.append(f"  {_dumps(key)}: {open_}\n    " + body + f"\n  {close}")
     parts += [f"  {_dumps(k)}: {_dumps(v)}" for k, v in footer]
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
@@ -417,12 +436,13 @@ def result_to_json(result: Result, problem: Problem, include_wall_time: bool = T
         # repr (what json.dumps uses) without a dumps call per node: 10^6 nodes in about a second.
         names = list(map(_encode_str, problem.node_ids))
         devs = [_encode_str(x) for x in problem.device_ids]
-        lists.append(("placement", list(map("{}: {}".format, names, map(devs.__getitem__,
-                                                                       result.placement.tolist()))), True))
+        n = len(names)
+        lists.append(("placement", _joined_rows([names, ": ", list(map(devs.__getitem__,
+                                                                       result.placement.tolist()))], n), True))
         if not (np.isfinite(result.start).all() and np.isfinite(result.finish).all()):
             raise ValueError("a result's start and finish times must be finite to be written as JSON")
-        lists.append(("schedule", list(map('{}: {{"start": {}, "finish": {}}}'.format, names,
-                                           float_reprs(result.start), float_reprs(result.finish))), True))
+        lists.append(("schedule", _joined_rows([names, ': {"start": ', float_reprs(result.start), ', "finish": ',
+                                                float_reprs(result.finish), "}"], n), True))
     footer: list[tuple[str, Any]] = []
     # The devices and links the result was computed for, so that a result file read beside a
     # bare graph file (no devices in it) can be shown, judged and exported as it was solved.
