@@ -14,7 +14,6 @@ from ..errors import FormatError
 from ..problem import Problem
 from ..result import Result
 from .dnn_partitioning import dnn_partitioning_from_dict, looks_like_dnn_partitioning
-from .networkx_io import from_networkx, to_networkx
 from .optpart_json import (PROBLEM_FORMAT, RESULT_FORMAT, problem_for_result, problem_from_dict,
                            problem_to_json, result_from_dict, result_to_json)
 from .npz import read_npz, write_npz
@@ -37,6 +36,16 @@ __all__ = [
     "problem_to_json",
     "result_to_json",
 ]
+
+
+def __getattr__(name: str):
+    """``from_networkx``/``to_networkx`` import networkx on first use (PEP 562): reading and
+    solving a file never pays for importing networkx (about 80 ms)."""
+    if name in ("from_networkx", "to_networkx"):
+        from . import networkx_io
+
+        return getattr(networkx_io, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _stem(path: Path) -> str:
