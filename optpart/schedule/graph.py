@@ -14,30 +14,15 @@ insertion replays and the heuristic all call it.
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from .._gc import no_gc  # re-exported: the schedulers' hot loops pause the collector
 from ..paths import mean_costs
 from ..problem import Problem
 
 __all__ = ["Graph", "arrivals", "arrival", "no_gc"]
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector around a hot loop that allocates millions of
-    acyclic objects (floats, small tuples): its full passes otherwise cost a large share
-    of the time on 10^6-node graphs. Reference counting still frees everything."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class Graph:
