@@ -34,6 +34,8 @@ from .policy import MemoryPolicy
 
 __all__ = ["NoRoom", "EftSchedule", "eft_schedule"]
 
+_NEG_INF = -math.inf
+
 
 class NoRoom(Exception):
     """A node found no device (memory policy or constraints); ``message`` says why."""
@@ -234,7 +236,7 @@ def _near_devices(v: int, filt: tuple[list[int], float, list[float]], k: int, lo
     base, need, room = filt
     everywhere = len(base) == k  # base holds every device: only memory can rule one out
     cand = []
-    if need == -math.inf:  # every device of base qualifies
+    if need == _NEG_INF:  # every device of base qualifies
         if len(base) < 3:
             return base or None
         for i in range(lo, hi):

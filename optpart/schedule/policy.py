@@ -45,6 +45,8 @@ from ..units import format_bytes
 
 __all__ = ["MemoryPolicy", "StaticPolicy"]
 
+_NEG_INF = -math.inf
+
 
 class MemoryPolicy(Protocol):
     """What the engine asks about memory (see the module docstring)."""
@@ -142,12 +144,15 @@ class StaticPolicy:
         is ``-inf`` when every device of ``base`` qualifies. The caller must not modify
         ``base`` or ``room``."""
         g = self.group_of[v]
-        if g >= 0 and self.group_device[g] >= 0:
-            return [self.group_device[g]], -math.inf, self.room
-        if not self.memory_aware:
-            return self.allowed_list[v], -math.inf, self.room
-        need = self.need(v)
-        return self.allowed_list[v], (-math.inf if need <= self.min_room else need), self.room
+        if g < 0:
+            need = self.mem[v]
+        elif self.group_device[g] >= 0:
+            return [self.group_device[g]], _NEG_INF, self.room
+        else:
+            need = self.group_need[g]
+        if not self.memory_aware or need <= self.min_room:
+            return self.allowed_list[v], _NEG_INF, self.room
+        return self.allowed_list[v], need, self.room
 
     #: the engine may skip :meth:`admits` (static memory does not depend on the slot)
     admits_everything = True
