@@ -16,10 +16,10 @@ from ..problem import Problem
 from ..result import Result
 from .dnn_partitioning import dnn_partitioning_from_dict, looks_like_dnn_partitioning
 from .optpart_json import (PROBLEM_FORMAT, RESULT_FORMAT, problem_for_result, problem_from_dict,
-                           problem_to_json, result_from_dict, result_to_json)
+                           problem_to_json, result_from_dict, result_json_pieces, result_to_json)
 from .npz import read_npz, write_npz
 from .stg import parse_stg, read_stg
-from ._io import parse_json, read_bytes, read_text, write_bytes
+from ._io import parse_json, read_bytes, read_text, write_bytes, write_pieces
 
 __all__ = [
     "load",
@@ -116,8 +116,8 @@ def save(problem: Problem, path: str | Path) -> None:
 
 
 def save_result(result: Result, problem: Problem, path: str | Path, include_wall_time: bool = True) -> None:
-    """Write a result as optpart JSON."""
-    _write(Path(path), result_to_json(result, problem, include_wall_time))
+    """Write a result as optpart JSON (gzip-compressed when the name ends in ``.gz``)."""
+    write_pieces(Path(path), result_json_pieces(result, problem, include_wall_time))
 
 
 def load_result(path: str | Path, problem: Problem) -> Result:

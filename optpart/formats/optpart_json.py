@@ -305,20 +305,19 @@ _encode_str = json.encoder.encode_basestring  # json.dumps(s, ensure_ascii=False
 def float_reprs(values: np.ndarray) -> list[str]:
     """``[repr(float(x)) for x in values]`` for finite ``values``, the text ``json.dumps`` writes.
 
-    With orjson (the ``fast`` extra) the digits come from one ``orjson.dumps`` of the list
+    With orjson (the ``fast`` extra) the digits come from one ``orjson.dumps`` of the array
     (shortest round-trip digits, as ``repr``), five times faster than ``repr`` per value;
     orjson spells numbers outside ``[1e-4, 1e16)`` (and ``-0.0``) differently, so those few
     fall back on ``repr``. The bytes are identical either way."""
-    arr = np.asarray(values, dtype=np.float64)
-    floats = arr.tolist()
-    if _orjson is None or not floats:
-        return list(map(float.__repr__, floats))
-    text = _orjson.dumps(floats).decode("ascii")
+    arr = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+    if _orjson is None or not arr.size:
+        return list(map(float.__repr__, arr.tolist()))
+    text = _orjson.dumps(arr, option=_orjson.OPT_SERIALIZE_NUMPY).decode("ascii")
     out = text[1:-1].split(",")
     mag = np.abs(arr)
     odd = np.flatnonzero(((mag < 1e-4) & (mag > 0)) | (mag >= 1e16) | ((arr == 0) & np.signbit(arr)))
     for i in odd.tolist():
-        out[i] = repr(floats[i])
+        out[i] = repr(float(arr[i]))
     return out
 
 
@@ -347,16 +346,32 @@ def _document(header: list[tuple[str, Any]], lists: list[tuple[str, list[str] | 
               footer: list[tuple[str, Any]]) -> str:
     """Assemble a JSON object: scalar keys one per line, list keys one item per line
     (items given as a list, or already joined by :func:`_joined_rows`)."""
-    parts = [f"  {_dumps(k)}: {_dumps(v)}" for k, v in header]
+    return "".join(_document_pieces(header, lists, footer))
+
+
+def _document_pieces(header: list[tuple[str, Any]], lists: list[tuple[str, list[str] | str, bool]],
+                     footer: list[tuple[str, Any]]) -> list[str]:
+    """The text of :func:`_document` as pieces to write one after the other (a 10^6-node
+    result's ~80 MB are not copied into one string)."""
+    fields = [f"  {_dumps(k)}: {_dumps(v)}" for k, v in header]
     for key, items, as_object in lists:
         if not items:
-            parts.append(f"  {_dumps(key)}: {'{}' if as_object else '[]'}")
+            fields.append(f"  {_dumps(key)}: {'{}' if as_object else '[]'}")
         else:
             open_, close = ("{", "}") if as_object else ("[", "]")
             body = items if isinstance(items, str) else _ROW_SEP.join(items)
-            parts.append(f"  {_dumps(key)}: {open_}\n    " + body + f"\n  {close}")
-    parts += [f"  {_dumps(k)}: {_dumps(v)}" for k, v in footer]
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+            fields.append((f"  {_dumps(key)}: {open_}\n    ", body, f"\n  {close}"))
+    fields += [f"  {_dumps(k)}: {_dumps(v)}" for k, v in footer]
+    pieces = ["{\n"]
+    for i, f in enumerate(fields):
+        if i:
+            pieces.append(",\n")
+        if isinstance(f, tuple):
+            pieces.extend(f)
+        else:
+            pieces.append(f)
+    pieces.append("\n}\n")
+    return pieces
 
 
 def problem_to_json(problem: Problem) -> str:
@@ -417,6 +432,12 @@ def result_to_json(result: Result, problem: Problem, include_wall_time: bool = T
     Deterministic apart from ``wall_seconds``; pass ``include_wall_time=False`` to drop it
     when comparing bytes across runs.
     """
+    return "".join(result_json_pieces(result, problem, include_wall_time))
+
+
+def result_json_pieces(result: Result, problem: Problem, include_wall_time: bool = True) -> list[str]:
+    """:func:`result_to_json`'s text as pieces to write one after the other (see
+    :func:`_document_pieces`); :func:`optpart.formats.save_result` writes these."""
     header: list[tuple[str, Any]] = [
         ("format", RESULT_FORMAT), ("version", VERSION), ("problem", result.problem),
         ("solver", result.solver), ("status", result.status.value),
@@ -459,7 +480,7 @@ def result_to_json(result: Result, problem: Problem, include_wall_time: bool = T
         footer.append(("stats", {k: _json_safe(result.stats[k]) for k in sorted(result.stats)}))
     if include_wall_time:
         footer.append(("wall_seconds", round(result.wall_seconds, 6)))
-    return _document(header, lists, footer)
+    return _document_pieces(header, lists, footer)
 
 
 def problem_for_result(problem: Problem, doc: Mapping[str, Any]) -> Problem:
