@@ -270,3 +270,28 @@ def test_result_json_round_trip(tmp_path):
     assert back.start.tolist() == r.start.tolist() and back.finish.tolist() == r.finish.tolist()
     assert back.makespan == r.makespan
     assert result_to_json(back, p, include_wall_time=False) == result_to_json(r, p, include_wall_time=False)
+
+
+@settings(max_examples=40)
+@given(n=st.integers(2, 60), k=st.integers(2, 6), seed=st.integers(0, 10**6),
+       candidates=st.sampled_from(["all", "near"]), free=st.booleans())
+def test_uniform_link_arrivals_equal_the_per_pair_formula(n, k, seed, candidates, free):
+    """The engine's shortcut for uniform links (no per-pair lookups) gives the same schedule."""
+    rng = np.random.default_rng(seed)
+    src, dst = [], []
+    for w in range(1, n):
+        for u in rng.choice(w, size=min(w, int(rng.integers(1, 4))), replace=False).tolist():
+            src.append(u)
+            dst.append(w)
+    links = optpart.Links(0.0, float("inf")) if free else optpart.Links(float(rng.random()), float(rng.uniform(1, 9)))
+    p = Problem.from_arrays([f"n{i}" for i in range(n)], rng.random(n) * rng.integers(0, 2, size=n), np.ones(n),
+                            src, dst, rng.random(len(src)) * 10,
+                            devices=[Device(f"d{d}", 1e9, float(rng.choice([1.0, 1.5]))) for d in range(k)],
+                            links=links)
+    fast, plain = Graph(p), Graph(p)
+    assert fast.uniform
+    plain.uniform = False  # the per-pair formula for every device pair
+    order = heft_order(fast)
+    a = eft_schedule(fast, order, StaticPolicy(p), candidates=candidates)
+    b = eft_schedule(plain, order, StaticPolicy(p), candidates=candidates)
+    assert (a.place, a.start, a.finish) == (b.place, b.start, b.finish)

@@ -173,6 +173,13 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                 x = local.get(d, 0.0)
                 if x > ready:
                     ready = x
+            elif uniform:  # the same sums as below: lat[pu][d] is lat0 off the diagonal, 0 on it
+                ready = 0.0
+                for i in range(lo, hi):
+                    u = pred[i]
+                    r = finish[u] if place[u] == d else finish[u] + lat0 + ib[i] * ibw0
+                    if r > ready:
+                        ready = r
             else:
                 ready = 0.0
                 for i in range(lo, hi):
