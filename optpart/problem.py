@@ -815,6 +815,9 @@ def _is_kahn_order(order, src: np.ndarray, in_edges: np.ndarray, in_ptr: np.ndar
     the nodes appended while processing position ``j`` depend only on the first
     ``j + 1`` nodes, which agree. The keys are distinct (no duplicate edges), so "sorted"
     is "strictly increasing along the order": no sort is needed.
+
+    Reference: A. B. Kahn, "Topological sorting of large networks", Communications of
+    the ACM 5(11), 1962.
     """
     order = np.asarray(order)
     n = in_ptr.size - 1
