@@ -382,9 +382,9 @@ class Problem:
         else:
             self.topo = self._topological_order()  # raises on a cycle, naming a node on it
             if topo is not None:
-                raise ProblemError("the given topological order (topo) is not the one of this graph "
-                                   "(Kahn's algorithm, FIFO from the sources in index order); drop it or "
-                                   "rewrite the file with optpart")
+                raise ProblemError("the given topological order (topo; in a .npz file the member "
+                                   "'topo.npy') is not the one of this graph (Kahn's algorithm, FIFO from "
+                                   "the sources in index order): the file was edited; rewrite it with optpart")
         # Position of each node in ``topo``: the tie-break "topological position" of every
         # list scheduler and replay (one array, computed once).
         self.topo_rank = np.empty(self.n_nodes, dtype=np.int64)
