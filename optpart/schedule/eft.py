@@ -105,6 +105,7 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
     min_inv = min(inv_speed) if k else 0.0
     # near mode asks a policy that has one for its filter rather than the full device list
     memory_filter = getattr(policy, "memory_filter", None) if near else None
+    any_room = [0.0] * k  # a room list for the plain path's filter (need -inf: all qualify)
     for v in order:
         lo, hi = in_ptr[v], in_ptr[v + 1]
         if memory_filter is not None:
@@ -115,27 +116,8 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
             devs = policy.devices_for(v)
             if not devs:
                 raise NoRoom(v, policy.no_room_message(v))
-            if near and len(devs) > 2:
-                cand = []
-                for i in range(lo, hi):
-                    d = place[pred[i]]
-                    if d not in cand:
-                        cand.append(d)
-                # The device that frees up first (ties: lowest index), from a lazy heap whose
-                # top is the first over all devices; only when it is not allowed, a scan.
-                while free_heap[0][0] != ends[free_heap[0][1]]:
-                    heappop(free_heap)
-                first = free_heap[0][1]
-                if len(devs) < k:
-                    allowed = set(devs)
-                    cand = [d for d in cand if d in allowed]
-                    if first not in allowed:
-                        first = min(devs, key=ends.__getitem__)  # ties: the first, i.e. lowest index
-                if first not in cand:
-                    cand.append(first)
-                if len(cand) > 1:
-                    cand.sort()
-                devs = cand
+            if near:  # the same selection, with every device of the list qualifying
+                devs = _near_devices(v, (devs, _NEG_INF, any_room), k, lo, hi, pred, place, free_heap, ends)
         split = uniform and len(devs) > 3
         if split:
             local: dict[int, float] = {}
@@ -230,15 +212,16 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
 def _near_devices(v: int, filt: tuple[list[int], float, list[float]], k: int, lo: int, hi: int,
                   pred: list[int], place: list[int], free_heap: list[tuple[float, int]],
                   ends: list[float]) -> list[int] | None:
-    """The ``candidates="near"`` devices of ``v`` from a policy's ``memory_filter`` (None: stuck).
+    """The ``candidates="near"`` devices of ``v`` (None: no device at all).
 
-    The same list as filtering ``policy.devices_for(v)`` to the predecessors' devices plus
-    the allowed device that frees up first, without building the allowed list: the filter
-    ``(base, need, room)`` says ``devices_for(v) == [d for d in base if need <= room[d]]``,
-    and only the few devices in question are tested (building the list costs a pass over
-    all ``k`` devices per node, half the engine's time at 10^6 nodes on 64 devices). The
-    list is built only when it has at most two devices (then every one is a candidate, as
-    in the plain path) or when the first free device is not allowed (a scan for the next).
+    The allowed devices are ``[d for d in base if need <= room[d]]`` (a policy's
+    ``memory_filter``; ``(policy.devices_for(v), -inf, any)`` for a policy without one).
+    With at most two of them, all; else the predecessors' devices that are allowed plus the
+    allowed device that frees up first (ties: lowest index: the top of the lazy heap of
+    ``(end, device)`` over all devices, or a scan when that one is not allowed), sorted.
+    Only the few devices in question are tested: building the allowed list costs a pass
+    over all ``k`` devices per node, which was half the engine's time at 10^6 nodes on 64
+    devices when most nodes had a full device.
     """
     base, need, room = filt
     everywhere = len(base) == k  # base holds every device: only memory can rule one out
