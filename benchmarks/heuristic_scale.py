@@ -8,9 +8,10 @@ Three measurements, each in its own subprocess so the peak RSS is that of one ru
   ``optpart.solve`` (adds the registry's screening and the final check), peak RSS, and
   the ratio heuristic / heft of the solver times measured in the same run;
 * ``--files`` (default: the bundled ``instances/scale/transformer-1e5.json.gz`` and,
-  when built with ``python instances/make.py scale``, ``transformer-1m.json.gz``): the
-  same through the command line end to end (``optpart solve FILE -o OUT``: reading,
-  solving, checking, writing), wall time and peak RSS of the process.
+  when built with ``python instances/make.py scale``, ``transformer-1m.npz`` and
+  ``transformer-1m.json.gz``): the same through the command line end to end
+  (``optpart solve FILE -o OUT``: reading, solving, checking, writing), wall and CPU
+  seconds and peak RSS of the process.
 
 Run on a shared machine, the figures are indicative (several engineers share 2 cores).
 
@@ -60,18 +61,14 @@ def run_one(n: int, k: int, solver: str) -> dict:
 
 
 def run_cli(path: Path, solver: str) -> dict:
-    """``optpart solve FILE -s SOLVER -o OUT`` in a subprocess: wall seconds and peak RSS."""
-    import os
-    import resource
+    """``optpart solve FILE -s SOLVER -o OUT`` in a subprocess: wall and CPU seconds, peak RSS
+    (:func:`e2e_scale.cli`, this child's own figures)."""
     import tempfile
-    import time
+
+    from e2e_scale import cli
+
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, PYTHONPATH=str(HERE.parent))
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "optpart", "solve", str(path), "-s", solver,
-                        "-o", str(Path(tmp) / "out.json")], check=True, env=env, capture_output=True)
-        wall = time.perf_counter() - t0
-    return {"wall": wall, "rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+        return cli(str(path), solver, None, str(Path(tmp) / "out.json"))
 
 
 def main() -> None:
@@ -103,16 +100,17 @@ def main() -> None:
     files = args.files
     if files is None:
         scale = HERE.parent / "instances" / "scale"
-        files = [f for f in (scale / "transformer-1e5.json.gz", scale / "transformer-1m.json.gz") if f.exists()]
+        files = [f for f in (scale / "transformer-1e5.json.gz", scale / "transformer-1m.npz",
+                             scale / "transformer-1m.json.gz") if f.exists()]
     if files:
         print()
         rows = []
         for f in files:
             r = run_cli(f, "heuristic")
-            rows.append([f.name, "heuristic", f"{r['wall']:.1f}", f"{r['rss']:.0f}"])
+            rows.append([f.name, "heuristic", f"{r['wall']:.1f}", f"{r['cpu']:.1f}", f"{r['rss_mib']:.0f}"])
             print(f"  done: {f.name}", file=sys.stderr)
-        print(table(rows, ["file", "solver", "CLI end to end s (read, solve, check, write)",
-                           "peak RSS MiB (largest child so far)"]))
+        print(table(rows, ["file", "solver", "CLI end to end wall s (read, solve, check, write)",
+                           "CLI CPU s (user+sys)", "peak RSS MiB"]))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Usage::
     python instances/make.py            # models + small + scale 1e4/1e5 + README table
     python instances/make.py models     # only the traced models (PyTorch + ONNX)
     python instances/make.py small      # only instances/small/ (not mlp6-training.json)
-    python instances/make.py scale      # also the 1e6-node graph (git-ignored; about a minute)
+    python instances/make.py scale      # also the 1e6-node graph, .json.gz and .npz (git-ignored; about a minute)
     python instances/make.py --check    # regenerate the cheap ones in a temp dir and compare bytes
     python instances/make.py fit        # re-measure the minimum capacities (about 2 minutes)
 
@@ -463,6 +463,9 @@ def write(rel: str, root: Path = HERE) -> Problem:
         with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
                                                     compresslevel=6) as fh:
             fh.write(problem_to_json(problem).encode("utf-8"))
+        # The same graph in the columnar format, the one big graphs should be read from
+        # (docs/formats.md): benchmarks/e2e_scale.py and docs/heuristic.md time this file.
+        optpart.save(problem, path.parent / rel.split("/")[-1].replace(".json.gz", ".npz"))
     else:
         optpart.save(problem, path)
     return problem

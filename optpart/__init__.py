@@ -17,13 +17,22 @@ from .bounds import all_bounds, critical_path_bound, largest_node_bound, lower_b
 from .errors import FormatError, OptpartError, ProblemError, ScheduleError, SolverError
 from .evaluate import canonical_schedule, check, evaluate, peak_memory, static_memory, violations
 from .judge import Verdict, judge
-from .formats import from_networkx, load, load_result, save, save_result, to_networkx
+from .formats import load, load_result, save, save_result
 from .problem import Constraints, Device, LinkOverride, Links, Problem
 from .result import Result, Status
 from .solvers import available_solvers, solve, solver_names
 from . import export  # noqa: E402,F401  (optpart.export.device_map(problem, result); docs/apply.md)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # networkx is imported only when from_networkx/to_networkx are first used (optpart.formats)
+    if name in ("from_networkx", "to_networkx"):
+        from . import formats
+
+        return getattr(formats, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "Problem", "Device", "Links", "LinkOverride", "Constraints",

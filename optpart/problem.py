@@ -177,6 +177,8 @@ class Problem:
         node_meta: Sequence[Mapping[str, Any]] | None = None,
         name: str = "problem",
         meta: Mapping[str, Any] | None = None,
+        topo: Sequence[int] | np.ndarray | None = None,
+        copy: bool = True,
     ) -> "Problem":
         """Build a problem from parallel arrays (the fast path used by every reader).
 
@@ -192,11 +194,18 @@ class Problem:
 
         ``memory=None`` means "not given for any node"; without any split either, every
         node then holds 0 bytes (graphs that carry no memory, e.g. STG).
+
+        ``topo`` is an optional claimed topological order (the ``.npz`` format stores one):
+        it is checked in O(V + E) with numpy to be exactly the order Kahn's algorithm gives
+        (:func:`_is_kahn_order`) and then used instead of running the algorithm; an order
+        that is not is an error. ``copy=False`` takes ``node_ids`` (a list of str) and
+        ``node_meta`` (a list of dicts) as they are, for readers that built them fresh
+        (10^6 strings and dicts are not copied again).
         """
         p = cls()
         p.name = str(name)
         p.meta = dict(meta or {})
-        ids = list(map(str, node_ids))
+        ids = node_ids if not copy and type(node_ids) is list else list(map(str, node_ids))
         n = len(ids)
         index = dict(zip(ids, range(n)))
         if len(index) != n:  # a duplicate: name the first one and both positions
@@ -233,10 +242,13 @@ class Problem:
         p.param_bytes = np.where(given_split, split[0], p.memory)
         p.output_bytes = np.where(given_split, split[1], 0.0)
         p.temp_bytes = np.where(given_split, split[2], 0.0)
-        p.node_meta = None if node_meta is None else [dict(m) for m in node_meta]
+        if node_meta is None:
+            p.node_meta = None
+        else:
+            p.node_meta = node_meta if not copy and type(node_meta) is list else [dict(m) for m in node_meta]
         if p.node_meta is not None and len(p.node_meta) != n:
             raise ProblemError(f"node_meta has {len(p.node_meta)} entries for {n} nodes")
-        p._set_edges(edge_src, edge_dst, edge_bytes)
+        p._set_edges(edge_src, edge_dst, edge_bytes, topo)
         p._set_devices(devices or (), links)
         p._set_constraints(constraints or Constraints())
         return p._freeze()
@@ -313,7 +325,7 @@ class Problem:
             temp_bytes=split.get("temp_bytes"), node_meta=meta_rows if any(meta_rows) else None,
             name=name, meta=meta)
 
-    def _set_edges(self, edge_src, edge_dst, edge_bytes) -> None:
+    def _set_edges(self, edge_src, edge_dst, edge_bytes, topo=None) -> None:
         n = self.n_nodes
         try:
             src = np.asarray(edge_src, dtype=np.int64).reshape(-1)
@@ -365,7 +377,14 @@ class Problem:
         self.in_edges = np.argsort(dst, kind="stable")
         self.in_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(dst, minlength=n), out=self.in_ptr[1:])
-        self.topo = self._topological_order()
+        if topo is not None and _is_kahn_order(topo, src, self.in_edges, self.in_ptr):
+            self.topo = np.array(topo, dtype=np.int64)
+        else:
+            self.topo = self._topological_order()  # raises on a cycle, naming a node on it
+            if topo is not None:
+                raise ProblemError("the given topological order (topo; in a .npz file the member "
+                                   "'topo.npy') is not the one of this graph (Kahn's algorithm, FIFO from "
+                                   "the sources in index order): the file was edited; rewrite it with optpart")
         # Position of each node in ``topo``: the tie-break "topological position" of every
         # list scheduler and replay (one array, computed once).
         self.topo_rank = np.empty(self.n_nodes, dtype=np.int64)
@@ -512,8 +531,9 @@ class Problem:
         self.groups: list[np.ndarray] = []
         if c.colocate:
             self.groups = _colocation_groups(c.colocate, self.node_index, n)
-            for gi, members in enumerate(self.groups):
-                self.group_of[members] = gi
+            if self.groups:  # one scatter, not one per group (10^5 groups in big graphs)
+                sizes = np.fromiter(map(len, self.groups), dtype=np.int64, count=len(self.groups))
+                self.group_of[np.concatenate(self.groups)] = np.repeat(np.arange(len(self.groups)), sizes)
         # Pins inside a group must agree; the group inherits the pin.
         if c.pin and self.groups:
             pinned_groups = np.unique(self.group_of[(self.pin >= 0) & (self.group_of >= 0)])
@@ -534,9 +554,10 @@ class Problem:
     def _freeze(self) -> "Problem":
         """Make every array of the problem read-only (``p.time[0] = 1`` raises ValueError)."""
         for value in self.__dict__.values():
-            for arr in (value if isinstance(value, list) else [value]):
-                if isinstance(arr, np.ndarray):
-                    arr.flags.writeable = False
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+        for arr in self.groups:  # the one list of arrays (not node_ids: 10^6 strings to walk)
+            arr.flags.writeable = False
         return self
 
     # ------------------------------------------------------------------ derived views
@@ -780,6 +801,59 @@ class Problem:
         if missing.size:
             raise ProblemError(f"placement leaves node '{self.node_ids[missing[0]]}' without a device")
         return placement
+
+
+def _is_kahn_order(order, src: np.ndarray, in_edges: np.ndarray, in_ptr: np.ndarray) -> bool:
+    """Is ``order`` exactly what :meth:`Problem._topological_order` returns? O(V + E) numpy.
+
+    Kahn's algorithm with a FIFO queue seeded with the sources in index order appends
+    node ``w`` while it processes ``w``'s predecessor that comes *last* in the order,
+    at the edge from it (out-edges in edge-id order). So the order it returns is the
+    sources in index order, then every other node sorted by the key (position of its
+    last predecessor, id of the edge from it). Conversely, a permutation that is
+    topological and has exactly that form is that order: by induction over positions,
+    the nodes appended while processing position ``j`` depend only on the first
+    ``j + 1`` nodes, which agree. The keys are distinct (no duplicate edges), so "sorted"
+    is "strictly increasing along the order": no sort is needed.
+
+    Reference: A. B. Kahn, "Topological sorting of large networks", Communications of
+    the ACM 5(11), 1962.
+    """
+    order = np.asarray(order)
+    n = in_ptr.size - 1
+    if order.shape != (n,) or order.dtype.kind not in "iu":
+        return False
+    if n == 0:
+        return True
+    order = order.astype(np.int64, copy=False)
+    if order.min() < 0 or order.max() >= n:
+        return False
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[order] = np.arange(n)
+    if (pos < 0).any():  # a repeated node leaves another without a position
+        return False
+    src_in = src[in_edges]           # predecessors, grouped by node (CSR of in-edges)
+    dst_in = np.repeat(np.arange(n), np.diff(in_ptr))
+    pe = pos[src_in]
+    if (pe >= pos[dst_in]).any():    # not topological (this also proves there is no cycle)
+        return False
+    indeg = np.diff(in_ptr)
+    inner = indeg > 0
+    sources = np.flatnonzero(~inner)
+    s = sources.size
+    if not np.array_equal(order[:s], sources):
+        return False
+    if s == n:
+        return True
+    last_pos = np.maximum.reduceat(pe, in_ptr[:-1][inner])  # per non-source node, ascending id
+    is_last = pe == np.repeat(last_pos, indeg[inner])       # one edge per node: preds are distinct
+    key1 = np.zeros(n, dtype=np.int64)
+    key2 = np.zeros(n, dtype=np.int64)
+    key1[inner] = last_pos
+    key2[inner] = in_edges[is_last]
+    k1, k2 = key1[order[s:]], key2[order[s:]]
+    rising = (k1[1:] > k1[:-1]) | ((k1[1:] == k1[:-1]) & (k2[1:] > k2[:-1]))
+    return bool(rising.all())
 
 
 def best_allowed(allowed: np.ndarray, value: np.ndarray, none: float) -> np.ndarray:

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .._gc import no_gc
 from ..errors import FormatError
 from ..problem import Problem
 from ..result import Result
 from .dnn_partitioning import dnn_partitioning_from_dict, looks_like_dnn_partitioning
-from .networkx_io import from_networkx, to_networkx
 from .optpart_json import (PROBLEM_FORMAT, RESULT_FORMAT, problem_for_result, problem_from_dict,
-                           problem_to_json, result_from_dict, result_to_json)
+                           problem_to_json, result_from_dict, result_json_pieces, result_to_json)
 from .npz import read_npz, write_npz
 from .stg import parse_stg, read_stg
-from ._io import parse_json, read_bytes, read_text, write_bytes
+from ._io import parse_json, read_bytes, read_text, write_bytes, write_pieces
 
 __all__ = [
     "load",
@@ -39,6 +39,16 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str):
+    """``from_networkx``/``to_networkx`` import networkx on first use (PEP 562): reading and
+    solving a file never pays for importing networkx (about 80 ms)."""
+    if name in ("from_networkx", "to_networkx"):
+        from . import networkx_io
+
+        return getattr(networkx_io, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _stem(path: Path) -> str:
     name = path.name
     for suffix in (".gz", ".json", ".stg", ".npz"):
@@ -55,8 +65,15 @@ def _decode(path: Path, data: bytes) -> str:
 
 
 def load(path: str | Path) -> Problem:
-    """Read a problem from an optpart JSON, STG or dnn-partitioning file (format detected)."""
-    path = Path(path)
+    """Read a problem from an optpart JSON, STG or dnn-partitioning file (format detected).
+
+    The cyclic garbage collector is paused meanwhile (:func:`optpart._gc.no_gc`): a big
+    JSON graph parses into millions of dicts, whose collector passes cost a third of the time."""
+    with no_gc():
+        return _load(Path(path))
+
+
+def _load(path: Path) -> Problem:
     if path.name.endswith(".npz"):
         return read_npz(path)
     data = read_bytes(path)
@@ -99,8 +116,8 @@ def save(problem: Problem, path: str | Path) -> None:
 
 
 def save_result(result: Result, problem: Problem, path: str | Path, include_wall_time: bool = True) -> None:
-    """Write a result as optpart JSON."""
-    _write(Path(path), result_to_json(result, problem, include_wall_time))
+    """Write a result as optpart JSON (gzip-compressed when the name ends in ``.gz``)."""
+    write_pieces(Path(path), result_json_pieces(result, problem, include_wall_time))
 
 
 def load_result(path: str | Path, problem: Problem) -> Result:

@@ -27,7 +27,7 @@ try:  # optional: pip install 'optpart[fast]'
 except ImportError:  # pragma: no cover - exercised when orjson is absent
     _orjson = None
 
-__all__ = ["read_bytes", "read_text", "parse_json", "write_bytes", "HAVE_ORJSON"]
+__all__ = ["read_bytes", "read_text", "parse_json", "write_bytes", "write_pieces", "HAVE_ORJSON"]
 
 HAVE_ORJSON = _orjson is not None
 _CHUNK = 16 * 2**20
@@ -104,13 +104,26 @@ def _reject_constant(name: str):
 
 def write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` (gzip-compressed, deterministically, when the name ends in ``.gz``)."""
+    write_pieces(path, [data])
+
+
+def write_pieces(path: str | Path, pieces: list[bytes | str]) -> None:
+    """Write ``pieces`` one after the other (``str`` as UTF-8), gzip-compressed and
+    deterministic when the name ends in ``.gz``: the same bytes as writing their
+    concatenation, without building it."""
     path = Path(path)
     try:
-        if path.name.endswith(".gz"):
-            # mtime=0 and no file name keep compressed bytes identical across runs.
-            with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as fh:
-                fh.write(data)
-        else:
-            path.write_bytes(data)
+        with open(path, "wb") as raw:
+            if path.name.endswith(".gz"):
+                # mtime=0 and no file name keep compressed bytes identical across runs.
+                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as fh:
+                    _write_all(fh, pieces)
+            else:
+                _write_all(raw, pieces)
     except OSError as exc:
         raise FormatError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _write_all(fh, pieces: list[bytes | str]) -> None:
+    for piece in pieces:
+        fh.write(piece.encode("utf-8") if isinstance(piece, str) else piece)

@@ -19,6 +19,8 @@ member                 dtype     meaning
 ``colocate_members``   int64     node indices of every colocation group, concatenated
 ``colocate_offsets``   int64     ``groups + 1`` offsets into ``colocate_members``
 ``node_meta``          uint8     optional UTF-8 JSON list of per-node metadata objects
+``topo``               int64     optional: the topological order (``Problem.topo``),
+                                 checked on reading, so it need not be computed again
 =====================  ========  =====================================================
 
 The writer is deterministic (fixed member order and zip timestamps, no compression:
@@ -47,7 +49,7 @@ __all__ = ["NPZ_FORMAT", "read_npz", "write_npz"]
 NPZ_FORMAT = "optpart-problem-npz"
 VERSION = 1
 _FLOAT_COLUMNS = ("time", "memory", "param_bytes", "output_bytes", "temp_bytes", "edge_bytes")
-_INT_COLUMNS = ("node_id_offsets", "edge_src", "edge_dst", "colocate_members", "colocate_offsets")
+_INT_COLUMNS = ("node_id_offsets", "edge_src", "edge_dst", "colocate_members", "colocate_offsets", "topo")
 _BYTE_COLUMNS = ("header", "node_id_bytes", "node_meta")
 _KNOWN = frozenset(_FLOAT_COLUMNS + _INT_COLUMNS + _BYTE_COLUMNS)
 _REQUIRED = ("header", "node_id_bytes", "node_id_offsets", "time", "memory", "edge_src", "edge_dst", "edge_bytes")
@@ -87,7 +89,8 @@ def write_npz(problem: Problem, path: str | Path) -> None:
     if problem.has_split:
         members += [("param_bytes", problem.param_bytes), ("output_bytes", problem.output_bytes),
                     ("temp_bytes", problem.temp_bytes)]
-    members += [("edge_src", problem.edge_src), ("edge_dst", problem.edge_dst), ("edge_bytes", problem.edge_bytes)]
+    members += [("edge_src", problem.edge_src), ("edge_dst", problem.edge_dst), ("edge_bytes", problem.edge_bytes),
+                ("topo", problem.topo)]
     if c.colocate:
         index = problem.node_index
         flat = np.fromiter((index[nid] for g in c.colocate for nid in g), dtype=np.int64)
@@ -157,6 +160,9 @@ def _array(path: Path, member: str, raw: bytes) -> np.ndarray:
         count = int(np.prod(shape, dtype=object)) if shape else 1
         if count * dtype.itemsize > len(raw):
             raise ValueError(f"header declares {count} elements of {dtype} but the member holds {len(raw)} bytes")
+        if not fortran and len(raw) - data.tell() == count * dtype.itemsize:
+            # a read-only view of the member's bytes: no second copy of 10^6-element columns
+            return np.frombuffer(raw, dtype=dtype, count=count, offset=data.tell()).reshape(shape)
         data.seek(0)
         return fmt.read_array(data, allow_pickle=False)
     except (ValueError, OSError, EOFError, TypeError) as exc:
@@ -249,7 +255,9 @@ def read_npz(path: str | Path) -> Problem:
     meta = header.get("meta", {})
     if not isinstance(name, str) or not isinstance(meta, dict):
         raise FormatError(f"{path}: header 'name' must be a string and 'meta' an object")
+    topo = _column(path, arrays, "topo", n) if "topo" in arrays else None
+    # ids and node_meta are fresh lists: no copy; a stored order is checked, not trusted
     return Problem.from_arrays(ids, cols["time"], cols["memory"], src, dst, ebytes, devices=devices, links=links,
                                constraints=constraints, param_bytes=split.get("param_bytes"),
                                output_bytes=split.get("output_bytes"), temp_bytes=split.get("temp_bytes"),
-                               node_meta=node_meta, name=name, meta=meta)
+                               node_meta=node_meta, name=name, meta=meta, topo=topo, copy=False)

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import FormatError, ProblemError
+from ._io import _orjson
 from ..limits import check_devices
 from ..problem import Constraints, Device, LinkOverride, Links, Problem
 from ..result import Result, Status
@@ -194,7 +195,7 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
         devices=devices, links=links, constraints=constraints,
         param_bytes=split.get("param_bytes"), output_bytes=split.get("output_bytes"),
         temp_bytes=split.get("temp_bytes"), node_meta=node_meta,
-        name=name, meta=meta,
+        name=name, meta=meta, copy=False,  # ids and node_meta were built above: no second copy
     )
 
 
@@ -301,22 +302,76 @@ def constraints_to_dict(c: Constraints) -> dict[str, Any]:
 _encode_str = json.encoder.encode_basestring  # json.dumps(s, ensure_ascii=False) for a str s (C version)
 
 
+def float_reprs(values: np.ndarray) -> list[str]:
+    """``[repr(float(x)) for x in values]`` for finite ``values``, the text ``json.dumps`` writes.
+
+    With orjson (the ``fast`` extra) the digits come from one ``orjson.dumps`` of the array
+    (shortest round-trip digits, as ``repr``), five times faster than ``repr`` per value;
+    orjson spells numbers outside ``[1e-4, 1e16)`` (and ``-0.0``) differently, so those few
+    fall back on ``repr``. The bytes are identical either way."""
+    arr = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+    if _orjson is None or not arr.size:
+        return list(map(float.__repr__, arr.tolist()))
+    text = _orjson.dumps(arr, option=_orjson.OPT_SERIALIZE_NUMPY).decode("ascii")
+    out = text[1:-1].split(",")
+    mag = np.abs(arr)
+    odd = np.flatnonzero(((mag < 1e-4) & (mag > 0)) | (mag >= 1e16) | ((arr == 0) & np.signbit(arr)))
+    for i in odd.tolist():
+        out[i] = repr(float(arr[i]))
+    return out
+
+
 def _dumps(x: Any) -> str:
     return json.dumps(x, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
 
 
-def _document(header: list[tuple[str, Any]], lists: list[tuple[str, list[str], bool]],
+_ROW_SEP = ",\n    "
+
+
+def _joined_rows(columns: list[list[str] | str], n: int) -> str:
+    """``_ROW_SEP.join`` of ``n`` rows, row ``i`` being ``"".join(col[i] for col in columns)``
+    (a ``str`` column is the same text in every row), built by one ``join`` over the
+    interleaved columns: no string per row (three times faster at 10^6 rows)."""
+    if n == 0:
+        return ""
+    width = len(columns) + 1
+    parts: list[str] = [_ROW_SEP] * (width * n)
+    for j, col in enumerate(columns):
+        parts[j::width] = [col] * n if isinstance(col, str) else col
+    parts.pop()  # no separator after the last row
+    return "".join(parts)
+
+
+def _document(header: list[tuple[str, Any]], lists: list[tuple[str, list[str] | str, bool]],
               footer: list[tuple[str, Any]]) -> str:
-    """Assemble a JSON object: scalar keys one per line, list keys one item per line."""
-    parts = [f"  {_dumps(k)}: {_dumps(v)}" for k, v in header]
+    """Assemble a JSON object: scalar keys one per line, list keys one item per line
+    (items given as a list, or already joined by :func:`_joined_rows`)."""
+    return "".join(_document_pieces(header, lists, footer))
+
+
+def _document_pieces(header: list[tuple[str, Any]], lists: list[tuple[str, list[str] | str, bool]],
+                     footer: list[tuple[str, Any]]) -> list[str]:
+    """The text of :func:`_document` as pieces to write one after the other (a 10^6-node
+    result's ~80 MB are not copied into one string)."""
+    fields = [f"  {_dumps(k)}: {_dumps(v)}" for k, v in header]
     for key, items, as_object in lists:
         if not items:
-            parts.append(f"  {_dumps(key)}: {'{}' if as_object else '[]'}")
+            fields.append(f"  {_dumps(key)}: {'{}' if as_object else '[]'}")
         else:
             open_, close = ("{", "}") if as_object else ("[", "]")
-            parts.append(f"  {_dumps(key)}: {open_}\n    " + ",\n    ".join(items) + f"\n  {close}")
-    parts += [f"  {_dumps(k)}: {_dumps(v)}" for k, v in footer]
-    return "{\n" + ",\n".join(parts) + "\n}\n"
+            body = items if isinstance(items, str) else _ROW_SEP.join(items)
+            fields.append((f"  {_dumps(key)}: {open_}\n    ", body, f"\n  {close}"))
+    fields += [f"  {_dumps(k)}: {_dumps(v)}" for k, v in footer]
+    pieces = ["{\n"]
+    for i, f in enumerate(fields):
+        if i:
+            pieces.append(",\n")
+        if isinstance(f, tuple):
+            pieces.extend(f)
+        else:
+            pieces.append(f)
+    pieces.append("\n}\n")
+    return pieces
 
 
 def problem_to_json(problem: Problem) -> str:
@@ -377,6 +432,12 @@ def result_to_json(result: Result, problem: Problem, include_wall_time: bool = T
     Deterministic apart from ``wall_seconds``; pass ``include_wall_time=False`` to drop it
     when comparing bytes across runs.
     """
+    return "".join(result_json_pieces(result, problem, include_wall_time))
+
+
+def result_json_pieces(result: Result, problem: Problem, include_wall_time: bool = True) -> list[str]:
+    """:func:`result_to_json`'s text as pieces to write one after the other (see
+    :func:`_document_pieces`); :func:`optpart.formats.save_result` writes these."""
     header: list[tuple[str, Any]] = [
         ("format", RESULT_FORMAT), ("version", VERSION), ("problem", result.problem),
         ("solver", result.solver), ("status", result.status.value),
@@ -394,15 +455,15 @@ def result_to_json(result: Result, problem: Problem, include_wall_time: bool = T
     if has:
         # The same bytes as json.dumps per entry, built from the C string encoder and float
         # repr (what json.dumps uses) without a dumps call per node: 10^6 nodes in about a second.
-        names = [_encode_str(x) for x in problem.node_ids]
+        names = list(map(_encode_str, problem.node_ids))
         devs = [_encode_str(x) for x in problem.device_ids]
-        place = result.placement.tolist()
-        lists.append(("placement", [f"{names[i]}: {devs[d]}" for i, d in enumerate(place)], True))
+        n = len(names)
+        lists.append(("placement", _joined_rows([names, ": ", list(map(devs.__getitem__,
+                                                                       result.placement.tolist()))], n), True))
         if not (np.isfinite(result.start).all() and np.isfinite(result.finish).all()):
             raise ValueError("a result's start and finish times must be finite to be written as JSON")
-        st, fi = map(float.__repr__, result.start.tolist()), map(float.__repr__, result.finish.tolist())
-        lists.append(("schedule", [f'{name}: {{"start": {a}, "finish": {b}}}' for name, a, b in zip(names, st, fi)],
-                      True))
+        lists.append(("schedule", _joined_rows([names, ': {"start": ', float_reprs(result.start), ', "finish": ',
+                                                float_reprs(result.finish), "}"], n), True))
     footer: list[tuple[str, Any]] = []
     # The devices and links the result was computed for, so that a result file read beside a
     # bare graph file (no devices in it) can be shown, judged and exported as it was solved.
@@ -419,7 +480,7 @@ def result_to_json(result: Result, problem: Problem, include_wall_time: bool = T
         footer.append(("stats", {k: _json_safe(result.stats[k]) for k in sorted(result.stats)}))
     if include_wall_time:
         footer.append(("wall_seconds", round(result.wall_seconds, 6)))
-    return _document(header, lists, footer)
+    return _document_pieces(header, lists, footer)
 
 
 def problem_for_result(problem: Problem, doc: Mapping[str, Any]) -> Problem:

@@ -14,30 +14,16 @@ insertion replays and the heuristic all call it.
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
-from typing import Iterator, Sequence
+from functools import cached_property
+from typing import Sequence
 
 import numpy as np
 
+from .._gc import no_gc  # re-exported: the schedulers' hot loops pause the collector
 from ..paths import mean_costs
 from ..problem import Problem
 
 __all__ = ["Graph", "arrivals", "arrival", "no_gc"]
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector around a hot loop that allocates millions of
-    acyclic objects (floats, small tuples): its full passes otherwise cost a large share
-    of the time on 10^6-node graphs. Reference counting still frees everything."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class Graph:
@@ -49,7 +35,6 @@ class Graph:
         self.k = k = problem.n_devices
         self.out_ptr = problem.out_ptr.tolist()
         self.succ = problem.edge_dst[problem.out_edges].tolist()
-        self.out_bytes = problem.edge_bytes[problem.out_edges].tolist()
         self.in_ptr = problem.in_ptr.tolist()
         self.pred = problem.edge_src[problem.in_edges].tolist()
         self.in_bytes = problem.edge_bytes[problem.in_edges].tolist()
@@ -66,7 +51,6 @@ class Graph:
         # The same matrices as arrays, for vectorised per-edge transfer times (converting the
         # nested lists back on every call is O(k^2) per schedule evaluation).
         self.lat_array, self.inv_bw_array = lat, inv_bw
-        self.bw = problem.bandwidth.tolist()
         self.topo = problem.topo
         self.rank = problem.topo_rank
         if k > 1:
@@ -83,7 +67,17 @@ class Graph:
         #: mean run time per node (HEFT's w-bar) and mean transfer per out-edge position (c-bar)
         self.mean_time = wbar.tolist()
         self.out_comm_mean = cbar[problem.out_edges].tolist()
-        self.fast_time = (problem.time / float(problem.device_speed.max())).tolist() if k else []
+
+    # Read only by the ParDNN seed method's phases, built on first use (not by every EFT run).
+    @cached_property
+    def out_bytes(self) -> list[float]:
+        """Bytes of each out-edge position (CSR order of ``succ``)."""
+        return self.problem.edge_bytes[self.problem.out_edges].tolist()
+
+    @cached_property
+    def bw(self) -> list[list[float]]:
+        """Bandwidth between devices (bytes/s), as nested lists."""
+        return self.problem.bandwidth.tolist()
 
     def comm(self, nbytes: float, a: int, b: int) -> float:
         """Transfer time of ``nbytes`` from device ``a`` to ``b`` (0 on one device)."""

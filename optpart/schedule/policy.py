@@ -18,7 +18,10 @@ kept small and stable so other memory models (the peak/liveness policy) plug in:
     One line saying why ``v`` could not be placed (used as the ``unknown`` reason).
 
 Optional: a class attribute ``admits_everything = True`` tells the engine that
-``admits`` always says True, so it may skip the call (the static policy does).
+``admits`` always says True, so it may skip the call (the static policy does); a method
+``memory_filter(v) -> (base, need, room)`` with ``devices_for(v) == [d for d in base if
+need <= room[d]]`` lets the engine's ``near`` mode test a few devices instead of building
+the list (the static policy has one).
 
 :class:`StaticPolicy` is the static model of docs/model.md section 3: a device holds
 the sum of its nodes' ``memory``; the first member of a colocation group reserves the
@@ -30,6 +33,7 @@ baselines), constraints still hold.
 
 from __future__ import annotations
 
+import math
 from itertools import compress
 from typing import Protocol, Sequence
 
@@ -40,6 +44,8 @@ from ..problem import Problem
 from ..units import format_bytes
 
 __all__ = ["MemoryPolicy", "StaticPolicy"]
+
+_NEG_INF = -math.inf
 
 
 class MemoryPolicy(Protocol):
@@ -129,6 +135,24 @@ class StaticPolicy:
             return list(compress(allowed, map(float(need).__le__, self.room)))
         room = self.room
         return [d for d in allowed if need <= room[d]]
+
+    def memory_filter(self, v: int) -> tuple[list[int], float, list[float]]:
+        """``(base, need, room)`` with ``devices_for(v) == [d for d in base if need <= room[d]]``.
+
+        Lets the engine's ``near`` mode test only the few devices it considers instead of
+        building the whole list (see :func:`optpart.schedule.eft._near_devices`). ``need``
+        is ``-inf`` when every device of ``base`` qualifies. The caller must not modify
+        ``base`` or ``room``."""
+        g = self.group_of[v]
+        if g < 0:
+            need = self.mem[v]
+        elif self.group_device[g] >= 0:
+            return [self.group_device[g]], _NEG_INF, self.room
+        else:
+            need = self.group_need[g]
+        if not self.memory_aware or need <= self.min_room:
+            return self.allowed_list[v], _NEG_INF, self.room
+        return self.allowed_list[v], need, self.room
 
     #: the engine may skip :meth:`admits` (static memory does not depend on the slot)
     admits_everything = True

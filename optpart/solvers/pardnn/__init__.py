@@ -68,6 +68,8 @@ SPEC = SolverSpec(
 _WORK_PER_EFFORT = 300_000  # (nodes + edges) x evaluations per unit of effort
 _MAX_EVALS_PER_EFFORT = 1_500
 _MAX_EVALS = 1_000_000     # evaluations at most, whatever the effort (a time limit stops earlier)
+_MIN_EVALS = 10            # fewer is not worth a search: at 20,000 nodes (5 evaluations) it tripled
+                           # the solve time against heft's for no gain (docs/heuristic.md, "Scale")
 _BOTH_SIZE = 30_000        # nodes + edges up to which the seed method also runs at effort 1
 _ETF_SIZE = 30_000         # ... up to which the ETF construction runs at effort 1
 _JUSTIFY_SIZE = 250_000    # ... up to which schedules are double-justified at effort 1
@@ -212,7 +214,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)
     used = 0
-    if evals >= 5 and g.k > 1 and not late("the improvement", 0.5):
+    if evals >= _MIN_EVALS and g.k > 1 and not late("the improvement", 0.5):
         unit_of, members, unit_mem = units()
         if g.n <= _JUSTIFIED_SCORE_NODES:
             new, used = iterated_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
