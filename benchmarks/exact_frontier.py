@@ -12,6 +12,9 @@ CCR 1. Families (all from :mod:`optpart.generators`):
 * ``layered``: :func:`layered_dag` (tight: 1.05x the fair share).
 * ``forkjoin``: :func:`fork_join_dag`, fork-join stages with communication (tight: 1.05x).
 
+``--root-lp --time-indexed``: the same graphs with links of 10 MB/s (whole 0.1 s
+transfers), the big-M and the time-indexed MILP's root LP over ``cpsat``'s makespan.
+
 ``--stg``: the STG 50-task instances with published optima (``Case50_{p}_OPT.csv``; rows
 with a 4th field are unproven and skipped): share proven, results below an optimum
 (must be 0), optimality claims that differ from the published optimum (must be 0).
@@ -30,6 +33,7 @@ Examples::
     python benchmarks/exact_frontier.py --family layered --sizes 30 50 --solvers cpsat
     python benchmarks/exact_frontier.py --family planted --sizes 40 --solvers milp --time-limit 60
     python benchmarks/exact_frontier.py --root-lp --family layered --sizes 20 40 --per-size 3 -t 20
+    python benchmarks/exact_frontier.py --root-lp --time-indexed --family layered --sizes 12 20 --per-size 3 -t 20
     python benchmarks/exact_frontier.py --stg --time-limit 60 --stg-limit 30 --procs 2 4 8 16
 """
 
@@ -125,6 +129,41 @@ def root_lp(family: str, sizes: list[int], per_size: int, time_limit: float) -> 
                         "root LP after / ref", "ref"])
 
 
+def root_lp_time_indexed(family: str, sizes: list[int], per_size: int, time_limit: float) -> str:
+    """Root LP of the big-M and the time-indexed MILP on the same graphs with whole-unit transfers.
+
+    The families' links give transfers that are no whole number of small units, which the
+    time-indexed model needs; here every graph gets latency 0 and 10 MB/s, so transfers of
+    1-100 MB take 0.1-10 s (grid 0.1 s, CCR about 0.9). Both LPs get the same horizon, the
+    heuristic's makespan. Reference: ``cpsat`` within ``--time-limit`` (* when proven).
+    """
+    from optpart.problem import Links
+    from optpart.solvers import _exact_common as xc
+    from optpart.solvers.milp import root_lp_bound
+    rows = []
+    for n in sizes:
+        for seed in range(per_size):
+            base = make(family, n, seed, True)
+            p = base.with_devices(base.devices, links=Links(0.0, 1e7))
+            heur = optpart.solve(p, "heuristic", time_limit=time_limit, seed=0)
+            ref = optpart.solve(p, "cpsat", time_limit=time_limit, seed=0)
+            optpart.check(p, ref)
+            opt = ref.makespan
+            t0, c0 = time.perf_counter(), time.process_time()
+            big_m = root_lp_bound(p, horizon=heur.makespan)
+            t1, c1 = time.perf_counter(), time.process_time()
+            try:
+                ti = f"{root_lp_bound(p, horizon=heur.makespan, formulation='time-indexed') / opt:.4f}"
+            except optpart.errors.OptpartError as exc:
+                ti = f"refused: {exc}"[:60]
+            t2, c2 = time.perf_counter(), time.process_time()
+            rows.append([family, n, seed, f"{xc.comm_lower_bound(p) / opt:.4f}", f"{big_m / opt:.4f}",
+                         f"{c1 - c0:.1f}", ti, f"{c2 - c1:.1f}",
+                         f"{opt:.4g}{'*' if ref.status is optpart.Status.OPTIMAL else ''}"])
+    return table(rows, ["family", "n", "seed", "comm path / ref", "big-M root LP / ref", "cpu s",
+                        "time-indexed root LP / ref", "cpu s", "ref (cpsat)"])
+
+
 STG = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "stg"
 
 
@@ -172,6 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--per-size", type=int, default=8)
     ap.add_argument("-t", "--time-limit", type=float, default=60.0)
     ap.add_argument("--root-lp", action="store_true", help="root LP bounds of the MILP without/with window rows")
+    ap.add_argument("--time-indexed", action="store_true",
+                    help="with --root-lp: big-M against time-indexed root LP (whole-unit transfers)")
     ap.add_argument("--solvers", nargs="+", default=["cpsat", "milp"])
     ap.add_argument("--memory", nargs="+", default=["tight", "loose"], choices=["tight", "loose"])
     ap.add_argument("--stg", action="store_true", help="run the STG 50-task instances instead")
@@ -182,6 +223,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.stg:
         print(f"STG 50-task instances, {args.stg_solver}, time limit {args.time_limit:g} s\n")
         print(stg(args.procs, args.time_limit, args.stg_limit, args.stg_solver))
+        return
+    if args.root_lp and args.time_indexed:
+        print(f"{args.family} DAGs, {K} devices, links 10 MB/s (grid 0.1 s), tight memory: root LP of the big-M "
+              f"and the time-indexed MILP (reference: cpsat within {args.time_limit:g} s)\n")
+        print(root_lp_time_indexed(args.family, args.sizes, args.per_size, args.time_limit))
         return
     if args.root_lp:
         print(f"{args.family} DAGs, {K} devices, CCR 1, tight memory: MILP root LP bounds "
