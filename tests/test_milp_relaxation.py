@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import budget
 from oracle import brute_force
 from test_exact import random_problem
 
 import optpart
-from conftest import budget
 from optpart import Device
 from optpart.generators import planted_dag
 from optpart.problem import Links

@@ -22,12 +22,15 @@ the whole call ends within about ``time_limit + 2 s``):
 2. The model size is estimated; when it cannot be built in the time left (or would need
    gigabytes) the incumbent is returned with a message saying why.
 3. Build, hint (the incumbent's full schedule on the integer grid), solve with the
-   workaround of google/or-tools#5293 (``presolve_inclusion_work_limit = 0``).
+   workaround of google/or-tools#5293 (``presolve_inclusion_work_limit = 0``) in two
+   phases (:func:`_search`): the plain CP search (one worker, no LP) with half the
+   budget, then CP-SAT's portfolio with the rest when the first did not finish.
 4. **Confirmation of every proof**: an ``OPTIMAL`` answer of value ``z`` is re-solved
    independently with presolve off (the same optimisation hinted with the solution, a
-   deterministic budget): only ``OPTIMAL`` at ``z`` confirms it, a lower value refutes it
-   (and its schedule is used); an ``INFEASIBLE`` model must stay ``INFEASIBLE`` without
-   presolve. Unconfirmed: status ``feasible`` with the generic bound, and the message
+   deterministic budget, the plain CP search first): only ``OPTIMAL`` at ``z`` confirms
+   it, a lower value refutes it (and its schedule is used); an ``INFEASIBLE`` model must
+   stay ``INFEASIBLE`` without presolve. The search leaves it ``CONFIRM_SHARE`` of the
+   wall budget. Unconfirmed: status ``feasible`` with the generic bound, and the message
    says so.
 5. Decode (placement, integer starts to seconds, tightened), compare with the incumbent.
 

@@ -47,7 +47,7 @@ from ..problem import Problem
 from . import _exact_common as xc
 from .milp_model import MilpModel, _safe, _var
 
-__all__ = ["MAX_BINARIES", "TimeIndexedSize", "check_size", "build"]
+__all__ = ["MAX_BINARIES", "TimeIndexedSize", "build", "check_size"]
 
 #: The most start binaries (node x device x time unit) the time-indexed model may hold.
 MAX_BINARIES = 50_000
@@ -75,16 +75,16 @@ def check_size(problem: Problem, dur: np.ndarray, comm: np.ndarray, horizon_s: f
     grid = xc.time_grid(dur, comm, horizon_s=max(horizon_s, 1e-9), upper_s=horizon_s)
     if not grid.exact:
         raise SolverError("milp: formulation='time-indexed' needs whole time units (run times and transfers "
-                          "multiples of 1/s for s in 1, 2, 4, 5, ..., 1e6); this problem has none: use "
+                          "multiples of 1/s for s in 1, 2, 4, 5, ..., 1e6); not all of this problem's are: use "
                           "formulation='big-m'")
     scale = grid.scale
     dur_u = np.where(allowed, grid.up(np.where(allowed, dur, 0.0)), 0)
     comm_u = grid.up(comm) if comm.size else np.zeros((0, k, k), dtype=np.int64)
-    horizon = int(math.floor(horizon_s * scale + 1e-6))
+    horizon = math.floor(horizon_s * scale + 1e-6)
     min_dur = [int(dur_u[v][allowed[v]].min()) for v in range(n)]
     head, tail = xc.heads_tails_comm(problem, min_dur, xc.min_transfer(problem, comm_u))
-    head = [int(math.ceil(h - 1e-6)) for h in head]
-    tail = [int(math.ceil(t - 1e-6)) for t in tail]
+    head = [math.ceil(h - 1e-6) for h in head]
+    tail = [math.ceil(t - 1e-6) for t in tail]
     binaries = sum(max(0, horizon - tail[v] - int(dur_u[v, d]) - head[v] + 1)
                    for v in range(n) for d in range(k) if allowed[v, d])
     if binaries > MAX_BINARIES:
@@ -198,8 +198,7 @@ def build(problem: Problem, dur: np.ndarray, size: TimeIndexedSize, lb_s: float,
         st = np.rint(np.asarray(start, dtype=np.float64) * scale).astype(np.int64).tolist()
         pl = place.tolist()
         for (v, d), pairs in z.items():
-            lo, sums = cum[v, d]
-            for (t, var), zz in zip(pairs, sums):
+            for (t, var), zz in zip(pairs, cum[v, d][1]):
                 vals[var] = 1.0 if (pl[v] == d and st[v] == t) else 0.0
                 vals[zz] = 1.0 if (pl[v] == d and st[v] <= t) else 0.0
         return vals
