@@ -17,7 +17,8 @@ heads and tails count communication, see
   (continuous, by a running sum).
 * One start per node; ``x[v, d] = Z[v, d, last]`` (shared inside colocation groups);
   ``S[v] = sum t z[v, d, t] / scale`` in seconds; the makespan ``M >= S[v] + p(v) + tail_v``.
-* One node at a time: ``sum_v Z[v, d, t] - Z[v, d, t - p(v, d)] <= 1`` for every ``d``, ``t``.
+* One node at a time: ``sum_v Z[v, d, t] - Z[v, d, t - p(v, d)] <= 1`` for every ``d``, ``t``;
+  a zero-time node starting at ``t`` is not inside a run (started in ``[t - p + 1, t - 1]``).
 * Edge ``(u, w)``, device ``d``, time ``t``: ``w`` has started on ``d`` by ``t`` only if ``u``
   finished on ``d`` by ``t``, or on another device ``e`` early enough for the transfer:
   ``Z[w, d, t] <= Z[u, d, t - p(u, d)] + sum_{e != d} Z[u, e, t - p(u, e) - c(e, d)]``
@@ -163,6 +164,23 @@ def build(problem: Problem, dur: np.ndarray, size: TimeIndexedSize, lb_s: float,
                 terms.append(a if b is None else a - b)
             if len(terms) > 1:
                 prob += pulp.lpSum(terms) <= 1, f"busy_{d}_{t}"
+    # A zero-time node sits between the runs of its device, never inside one (it is part
+    # of the device's sequence, as in the big-M order rows and the brute force).
+    for v in range(n):
+        for d in range(k):
+            if not allowed[v, d] or dur_u[v, d] > 0:
+                continue
+            for t, zv in z[v, d]:
+                inside = []
+                for u in range(n):
+                    if u == v or not allowed[u, d] or dur_u[u, d] <= 1:
+                        continue
+                    a, b = Z(u, d, t - 1), Z(u, d, t - int(dur_u[u, d]))
+                    if a is None or a is b:
+                        continue
+                    inside.append(a if b is None else a - b)
+                if inside:
+                    prob += zv + pulp.lpSum(inside) <= 1, f"instant_{v}_{d}_{t}"
     if budget is not None and budget.left() < reserve + 0.5:
         raise xc.OutOfTime("the time limit ran out while building the model (time-indexed capacity)")
     # Precedence with communication, aggregated by time.
