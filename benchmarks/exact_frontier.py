@@ -34,12 +34,13 @@ Examples::
     python benchmarks/exact_frontier.py --family planted --sizes 40 --solvers milp --time-limit 60
     python benchmarks/exact_frontier.py --root-lp --family layered --sizes 20 40 --per-size 3 -t 20
     python benchmarks/exact_frontier.py --root-lp --time-indexed --family layered --sizes 12 20 --per-size 3 -t 20
-    python benchmarks/exact_frontier.py --stg --time-limit 60 --stg-limit 30 --procs 2 4 8 16
+    OPTPART_SHARED_DATA=/work/shared/data python benchmarks/exact_frontier.py --stg --time-limit 60 --stg-limit 30
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -164,7 +165,8 @@ def root_lp_time_indexed(family: str, sizes: list[int], per_size: int, time_limi
                         "time-indexed root LP / ref", "cpu s", "ref (cpsat)"])
 
 
-STG = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "stg"
+#: The STG data: ``$OPTPART_SHARED_DATA/stg`` (as the tests), else beside the checkout.
+STG = Path(os.environ.get("OPTPART_SHARED_DATA", Path(__file__).resolve().parent.parent.parent / "shared" / "data")) / "stg"
 
 
 def _optima(p: int) -> list[tuple[str, int]]:
