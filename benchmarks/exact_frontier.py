@@ -1,7 +1,9 @@
 """How large a problem do the exact solvers prove optimal, and how fast?
 
 For each graph family, size and solver: the share of runs proven optimal within
-``--time-limit`` and the median wall time to proof (over proven runs), with tight memory
+``--time-limit`` and the median wall time to proof (over proven runs) with the median
+CPU time (user + sys of this process, ``time.process_time``) beside it, since wall time
+on a shared machine is inflated by the other users, with tight memory
 (capacities close to the loads) and loose memory (unlimited), on 4 identical devices,
 CCR 1. Families (all from :mod:`optpart.generators`):
 
@@ -9,6 +11,9 @@ CCR 1. Families (all from :mod:`optpart.generators`):
   the optimum is known, and any ``optimal`` above it is counted as a false claim.
 * ``layered``: :func:`layered_dag` (tight: 1.05x the fair share).
 * ``forkjoin``: :func:`fork_join_dag`, fork-join stages with communication (tight: 1.05x).
+
+``--root-lp --time-indexed``: the same graphs with links of 10 MB/s (whole 0.1 s
+transfers), the big-M and the time-indexed MILP's root LP over ``cpsat``'s makespan.
 
 ``--stg``: the STG 50-task instances with published optima (``Case50_{p}_OPT.csv``; rows
 with a 4th field are unproven and skipped): share proven, results below an optimum
@@ -28,12 +33,14 @@ Examples::
     python benchmarks/exact_frontier.py --family layered --sizes 30 50 --solvers cpsat
     python benchmarks/exact_frontier.py --family planted --sizes 40 --solvers milp --time-limit 60
     python benchmarks/exact_frontier.py --root-lp --family layered --sizes 20 40 --per-size 3 -t 20
-    python benchmarks/exact_frontier.py --stg --time-limit 60 --stg-limit 30 --procs 2 4 8 16
+    python benchmarks/exact_frontier.py --root-lp --time-indexed --family layered --sizes 12 20 --per-size 3 -t 20
+    OPTPART_SHARED_DATA=/work/shared/data python benchmarks/exact_frontier.py --stg --time-limit 60 --stg-limit 30
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -71,26 +78,28 @@ def run(family: str, sizes: list[int], per_size: int, time_limit: float, solvers
         for name in solvers:
             cells, false_claims = [], 0
             for memory in memories:
-                proven, times = 0, []
+                proven, times, cpus = 0, [], []
                 for seed in range(per_size):
                     p = make(family, n, seed, memory == "tight")
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     r = optpart.solve(p, name, time_limit=time_limit, seed=0)
-                    wall = time.perf_counter() - t0
+                    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
                     if r.ok:
                         optpart.check(p, r)
                     if r.status is optpart.Status.OPTIMAL:
                         proven += 1
                         times.append(wall)
+                        cpus.append(cpu)
                         opt = p.meta.get("optimum")
                         if opt is not None and r.makespan > opt * (1 + 1e-9) + 1e-9:
                             false_claims += 1
                     print(f"  {family} n={n} {name} {memory} seed={seed}: {r.status.value} "
-                          f"{r.makespan:.6g} {wall:.1f}s {r.stats.get('stop_reason', '')}",
+                          f"{r.makespan:.6g} gap {r.gap:.4f} {wall:.1f}s (cpu {cpu:.1f}s) "
+                          f"{r.stats.get('stop_reason', '')}",
                           file=sys.stderr, flush=True)
-                cells.append(f"{proven}/{per_size} ({_median(times)} s)")
+                cells.append(f"{proven}/{per_size} ({_median(times)} s, cpu {_median(cpus)} s)")
             rows.append([n, name, *cells, false_claims if family == "planted" else "-"])
-    return table(rows, ["nodes", "solver", *[f"proven, median s to proof ({m})" for m in memories],
+    return table(rows, ["nodes", "solver", *[f"proven (median wall, cpu s to proof; {m})" for m in memories],
                         "false optimal claims"])
 
 
@@ -121,7 +130,43 @@ def root_lp(family: str, sizes: list[int], per_size: int, time_limit: float) -> 
                         "root LP after / ref", "ref"])
 
 
-STG = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "stg"
+def root_lp_time_indexed(family: str, sizes: list[int], per_size: int, time_limit: float) -> str:
+    """Root LP of the big-M and the time-indexed MILP on the same graphs with whole-unit transfers.
+
+    The families' links give transfers that are no whole number of small units, which the
+    time-indexed model needs; here every graph gets latency 0 and 10 MB/s, so transfers of
+    1-100 MB take 0.1-10 s (grid 0.1 s, CCR about 0.9). Both LPs get the same horizon, the
+    heuristic's makespan. Reference: ``cpsat`` within ``--time-limit`` (* when proven).
+    """
+    from optpart.problem import Links
+    from optpart.solvers import _exact_common as xc
+    from optpart.solvers.milp import root_lp_bound
+    rows = []
+    for n in sizes:
+        for seed in range(per_size):
+            base = make(family, n, seed, True)
+            p = base.with_devices(base.devices, links=Links(0.0, 1e7))
+            heur = optpart.solve(p, "heuristic", time_limit=time_limit, seed=0)
+            ref = optpart.solve(p, "cpsat", time_limit=time_limit, seed=0)
+            optpart.check(p, ref)
+            opt = ref.makespan
+            c0 = time.process_time()
+            big_m = root_lp_bound(p, horizon=heur.makespan)
+            c1 = time.process_time()
+            try:
+                ti = f"{root_lp_bound(p, horizon=heur.makespan, formulation='time-indexed') / opt:.4f}"
+            except optpart.errors.OptpartError as exc:
+                ti = f"refused: {exc}"[:60]
+            c2 = time.process_time()
+            rows.append([family, n, seed, f"{xc.comm_lower_bound(p) / opt:.4f}", f"{big_m / opt:.4f}",
+                         f"{c1 - c0:.1f}", ti, f"{c2 - c1:.1f}",
+                         f"{opt:.4g}{'*' if ref.status is optpart.Status.OPTIMAL else ''}"])
+    return table(rows, ["family", "n", "seed", "comm path / ref", "big-M root LP / ref", "cpu s",
+                        "time-indexed root LP / ref", "cpu s", "ref (cpsat)"])
+
+
+#: The STG data: ``$OPTPART_SHARED_DATA/stg`` (as the tests), else beside the checkout.
+STG = Path(os.environ.get("OPTPART_SHARED_DATA", Path(__file__).resolve().parent.parent.parent / "shared" / "data")) / "stg"
 
 
 def _optima(p: int) -> list[tuple[str, int]]:
@@ -168,6 +213,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--per-size", type=int, default=8)
     ap.add_argument("-t", "--time-limit", type=float, default=60.0)
     ap.add_argument("--root-lp", action="store_true", help="root LP bounds of the MILP without/with window rows")
+    ap.add_argument("--time-indexed", action="store_true",
+                    help="with --root-lp: big-M against time-indexed root LP (whole-unit transfers)")
     ap.add_argument("--solvers", nargs="+", default=["cpsat", "milp"])
     ap.add_argument("--memory", nargs="+", default=["tight", "loose"], choices=["tight", "loose"])
     ap.add_argument("--stg", action="store_true", help="run the STG 50-task instances instead")
@@ -178,6 +225,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.stg:
         print(f"STG 50-task instances, {args.stg_solver}, time limit {args.time_limit:g} s\n")
         print(stg(args.procs, args.time_limit, args.stg_limit, args.stg_solver))
+        return
+    if args.root_lp and args.time_indexed:
+        print(f"{args.family} DAGs, {K} devices, links 10 MB/s (grid 0.1 s), tight memory: root LP of the big-M "
+              f"and the time-indexed MILP (reference: cpsat within {args.time_limit:g} s)\n")
+        print(root_lp_time_indexed(args.family, args.sizes, args.per_size, args.time_limit))
         return
     if args.root_lp:
         print(f"{args.family} DAGs, {K} devices, CCR 1, tight memory: MILP root LP bounds "

@@ -20,6 +20,7 @@ import pytest
 import optpart
 from optpart import Status
 from optpart.generators import fork_join_dag, layered_dag, planted_dag
+from optpart.solvers import _exact_common as xc
 from optpart.solvers import cpsat, cpsat_model, milp
 from optpart.solvers.spec import SolverSpec
 from conftest import budget
@@ -199,6 +200,45 @@ def test_milp_and_cpsat_agree_beyond_brute_force_sizes(make, seed):
     # never-reached wall-clock safety net, far above what 10-12 nodes need.
     p = make(seed)
     a = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=60.0)
+    b = optpart.solve(p, "milp", **budget("milp"))
+    for r in (a, b):
+        optpart.check(p, r)
+        assert r.status is Status.OPTIMAL, (r.solver, r.status, r.message)
+    assert a.makespan == pytest.approx(b.makespan, rel=1e-6)
+
+
+def test_proofs_with_communication_come_from_the_plain_cp_search():
+    # On a layered graph with communication the bound stays at the critical path: the
+    # proof comes from search, which the plain CP phase does alone, and the confirmation's
+    # own CP phase re-proves it without presolve (docs/exact.md, "Search in two phases").
+    p = layered_dag(24, ccr=1.0, k=4, memory_slack=1.05, seed=1)
+    r = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=10.0)
+    optpart.check(p, r)
+    assert r.status is Status.OPTIMAL, r.message
+    assert r.stats["search_phases"] == ["cp search: OPTIMAL"]
+    assert r.stats["confirmation"].startswith("OPTIMAL") and "(cp search OPTIMAL)" in r.stats["confirmation"]
+    assert r.lower_bound > xc.comm_lower_bound(p) * (1 + 1e-6)  # the proof lifted the bound
+
+
+def test_the_portfolio_takes_over_from_an_unfinished_cp_search():
+    # Half of a tiny deterministic budget cannot finish the CP phase on 40 nodes; the
+    # portfolio then continues from its best schedule, and nothing gets worse.
+    p = layered_dag(40, ccr=1.0, k=4, memory_slack=1.05, seed=0)
+    r = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=0.02)
+    optpart.check(p, r)
+    phases = r.stats["search_phases"]
+    assert phases[0] in ("cp search: FEASIBLE", "cp search: UNKNOWN") and len(phases) == 2, phases
+    assert phases[1].startswith("portfolio: ")
+    assert r.stats["deterministic_seconds"] <= 0.02 * 1.5 + 0.05  # the two phases share one budget
+    assert r.makespan <= r.stats["heuristic_makespan"] * (1 + 1e-12)
+    assert r.lower_bound <= r.makespan
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cpsat_and_milp_agree_on_fork_join_graphs_with_tight_memory(seed):
+    # The families the two-phase search was tuned on, at sizes milp proves too.
+    p = fork_join_dag(14, width=3, ccr=1.0, k=3, memory_slack=1.05, seed=seed)
+    a = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=20.0)
     b = optpart.solve(p, "milp", **budget("milp"))
     for r in (a, b):
         optpart.check(p, r)

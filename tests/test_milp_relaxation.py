@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import budget
 from oracle import brute_force
 from test_exact import random_problem
 
@@ -21,6 +22,7 @@ from optpart import Device
 from optpart.generators import planted_dag
 from optpart.problem import Links
 from optpart.solvers import _exact_common as xc
+from optpart.solvers import milp_time_indexed as ti
 from optpart.solvers.milp import root_lp_bound
 
 
@@ -94,3 +96,75 @@ def test_cpsat_with_windows_proves_the_chain_then_fan_optimum():
     optpart.check(p, r)
     assert r.status is optpart.Status.OPTIMAL and r.makespan == pytest.approx(5.0)
     assert r.lower_bound <= 5.0 + 1e-9
+
+
+def _time_indexed_cases() -> list[int]:
+    """Seeds of ``random_problem`` with whole time units and a small time-indexed model
+    (horizon: every node and transfer in sequence, as without a warm start)."""
+    seeds = []
+    for seed in range(120):
+        p = random_problem(seed)
+        dur, comm = xc.durations(p), xc.transfer_table(p)
+        horizon = float(np.where(p.allowed, dur, 0).max(axis=1).sum())
+        if comm.size:
+            horizon += float(comm.reshape(comm.shape[0], -1).max(axis=1).sum())
+        try:
+            size = ti.check_size(p, dur, comm, horizon)
+        except optpart.errors.OptpartError:
+            continue
+        if size.terms(p) <= 20_000:
+            seeds.append(seed)
+    return seeds
+
+
+TI_SEEDS = _time_indexed_cases()
+
+
+def test_time_indexed_cases_cover_the_features():
+    probs = [random_problem(s) for s in TI_SEEDS]
+    assert len(probs) >= 20
+    assert any(p.groups for p in probs) and any((p.pin >= 0).any() for p in probs)
+    assert any(len(set(p.device_speed.tolist())) > 1 for p in probs)
+    assert any(np.isfinite(p.bandwidth).any() for p in probs)
+
+
+@pytest.mark.parametrize("seed", TI_SEEDS)
+def test_time_indexed_milp_reaches_the_brute_force_optimum(seed):
+    # Without the heuristic's warm start the model alone must find and prove the optimum;
+    # its root LP never exceeds it.
+    p = random_problem(seed)
+    best, _, _ = brute_force(p)
+    r = optpart.solve(p, "milp", formulation="time-indexed", use_hint=False, seed=0, **budget("milp"))
+    if not np.isfinite(best):
+        assert r.status is optpart.Status.INFEASIBLE
+        return
+    optpart.check(p, r)
+    assert r.status is optpart.Status.OPTIMAL, r.message
+    assert r.makespan == pytest.approx(best, rel=1e-9, abs=1e-9)
+    assert root_lp_bound(p, horizon=best, formulation="time-indexed") <= best * (1 + 1e-9) + 1e-9
+
+
+def test_time_indexed_root_lp_sees_the_fan_behind_the_chain_without_windows():
+    # The time-indexed relaxation keeps each device busy one unit at a time after the
+    # chain's head, so it rises above the big-M one without windows (4); it stays below the
+    # optimum 5 because the makespan row sees a node's average finish (half its run starting
+    # at 3, half at 4 gives 4.5), which the window rows of the big-M model do not suffer.
+    p = _chain_then_fan(3, 4, 2)
+    assert root_lp_bound(p, window_cuts=False, horizon=7.0) == pytest.approx(4.0)
+    assert 4.0 + 0.25 <= root_lp_bound(p, horizon=7.0, formulation="time-indexed") <= 5.0 + 1e-9
+
+
+def test_time_indexed_refuses_in_one_line():
+    p = _chain_then_fan(2, 3, 2)
+    frac = optpart.Problem.from_arrays([f"v{i}" for i in range(3)], [0.1234567, 1.0, 1.0], np.ones(3),
+                                       [0, 0], [1, 2], np.zeros(2), devices=[Device("d0", 1e9), Device("d1", 1e9)],
+                                       links=Links(0.0, np.inf), name="fractional")
+    with pytest.raises(optpart.errors.SolverError, match="whole time units") as info:
+        optpart.solve(frac, "milp", formulation="time-indexed", **budget("milp"))
+    assert "\n" not in str(info.value)
+    long = p.with_devices([Device(f"d{i}", 1e9) for i in range(2)], links=Links(0.0, np.inf))
+    long = optpart.Problem.from_arrays([f"v{i}" for i in range(5)], [30000.0] * 5, np.ones(5), [0, 1], [1, 2],
+                                       np.zeros(2), devices=long.devices, links=Links(0.0, np.inf), name="long")
+    with pytest.raises(optpart.errors.SolverError, match="start binaries") as info:
+        optpart.solve(long, "milp", formulation="time-indexed", **budget("milp"))
+    assert "\n" not in str(info.value) and "'long'" not in str(info.value)

@@ -55,6 +55,7 @@ from .base import Solution
 from .spec import Option, SolverSpec
 from . import _exact_common as xc
 from . import milp_model as mb
+from . import milp_time_indexed as ti
 
 __all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT", "root_lp_bound"]
 
@@ -83,6 +84,8 @@ SPEC = SolverSpec(
         Option("use_hint", bool, True, "warm start from the heuristic's schedule (never return worse)"),
         Option("export_model", str, None, "write the MILP to this file (.mps, else LP format)", allow_none=True),
         Option("window_cuts", bool, True, "energetic window rows that lift the LP bound (docs/exact.md)"),
+        Option("formulation", str, "big-m", "big-m (order binaries) or time-indexed (whole time units, "
+               "small horizons; docs/exact.md)", choices=("big-m", "time-indexed")),
     ),
     memory_models=("static", "peak"),
     uses_hint=True,
@@ -93,7 +96,7 @@ SPEC = SolverSpec(
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static", backend: str = "highs",
           threads: int = 2, deterministic: bool = True, log: bool = False, use_hint: bool = True,
-          export_model: str | None = None, window_cuts: bool = True) -> Solution:
+          export_model: str | None = None, window_cuts: bool = True, formulation: str = "big-m") -> Solution:
     """Solve ``problem`` exactly (or until ``time_limit``) as a MILP.
 
     Parameters
@@ -121,7 +124,10 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     export_model : str, optional
         Write the MILP to this file (``.mps``, else LP format).
     window_cuts : bool
-        Add the energetic window rows (default True; see :func:`root_lp_bound`).
+        Add the energetic window rows (default True; see :func:`root_lp_bound`); big-M only.
+    formulation : {"big-m", "time-indexed"}
+        ``"time-indexed"``: :mod:`optpart.solvers.milp_time_indexed`, for whole time units
+        and at most ``MAX_BINARIES`` start binaries (else :class:`SolverError`, one line).
 
     Returns
     -------
@@ -137,6 +143,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         raise SolverError(f"milp: threads={threads} must be >= 1")
     if memory_model not in ("static", "peak"):
         raise SolverError(f"milp: memory_model={memory_model!r} must be 'static' or 'peak'")
+    if formulation not in ("big-m", "time-indexed"):
+        raise SolverError(f"milp: formulation={formulation!r} must be 'big-m' or 'time-indexed'")
     n, k = problem.n_nodes, problem.n_devices
     if n == 0:
         return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0),
@@ -144,7 +152,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # The static rows are exact for the static model; under peak (with the split) they are
     # a restriction: placements fit, but proofs and bounds do not carry over.
     claims = not (memory_model == "peak" and problem.has_split)
-    stats: dict = {"backend": backend}
+    stats: dict = {"backend": backend, "formulation": formulation}
 
     # 1. The incumbent: the heuristic's placement and schedule, under the requested model
     #    (under peak it is the answer whenever the MILP's static rows give a placement that
@@ -184,7 +192,19 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     H = horizon
 
     try:
-        mm = mb.build(problem, dur, comm, H, lb_s, budget, reserve, window_cuts=window_cuts)
+        if formulation == "time-indexed":
+            ti_size = ti.check_size(problem, dur, comm, H)  # SolverError when it cannot be built
+            n_terms = ti_size.terms(problem)
+            stats.update(model_terms_estimate=n_terms, start_binaries=ti_size.binaries, time_scale=ti_size.scale)
+            if n_terms > MAX_TERMS or n_terms / BUILD_RATE > 0.5 * (budget.left() - reserve):
+                stats["stop_reason"] = "model not built"
+                return xc.fallback(problem, incumbent, memory_model,
+                                   f"milp: time-indexed model not built: about {n_terms:,} terms would take about "
+                                   f"{n_terms / BUILD_RATE:.1f} s to build, more than the {limit:g} s time limit "
+                                   "allows", stats)
+            mm = ti.build(problem, dur, ti_size, lb_s, budget, reserve)
+        else:
+            mm = mb.build(problem, dur, comm, H, lb_s, budget, reserve, window_cuts=window_cuts)
     except xc.OutOfTime as exc:
         stats["stop_reason"] = "model not built"
         return xc.fallback(problem, incumbent, memory_model, f"milp: {exc}", stats)
@@ -204,6 +224,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     warm_values = None
     if hint_ok:
         warm_values = _warm_values(problem, hint_p, hint_start, x, S, M, aparts, orders)
+        if mm.extra_warm is not None:
+            warm_values.update(mm.extra_warm(hint_p, hint_start))
     if backend == "highs":
         if not log:
             _silence_highs_banner()
@@ -306,10 +328,13 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                     lower_bound=bound, message=message, stats=stats, memory_model=memory_model)
 
 
-def root_lp_bound(problem: Problem, *, window_cuts: bool = True, horizon: float | None = None) -> float:
+def root_lp_bound(problem: Problem, *, window_cuts: bool = True, horizon: float | None = None,
+                  formulation: str = "big-m") -> float:
     """The makespan bound of the MILP's LP relaxation at the root (seconds; HiGHS, no cuts of its own).
 
-    ``horizon`` is the big-M upper bound (default: every node and transfer in sequence).
+    ``horizon`` is the big-M upper bound (default: every node and transfer in sequence);
+    with ``formulation="time-indexed"`` it is the time horizon, so give a short one (a
+    known makespan): the model is refused beyond ``milp_time_indexed.MAX_BINARIES``.
     Used to measure how far the window rows lift the relaxation (benchmarks/exact_frontier.py
     ``--root-lp``, docs/exact.md). A valid lower bound of the static-memory problem.
     """
@@ -324,7 +349,10 @@ def root_lp_bound(problem: Problem, *, window_cuts: bool = True, horizon: float 
             horizon += float(comm.reshape(comm.shape[0], -1).max(axis=1).sum())
     lb_s = problem_lower_bound(problem)
     horizon = max(float(horizon) * (1 + 1e-9) + 1e-9, lb_s)
-    mm = mb.build(problem, dur, comm, horizon, lb_s, window_cuts=window_cuts)
+    if formulation == "time-indexed":
+        mm = ti.build(problem, dur, ti.check_size(problem, dur, comm, horizon), lb_s)
+    else:
+        mm = mb.build(problem, dur, comm, horizon, lb_s, window_cuts=window_cuts)
     for var in mm.prob.variables():
         var.cat = pulp.LpContinuous
     _silence_highs_banner()

@@ -35,6 +35,7 @@ class MilpModel:
     aparts: list   # (u, w, apart variable) per edge with a uniform transfer
     orders: list   # (i, j, y, same or None) per unordered pair that may share a device
     horizon: float
+    extra_warm: object = None  # (placement, start) -> values of formulation-specific variables
 
 
 def build(problem: Problem, dur: np.ndarray, comm: np.ndarray, horizon: float, lb_s: float,
