@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import csv
 import json
-import textwrap
 
 import pytest
+from conftest import budget, shared_data
 
 import optpart
-from conftest import budget, shared_data
 from optpart.cli import main
 from optpart.generators import training_graph
 from optpart.result import Status
