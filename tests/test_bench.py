@@ -148,45 +148,70 @@ def test_progress_line_per_run_in_logs_and_carriage_return_on_a_terminal(graphs)
 
 
 # ---------------------------------------------------------------------- the database survives a kill
+#: Runs the sweep of the command line, except that every run of the problem named in
+#: $OPTPART_TEST_BLOCK hangs (in the worker processes too, which import this file as
+#: __mp_main__): the sweep then stops at a known row count whatever the machine's speed.
+_BLOCKING_SWEEP = """
+import os, sys, time
+from optpart.bench import sweep
+
+_real = sweep.run_one
+
+def run_one(task):
+    if task["problem"].name == os.environ["OPTPART_TEST_BLOCK"]:
+        time.sleep(600)
+    return _real(task)
+
+if __name__ == "__main__":
+    from optpart.cli import main
+    sweep.run_one = run_one
+    sys.exit(main(sys.argv[1:]))
+"""
+
+
 def test_killed_sweep_resumes_with_every_run_exactly_once(tmp_path):
-    # Graphs large enough that one run takes a few milliseconds: the kill lands mid-sweep.
+    # The runs of the last graph hang, so the kill lands mid-sweep with exactly the first two
+    # graphs' rows written and two runs in flight (no race between the sweep and this poll).
+    problems = [training_graph(120, width=3, seed=seed) for seed in range(3)]
     files = []
-    for seed in range(3):
-        p = training_graph(120, width=3, seed=seed)
-        files.append(tmp_path / f"g{seed}.json")
+    for p in problems:
+        files.append(tmp_path / f"{p.name}.json")
         optpart.save(p, files[-1])
     db_path = tmp_path / "r.sqlite"
     scales = ",".join(str(1.0 + 0.25 * i) for i in range(16))
-    cmd = [sys.executable, "-m", "optpart", "bench", *map(str, files), "--solvers", "single",
-           "--devices", "1,2", "--memory-scale", scales, "--db", str(db_path), "--jobs", "2"]
-    planned = 3 * 2 * 16
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    args = ["bench", *map(str, files), "--solvers", "single", "--devices", "1,2", "--memory-scale", scales,
+            "--db", str(db_path), "--jobs", "2"]
+    planned, before_block = 3 * 2 * 16, 2 * 2 * 16
+    script = tmp_path / "blocking_sweep.py"
+    script.write_text(_BLOCKING_SWEEP)
+    env = dict(os.environ, OPTPART_TEST_BLOCK=problems[-1].name)
+    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, env=env)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300  # an upper bound for 64 runs of ~10 ms, never a speed
         count = 0
-        while time.monotonic() < deadline and proc.poll() is None:
+        while time.monotonic() < deadline and proc.poll() is None and count < before_block:
             if db_path.exists():
                 try:
                     with sqlite3.connect(db_path, timeout=5) as con:
                         count = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
                 except sqlite3.OperationalError:  # table not created yet
                     count = 0
-                if count >= 5:
-                    break
-            time.sleep(0.02)
+            time.sleep(0.05)
+        assert proc.poll() is None, "the blocked sweep ended by itself"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its orphaned workers, if any are left
+            os.killpg(proc.pid, signal.SIGKILL)  # its workers, hanging in the blocked runs
         except ProcessLookupError:
             pass
     assert proc.returncode == -signal.SIGKILL
     with sqlite3.connect(db_path) as con:
         killed_at = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    assert 5 <= killed_at < planned, "the sweep should have been killed midway"
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert killed_at == before_block, "the sweep should have been killed with the blocked runs in flight"
+    done = subprocess.run([sys.executable, "-m", "optpart", *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert f"{planned} runs: {planned - killed_at} run now, {killed_at} already in" in done.stdout
     with sqlite3.connect(db_path) as con:
@@ -198,7 +223,6 @@ def test_killed_sweep_resumes_with_every_run_exactly_once(tmp_path):
     assert statuses <= {"feasible", "unknown"}
 
 
-# ---------------------------------------------------------------------- report
 def _row(problem_hash, solver, status, makespan, bound, wall=1.0, devices=2, scale=1.0):
     return {"problem_hash": problem_hash, "solver": solver, "status": status, "makespan": makespan,
             "lower_bound": bound, "wall_seconds": wall, "devices": devices, "memory_scale": scale}
