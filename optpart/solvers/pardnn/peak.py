@@ -237,40 +237,46 @@ class _Pool:
         return None
 
 
+def _unit_moves(problem: Problem, g: Graph, place: list[int], units, nodes):
+    """Each move of a unit (of the nodes in ``nodes``, first seen first) to another allowed
+    device, pinned units excepted: ``(unit, device, new placement)``."""
+    unit_of, members, _ = units
+    allowed = problem.allowed
+    seen: set[int] = set()
+    for v in nodes:
+        u = unit_of[v]
+        if u in seen or problem.pin[members[u][0]] >= 0:
+            continue
+        seen.add(u)
+        ok = allowed[members[u]].all(axis=0)
+        for d in range(g.k):
+            if d == place[v] or not ok[d]:
+                continue
+            new = list(place)
+            for w in members[u]:
+                new[w] = d
+            yield u, d, new
+
+
 def _improve(problem: Problem, g: Graph, pool: _Pool, units, evals: int, deadline, jr: int) -> int:
     """Hill climbing under peak: move units of the critical chain to each other allowed
     device; a move is kept when the schedule is shorter and still fits. Returns evals used."""
     if pool.best is None or evals <= 0 or g.k < 2:
         return 0
-    unit_of, members, _ = units
-    allowed = problem.allowed
     used = 0
     improved = True
     while improved and used < evals:
         improved = False
         ms, _, place, s, f = pool.best
-        chain = critical_chain(g, place, s, f)
-        seen = set()
-        for v in chain:
-            u = unit_of[v]
-            if u in seen or problem.pin[members[u][0]] >= 0:
-                continue
-            seen.add(u)
-            ok = allowed[members[u]].all(axis=0)
-            for d in range(g.k):
-                if d == place[v] or not ok[d] or used >= evals:
-                    continue
-                if deadline is not None and _time.perf_counter() > deadline:
-                    return used
-                new = list(place)
-                for w in members[u]:
-                    new[w] = d
-                used += 1
-                s2, f2, ms2, _ = peak_schedule(problem, g, new, jr)
-                if ms2 < ms - 1e-12 * max(1.0, ms) and pool.offer("move", new, s2, f2) and pool.best[0] < ms:
-                    improved = True
-                    break
-            if improved or used >= evals:
+        for _u, _d, new in _unit_moves(problem, g, place, units, critical_chain(g, place, s, f)):
+            if used >= evals:
+                break
+            if deadline is not None and _time.perf_counter() > deadline:
+                return used
+            used += 1
+            s2, f2, ms2, _ = peak_schedule(problem, g, new, jr)
+            if ms2 < ms - 1e-12 * max(1.0, ms) and pool.offer("move", new, s2, f2) and pool.best[0] < ms:
+                improved = True
                 break
     return used
 
@@ -289,8 +295,7 @@ def _overflow_tabu(problem: Problem, g: Graph, pool: _Pool, start: list[int], un
     consumers must first raise the overflow of one device. Every fitting placement met is
     offered to ``pool``. Returns the evaluations used.
     """
-    unit_of, members, _ = units
-    allowed = problem.allowed
+    members_of = units[1]
     cap = np.asarray(problem.device_memory, dtype=np.float64)
     scale = np.maximum(cap, 1e-300)
 
@@ -310,29 +315,20 @@ def _overflow_tabu(problem: Problem, g: Graph, pool: _Pool, start: list[int], un
         step += 1
         over_dev = cur[4] > cap
         chosen = None
-        seen: set[int] = set()
-        for v in range(g.n):
-            u = unit_of[v]
-            if not over_dev[place[v]] or u in seen or problem.pin[members[u][0]] >= 0:
-                continue
-            seen.add(u)
-            ok = allowed[members[u]].all(axis=0)
-            for d in range(g.k):
-                if d == place[v] or not ok[d] or used >= evals:
-                    continue
-                if deadline is not None and _time.perf_counter() > deadline:
-                    return used
-                new = list(place)
-                for w in members[u]:
-                    new[w] = d
-                sc = score(new)
-                used += 1
-                # tabu moves rank after every allowed one (unless they reach a new best), so
-                # a step is taken even when every move is tabu
-                forbidden = tabu.get((u, d), 0) >= step and not sc[0] < best_over
-                key = (forbidden, sc[0], sc[1], u, d)
-                if chosen is None or key < chosen[0]:
-                    chosen = (key, new, sc, u, place[v])
+        over_nodes = [v for v in range(g.n) if over_dev[place[v]]]
+        for u, d, new in _unit_moves(problem, g, place, units, over_nodes):
+            if used >= evals:
+                break
+            if deadline is not None and _time.perf_counter() > deadline:
+                return used
+            sc = score(new)
+            used += 1
+            # tabu moves rank after every allowed one (unless they reach a new best), so
+            # a step is taken even when every move is tabu
+            forbidden = tabu.get((u, d), 0) >= step and not sc[0] < best_over
+            key = (forbidden, sc[0], sc[1], u, d)
+            if chosen is None or key < chosen[0]:
+                chosen = (key, new, sc, u, place[members_of[u][0]])
         if chosen is None:
             break
         _, place, cur, u, old = chosen
