@@ -300,14 +300,14 @@ def _sorted_primaries_sweep(st: _State) -> None:
 
 
 def map_clusters(g: Graph, paths: list[list[int]], n_primary: int) -> list[int]:
-    """Merge and map the clusters of :func:`~.slicing.linear_clusters`; the primary of every node.
+    """Merge and map the clusters of :func:`~.seed_slicing.linear_clusters`; the primary of every node.
 
     Parameters
     ----------
     g : Graph
         The problem as plain lists.
     paths, n_primary
-        The output of :func:`~.slicing.linear_clusters`.
+        The output of :func:`~.seed_slicing.linear_clusters`.
 
     Returns
     -------
