@@ -55,7 +55,7 @@ class _Units:
         self.mem = np.asarray(unit_mem, dtype=np.float64)
         self.movable = (problem.pin < 0)[self.first] if self.first.size else np.zeros(0, dtype=bool)
         ok = problem.allowed[self.first].copy()
-        for gi, grp in enumerate(problem.groups):
+        for grp in problem.groups:
             ok[self.of[grp[0]]] = problem.allowed[grp].all(axis=0)
         self.ok = ok
         self.size = len(members)
@@ -412,14 +412,8 @@ def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, ro
 
     Parameters
     ----------
-    problem : Problem
-        The problem (capacities from ``problem.device_memory``).
-    g : Graph
-        ``problem`` as plain lists.
-    place : sequence of int
-        Device of every node (constraints projected).
-    units : tuple
-        :func:`.memory.memory_units` of the problem.
+    problem, g, place, units
+        As for :func:`static_memory_step`; the capacities are ``problem.device_memory``.
     rounds : int, optional
         Reschedules at most (default ``20 + 2 * units``; every round moves a unit).
 
