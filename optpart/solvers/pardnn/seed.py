@@ -13,7 +13,9 @@ partitioning method for training memory-constrained DNNs", Parallel Computing 10
 3. constraints (pins, forbidden devices, colocation groups) are projected
    (:func:`.memory.project_constraints`), then refinement against the simulated
    schedule (:mod:`.seed_refine`);
-4. the memory step (:mod:`.seed_memory`) under the static or the peak model.
+4. the memory step (:mod:`.seed_memory`) under the static or the peak model: units move to
+   the device they add least communication to, and when that gets stuck, from the same
+   start, to the device of most room (the research code's target).
 
 ``pardnn`` (the solver, :mod:`optpart.solvers.pardnn_seed`) calls :func:`seed_placement`;
 the ``heuristic`` keeps its own phases (:mod:`.slicing`, :mod:`.mapping`, :mod:`.refine`). Deterministic: ties go to lower
@@ -98,15 +100,21 @@ def seed_placement(problem: Problem, g: Graph | None = None, *, memory_model: st
     place, kept = refine(g, place, unit_of, members, problem.allowed, refinement_rounds(g, paths))
     stats = {"paths": len(paths), "primaries": n_primary, "refinement_rounds": kept}
     if memory_model == "peak":
-        res = peak_memory_step(problem, g, place, units)
+        for target in ("comm", "room"):
+            res = peak_memory_step(problem, g, place, units, target=target)
+            if res is not None:
+                break
         if res is None:
             return None
         place, s, f, ms = res
-        stats["memory_step"] = "peak"
+        stats["memory_step"] = f"peak ({target})"
         return SeedPlacement(place, s, f, ms, stats)
     cap = problem.device_memory.astype(float).tolist() if capacity is None else list(capacity)
-    fixed = static_memory_step(problem, g, place, units, cap)
-    stats["memory_step"] = "static"
+    for target in ("comm", "room"):
+        fixed = static_memory_step(problem, g, place, units, cap, target=target)
+        stats["memory_step"] = f"static ({target})"
+        if fixed is not None:
+            break
     if fixed is None:
         fixed = greedy_fill(problem, place, cap, units)
         stats["memory_step"] = "greedy-fill"

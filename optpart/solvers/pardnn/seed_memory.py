@@ -154,13 +154,15 @@ class _Fixed:
 
 
 def _relieve(un: _Units, adj: _Adjacency, busy: _Busy, pl: np.ndarray, d: int, k: int, cand: np.ndarray,
-             credit, done, move, left: np.ndarray) -> None:
+             credit, done, move, left: np.ndarray, fill=None) -> None:
     """Move candidates off ``d`` until ``done()``: the research code's rule (bytes freed per
     communication added, best first), with the communication counted against the target
     (edges to the target's nodes become local) and recomputed, with the bytes, for every
     unit a move concerns, so moved units pull their neighbours after them. ``credit``
     holds each unit's bytes (``share``) and is told of every move (``moved``);
-    ``move(u, e)`` moves unit ``u`` to ``e`` when it fits there (True) or refuses."""
+    ``move(u, e)`` moves unit ``u`` to ``e`` when it fits there (True) or refuses. Targets
+    are tried in increasing communication added, or, with ``fill`` (the share of its
+    capacity device ``e`` holds), least filled first: the research code's own target."""
     version = np.zeros(un.size, dtype=np.int64)
     is_cand = np.zeros(un.size, dtype=bool)
     is_cand[cand] = True
@@ -183,7 +185,7 @@ def _relieve(un: _Units, adj: _Adjacency, busy: _Busy, pl: np.ndarray, d: int, k
         if ver != version[u] or pl[un.first[u]] != d:
             continue
         add = adj.added(u, pl, d, k) + busy.cost(un.members[u])
-        for e in sorted(range(k), key=lambda x: (add[x], x)):
+        for e in sorted(range(k), key=lambda x: (add[x], x) if fill is None else (fill(x), add[x], x)):
             if e == d or not un.ok[u, e] or left[u, e]:
                 continue
             if move(u, e):
@@ -199,8 +201,8 @@ def _relieve(un: _Units, adj: _Adjacency, busy: _Busy, pl: np.ndarray, d: int, k
                 break
 
 
-def static_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, capacity: Sequence[float]
-                       ) -> list[int] | None:
+def static_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, capacity: Sequence[float],
+                       target: str = "comm") -> list[int] | None:
     """Move units off over-full devices under the static model (see the module docstring).
 
     Parameters
@@ -215,6 +217,10 @@ def static_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, 
         :func:`.memory.memory_units` of the problem.
     capacity : sequence of float
         Bytes each device may hold.
+    target : {"comm", "room"}
+        Where a moved unit goes first: the device it adds least communication to
+        (``comm``), or the device of most room (``room``, the research code's rule; the
+        fallback when ``comm`` fills the devices unevenly and gets stuck).
 
     Returns
     -------
@@ -242,7 +248,9 @@ def static_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, 
             return True
 
         busy = _Busy(g, pl, *schedule_placement(g, pl.tolist(), 0)[:2])
-        _relieve(un, adj, busy, pl, d, k, cand, _Fixed(un.mem), lambda d=d: bool(fits(used[d], cap[d])), move, left)
+        fill = None if target == "comm" else (lambda e: float(used[e]) / max(cap[e], 1.0))
+        _relieve(un, adj, busy, pl, d, k, cand, _Fixed(un.mem), lambda d=d: bool(fits(used[d], cap[d])), move, left,
+                 fill)
         if not fits(used[d], cap[d]):
             return None
     return pl.tolist()
@@ -406,8 +414,8 @@ def _intervals(problem: Problem, g: Graph, un: _Units, lv: _Live, u: int, e: int
     return np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64), np.asarray(nb, dtype=np.float64), base
 
 
-def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, rounds: int | None = None
-                     ) -> tuple[list[int], list[float], list[float], float] | None:
+def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, rounds: int | None = None,
+                     target: str = "comm") -> tuple[list[int], list[float], list[float], float] | None:
     """Move units off overflowing devices under the peak (liveness) model.
 
     Parameters
@@ -416,6 +424,8 @@ def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, ro
         As for :func:`static_memory_step`; the capacities are ``problem.device_memory``.
     rounds : int, optional
         Reschedules at most (default ``20 + 2 * units``; every round moves a unit).
+    target : {"comm", "room"}
+        As for :func:`static_memory_step`.
 
     Returns
     -------
@@ -456,7 +466,8 @@ def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, ro
             pl[un.members[u]] = e
             return True
 
-        _relieve(un, adj, _Busy(g, pl, s, f), pl, d, k, cand, keep, lambda: keep.got >= need, move, left)
+        fill = None if target == "comm" else (lambda e: float(lines[e].level.max()) / max(cap[e], 1.0))
+        _relieve(un, adj, _Busy(g, pl, s, f), pl, d, k, cand, keep, lambda: keep.got >= need, move, left, fill)
         if not keep.gone.any():
             return None
     return None
