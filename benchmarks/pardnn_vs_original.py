@@ -78,6 +78,7 @@ def run_original(runner: Path, binary: Path, problem_file: Path, memory: bool, s
 
 
 def run_ours(problem) -> dict:
+    """Our ``pardnn`` under the static model: its makespan, memory verdict and solve time."""
     t0 = time.perf_counter()
     r = optpart.solve(problem, "pardnn", memory_model="static")
     dt = time.perf_counter() - t0
@@ -92,6 +93,7 @@ def _pct(x: float) -> str:
 
 
 def main(argv=None) -> int:
+    """Run both on every graph and print the table (exit 0)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 20000], help="node counts (default 2000 20000)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="generator seeds (default 1 2 3)")
