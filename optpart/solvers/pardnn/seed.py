@@ -13,9 +13,11 @@ partitioning method for training memory-constrained DNNs", Parallel Computing 10
 3. constraints (pins, forbidden devices, colocation groups) are projected
    (:func:`.memory.project_constraints`), then refinement against the simulated
    schedule (:mod:`.seed_refine`);
-4. the memory step (:mod:`.seed_memory`) under the static or the peak model: units move to
-   the device they add least communication to, and when that gets stuck, from the same
-   start, to the device of most room (the research code's target).
+4. the memory step (:mod:`.seed_memory`) under the static or the peak model: units move,
+   checked against capacities, to the device they add least communication to; when that
+   gets stuck, it runs again after the C++ port's variable balancing
+   (:mod:`.seed_balance`), then with the research code's target (the device of most
+   room) from either start; the first placement that fits wins.
 
 ``pardnn`` (the solver, :mod:`optpart.solvers.pardnn_seed`) calls :func:`seed_placement`;
 the ``heuristic`` keeps its own phases (:mod:`.slicing`, :mod:`.mapping`, :mod:`.refine`). Deterministic: ties go to lower
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from ...problem import Problem
 from .memory import greedy_fill, memory_units, project_constraints
 from .schedule import Graph, schedule_placement
+from .seed_balance import balance_variables
 from .seed_mapping import map_clusters
 from .seed_memory import peak_memory_step, static_memory_step
 from .seed_refine import refine, refinement_rounds
@@ -99,20 +102,20 @@ def seed_placement(problem: Problem, g: Graph | None = None, *, memory_model: st
     place = project_constraints(problem, g, place)
     place, kept = refine(g, place, unit_of, members, problem.allowed, refinement_rounds(g, paths))
     stats = {"paths": len(paths), "primaries": n_primary, "refinement_rounds": kept}
+    balanced = balance_variables(problem, place, units)
+    attempts = [("comm", place, ""), ("comm", balanced, "balanced, "), ("room", place, ""),
+                ("room", balanced, "balanced, ")]
     if memory_model == "peak":
-        for target in ("comm", "room"):
-            res = peak_memory_step(problem, g, place, units, target=target)
+        for target, start, how in attempts:
+            res = peak_memory_step(problem, g, start, units, target=target)
             if res is not None:
-                break
-        if res is None:
-            return None
-        place, s, f, ms = res
-        stats["memory_step"] = f"peak ({target})"
-        return SeedPlacement(place, s, f, ms, stats)
+                stats["memory_step"] = f"peak ({how}{target})"
+                return SeedPlacement(*res, stats)
+        return None
     cap = problem.device_memory.astype(float).tolist() if capacity is None else list(capacity)
-    for target in ("comm", "room"):
-        fixed = static_memory_step(problem, g, place, units, cap, target=target)
-        stats["memory_step"] = f"static ({target})"
+    for target, start, how in attempts:
+        fixed = static_memory_step(problem, g, start, units, cap, target=target)
+        stats["memory_step"] = f"static ({how}{target})"
         if fixed is not None:
             break
     if fixed is None:

@@ -415,7 +415,8 @@ def _intervals(problem: Problem, g: Graph, un: _Units, lv: _Live, u: int, e: int
 
 
 def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, rounds: int | None = None,
-                     target: str = "comm") -> tuple[list[int], list[float], list[float], float] | None:
+                     target: str = "comm", patience: int = 8
+                     ) -> tuple[list[int], list[float], list[float], float] | None:
     """Move units off overflowing devices under the peak (liveness) model.
 
     Parameters
@@ -426,6 +427,9 @@ def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, ro
         Reschedules at most (default ``20 + 2 * units``; every round moves a unit).
     target : {"comm", "room"}
         As for :func:`static_memory_step`.
+    patience : int
+        Rounds without a lower total excess over the capacities before the step gives up
+        (it is moving memory around without progress).
 
     Returns
     -------
@@ -442,6 +446,7 @@ def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, ro
     left = np.zeros((un.size, k), dtype=bool)
     pl = np.asarray(place, dtype=np.int64).copy()
     rounds = 20 + 2 * un.size if rounds is None else rounds
+    best, stale = np.inf, 0
     for _ in range(rounds):
         s, f, ms = schedule_placement(g, pl.tolist(), 0)
         st, fi = np.asarray(s), np.asarray(f)
@@ -449,6 +454,10 @@ def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, ro
         ok = fits(peak, cap)
         if ok.all():
             return pl.tolist(), s, f, ms
+        excess = float(np.maximum(peak - cap, 0.0).sum())
+        best, stale = (excess, 0) if excess < best else (best, stale + 1)
+        if stale > patience:
+            return None
         d = int(np.argmax(np.where(ok, -np.inf, (peak - cap) / np.maximum(cap, 1.0))))
         lines = [_Timeline(*tl) for tl in memory_timeline(problem, pl, st, fi)]
         i = int(np.argmax(lines[d].level))
