@@ -62,10 +62,13 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
                         memory_model=memory_model)
     res = seed_placement(problem, Graph(problem), memory_model=memory_model)
     if res is None:
-        why = ("the peak-model memory step got stuck: no unit on the overflowing device could move to "
-               "a device with room on its liveness timeline" if memory_model == "peak" else
-               "the memory step found no placement within memory (its guarantee needs every device to "
-               "hold total/k plus the largest colocation group, and no forbidden devices)")
+        if memory_model == "peak":
+            why = ("the peak-model memory step got stuck in its four attempts (from the refined and the "
+                   "variable-balanced placement, toward least communication and toward most room): no unit "
+                   "on an overflowing device could move to a device with room on its liveness timeline")
+        else:
+            why = ("the memory step found no placement within memory (its guarantee needs every device to "
+                   "hold total/k plus the largest colocation group, and no forbidden devices)")
         return Solution(Status.UNKNOWN, message=f"pardnn: {why}", memory_model=memory_model)
     return Solution(Status.FEASIBLE, placement=np.asarray(res.place, dtype=np.int64), start=np.asarray(res.start),
                     memory_model=memory_model, stats={"phases": "slicing, mapping, refinement, memory", **res.stats})

@@ -20,8 +20,8 @@ partitioning method for training memory-constrained DNNs", Parallel Computing 10
    room) from either start; the first placement that fits wins.
 
 ``pardnn`` (the solver, :mod:`optpart.solvers.pardnn_seed`) calls :func:`seed_placement`;
-the ``heuristic`` keeps its own phases (:mod:`.slicing`, :mod:`.mapping`, :mod:`.refine`). Deterministic: ties go to lower
-node, cluster and device indices.
+the ``heuristic`` keeps its own phases (:mod:`.slicing`, :mod:`.mapping`, :mod:`.refine`).
+Deterministic: ties go to lower node, cluster and device indices.
 """
 
 from __future__ import annotations
