@@ -40,6 +40,7 @@ from ..errors import FormatError
 from ..problem import Constraints, Device, Links, Problem
 from .costmodel import CostModel
 from .torch import TracedStep, trace_training_step
+from .torch.aliasing import alias_source, storage_accesses
 
 __all__ = ["from_torch", "problem_from_traced", "trace_training_step", "TracedStep", "cross_entropy", "VIEW_OPS",
            "SHAPE_ONLY_OPS"]
@@ -209,6 +210,28 @@ def _no_split_groups(step, ids: list[str], modules: list[str], no_split) -> list
     return groups
 
 
+def _writer_groups(step, ids: list[str], index: dict, fx_to_id: dict[str, str]) -> list[tuple[str, ...]]:
+    """Colocation groups that make every write land in the storage it writes.
+
+    An operator writing a storage runs where the storage lives: a buffer's or input's
+    node, a parameter's update node, the operator that made the storage. When the step
+    could not be functionalized, every other access of a written storage (views
+    included) goes there too: a copy fetched to another device would miss later writes.
+    """
+    placeholders = [nd for nd in step.graph_module.graph.nodes if nd.op == "placeholder"]
+    holder_of = {nd.name: f"update.{step.param_names[i]}" for i, nd in enumerate(placeholders)
+                 if i < len(step.param_names)}
+    known = set(ids)
+    groups: list[tuple[str, ...]] = []
+    for (rn, _), accesses in storage_accesses(step.graph_module.graph).items():
+        holder = holder_of.get(rn.name, fx_to_id.get(rn.name, rn.name))
+        members = [holder] + [nd.name for nd, w in accesses if (w or not step.functional) and nd in index]
+        members = list(dict.fromkeys(m for m in members if m in known))  # inference: no update node
+        if len(members) > 1:
+            groups.append(tuple(members))
+    return groups
+
+
 def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str | None = None,
                         no_split: str | Sequence[str] = ()) -> Problem:
     """The placement problem of a :class:`~optpart.formats.torch.TracedStep` (see :func:`from_torch`)."""
@@ -254,8 +277,13 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
         return str(t) if packet is None else f"aten.{packet.__name__}.{t._overloadname}"
 
     def is_view(nd) -> bool:
+        """Metadata-only: no kernel, no new storage."""
         packet = getattr(nd.target, "overloadpacket", None)
         return packet is not None and packet.__name__ in VIEW_OPS
+
+    def aliases(nd) -> bool:
+        """The output is (a view of) an input: a view, or the tensor an in-place op wrote."""
+        return is_view(nd) or alias_source(nd) is not None
 
     def shape_only(nd) -> bool:
         packet = getattr(nd.target, "overloadpacket", None)
@@ -286,8 +314,10 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
         key = (base, idx)
         if key in root:
             return root[key]
-        if base.op == "call_function" and is_view(base):
-            first = next((a for a in base.all_input_nodes), None)
+        if base.op == "call_function" and aliases(base):
+            src = alias_source(base)
+            arg = base.args[src] if src is not None and src < len(base.args) else None
+            first = arg if hasattr(arg, "op") else next((a for a in base.all_input_nodes), None)
             r = root_of(first) if first is not None else key
         else:
             r = key
@@ -297,7 +327,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
     # Parameter alias sets: views of a parameter (recursively) belong to it.
     owner_param: dict[Any, int] = dict(param_of)
     for nd in ops:
-        if is_view(nd):
+        if aliases(nd):
             ins = [source(a)[0] for a in nd.all_input_nodes]
             if ins and ins[0] in owner_param:
                 owner_param[nd] = owner_param[ins[0]]
@@ -378,7 +408,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
         s = saved_on.get(nd, 0.0)
         mem.append(s)
         pbytes.append(0.0)
-        obytes.append(0.0 if view else out_b)
+        obytes.append(0.0 if aliases(nd) else out_b)
         meta.append({"op": opname(nd), "flops": flops, "phase": phase[nd], "module": path, "module_class": mclass})
     # Parameter holders: the update node (training) or the first reader (inference).
     colocate: list[tuple[str, ...]] = []
@@ -412,6 +442,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
             pbytes[holder] += b
         if len(group) > 1:
             colocate.append(tuple(group))
+    colocate.extend(_writer_groups(step, ids, index, fx_to_id))
     # ------------------------------------------------------------------ edges
     edge_bytes: dict[tuple[int, int], float] = {}
     for nd in ops:
@@ -429,6 +460,10 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
             edge_bytes[key] = edge_bytes.get(key, 0.0) + size
     for s, d, b in update_edges:
         edge_bytes[(s, d)] = edge_bytes.get((s, d), 0.0) + b
+    by_name = {nd.name: nd for nd in ops}
+    for a, b in step.order:  # ordering edges (a write and the accesses around it): no data crosses
+        if a in by_name and b in by_name:
+            edge_bytes.setdefault((index[by_name[a]], index[by_name[b]]), 0.0)
     keys = sorted(edge_bytes)
     src = np.array([k[0] for k in keys], dtype=np.int64)
     dst = np.array([k[1] for k in keys], dtype=np.int64)

@@ -196,7 +196,8 @@ def _homes(step, placement: dict[str, str], tdev: dict[str, Any]) -> dict[Any, A
 
 def _schedule_order(step, start: dict[str, float]) -> list:
     """The call_function nodes by (start time of their problem node, graph position), keeping every
-    data dependency (Kahn's algorithm with a heap); ``getitem`` projections go with their source."""
+    data dependency and every ordering edge of ``step.order`` (Kahn's algorithm with a heap);
+    ``getitem`` projections go with their source."""
     nodes = list(step.graph_module.graph.nodes)
     index = {nd: i for i, nd in enumerate(nodes)}
     pid_of = {fxname: nid for nid, fxname in step.node_names.items()}
@@ -208,18 +209,25 @@ def _schedule_order(step, start: dict[str, float]) -> list:
         return (start.get(pid_of.get(base.name), 0.0) if base.op == "call_function" else -1.0, index[nd])
 
     ops = [nd for nd in nodes if nd.op == "call_function"]
-    indeg = {nd: sum(1 for a in set(nd.all_input_nodes) if a.op == "call_function") for nd in ops}
+    by_name = {nd.name: nd for nd in ops}
+    succ = {nd: [u for u in nd.users if u.op == "call_function"] for nd in ops}
+    for a, b in getattr(step, "order", ()):  # a write after the accesses it must follow, and so on
+        if a in by_name and b in by_name:
+            succ[by_name[a]].append(by_name[b])
+    indeg = {nd: 0 for nd in ops}
+    for nd in ops:
+        for u in set(succ[nd]):
+            indeg[u] += 1
     heap = [(key(nd), index[nd]) for nd in ops if indeg[nd] == 0]
     heapq.heapify(heap)
     order = []
     while heap:
         _, i = heapq.heappop(heap)
         order.append(nodes[i])
-        for u in nodes[i].users:
-            if u.op == "call_function":
-                indeg[u] -= 1
-                if indeg[u] == 0:
-                    heapq.heappush(heap, (key(u), index[u]))
+        for u in set(succ[nodes[i]]):
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(heap, (key(u), index[u]))
     return order
 
 
