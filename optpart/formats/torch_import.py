@@ -40,7 +40,7 @@ from ..errors import FormatError
 from ..problem import Constraints, Device, Links, Problem
 from .costmodel import CostModel
 from .torch import TracedStep, trace_training_step
-from .torch.aliasing import alias_source, storage_accesses
+from .torch.aliasing import alias_source, check_problem_order, storage_accesses
 
 __all__ = ["from_torch", "problem_from_traced", "trace_training_step", "TracedStep", "cross_entropy", "VIEW_OPS",
            "SHAPE_ONLY_OPS"]
@@ -122,6 +122,7 @@ def from_torch(
     name: str | None = None,
     no_split: str | Sequence[str] = (),
     trace_mode: str = "auto",
+    check: bool = False,
 ) -> Problem:
     """Trace ``module`` on ``example_inputs`` and return its operator graph as a :class:`Problem`.
 
@@ -157,6 +158,11 @@ def from_torch(
     trace_mode : {'auto', 'fake', 'real'}
         See :func:`~optpart.formats.torch.trace_training_step`; the mode used is recorded
         in ``problem.meta["trace_mode"]``.
+    check : bool
+        Also prove on the problem's own edges that no two operators touching one storage,
+        at least one writing, are unordered
+        (:func:`~optpart.formats.torch.aliasing.check_problem_order`; the traced graph is
+        always checked). What was proved goes to ``problem.meta["aliasing_check"]``.
 
     Returns
     -------
@@ -170,7 +176,8 @@ def from_torch(
     ------
     FormatError
         When torch is missing, a ``no_split`` class is not in the model, or the module
-        cannot be traced (one line naming the module and the tracer's message).
+        cannot be traced (one line naming the module and the tracer's message), or
+        ``check`` finds two unordered accesses (one line naming them).
     """
     from ..progress import progress as _progress
 
@@ -181,6 +188,9 @@ def from_torch(
                                    trace_mode=trace_mode, progress=bar)
         bar.stage("pricing operators")
         problem = problem_from_traced(step, cost_model=cm, name=label, no_split=no_split)
+        if check:
+            bar.stage("checking aliasing")
+            problem.meta["aliasing_check"] = check_problem_order(problem, step)
     if devices is not None:
         problem = problem.with_devices(devices, memory=memory)
     return problem

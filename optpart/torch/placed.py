@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import OptpartError
+from ..formats.torch.aliasing import storage_accesses
 from ..result import Result
 
 __all__ = ["apply", "placement_and_order"]
@@ -299,6 +300,18 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
         env[nd] = new.call_function(nd.target, args, kwargs)
         env[nd].meta["optpart_device"] = str(dev)
         env[nd].meta["optpart_node"] = pid_of[nd.name]
+    # A buffer the step writes (batch norm's running statistics) but that was copied to its
+    # device: the update goes back into the module's own buffer, as an eager step leaves it.
+    written = {rn for (rn, _), acc in storage_accesses(step.graph_module.graph).items()
+               if rn.op == "placeholder" and any(w for _, w in acc)}
+    for i, nd in enumerate(placeholders[:n_p + n_b]):
+        if nd not in written:
+            continue
+        own = params[step.param_names[i]] if i < n_p else buffers[step.buffer_names[i - n_p]]
+        held = getattr(root, f"param_{i}" if i < n_p else f"buffer_{i - n_p}")
+        if held.data_ptr() != own.data_ptr() or held.device != own.device:
+            root.register_buffer(f"module_state_{i}", own.detach(), persistent=False)
+            new.call_function(torch.ops.aten.copy_.default, (new.get_attr(f"module_state_{i}"), env[nd]))
     out = next(nd for nd in nodes if nd.op == "output")
     vals = out.args[0]
     loss = env[vals[0]]

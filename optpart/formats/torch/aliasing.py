@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 from ...errors import FormatError
 
 __all__ = ["written_args", "alias_source", "storage_accesses", "ordering_edges", "unordered_accesses",
-           "check_aliasing"]
+           "check_aliasing", "check_problem_order"]
 
 #: Operators whose schema does not mark the running statistics they update as written:
 #: name -> (positions of the written arguments, position of the ``training`` flag).
@@ -291,3 +291,62 @@ def check_aliasing(step) -> None:
         storage, a, b = bad[0]
         raise FormatError(f"aliasing check failed: operators '{a}' and '{b}' both touch storage '{storage}', "
                           f"at least one writing, and no edge orders them ({len(bad)} unordered pair(s))")
+
+
+def check_problem_order(problem, step) -> dict[str, int]:
+    """Prove the aliasing property on the edges of ``problem`` (what solvers schedule).
+
+    Parameters
+    ----------
+    problem : Problem
+        Imported from ``step`` (:func:`optpart.formats.torch_import.problem_from_traced`).
+    step : TracedStep
+
+    Returns
+    -------
+    dict
+        ``{"written_storages": ..., "ordered_pairs": ...}``: how much was proved.
+
+    Raises
+    ------
+    FormatError
+        One line naming the first pair of problem nodes that no path of edges orders.
+    """
+    ids = {nid: i for i, nid in enumerate(problem.node_ids)}
+    rank = problem.topo_rank
+    out_ptr, out_edges, dst = problem.out_ptr, problem.out_edges, problem.edge_dst
+
+    def reaches(x: int, y: int) -> bool:
+        limit, stack, seen = rank[y], [x], {x}
+        while stack:
+            v = stack.pop()
+            for e in out_edges[out_ptr[v]:out_ptr[v + 1]].tolist():
+                u = int(dst[e])
+                if u == y:
+                    return True
+                if u not in seen and rank[u] < limit:
+                    seen.add(u)
+                    stack.append(u)
+        return False
+
+    storages = storage_accesses(step.graph_module.graph)
+    pairs, bad = 0, []
+    for (rn, _), accesses in storages.items():
+        for a, b in _required_pairs(accesses):
+            if a is b:
+                continue
+            if a.name not in ids or b.name not in ids:
+                raise FormatError(f"aliasing check: operator '{a.name if a.name not in ids else b.name}' of "
+                                  f"the traced step is not a node of problem '{problem.name}'")
+            x, y = ids[a.name], ids[b.name]
+            if rank[x] > rank[y]:
+                x, y = y, x
+            pairs += 1
+            if not reaches(x, y):
+                bad.append((rn.name, a.name, b.name))
+    if bad:
+        storage, a, b = bad[0]
+        raise FormatError(f"aliasing check failed on problem '{problem.name}': nodes '{a}' and '{b}' both touch "
+                          f"storage '{storage}', at least one writing, and no edge orders them "
+                          f"({len(bad)} unordered pair(s))")
+    return {"written_storages": len(storages), "ordered_pairs": pairs}

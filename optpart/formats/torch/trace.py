@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ...errors import FormatError
-from .aliasing import ordering_edges, written_args
+from .aliasing import check_aliasing, ordering_edges, written_args
 from .attribution import _ModuleStamper
 from .functional import SEQ_KEY, functionalize_graph
 from .inputs import DEFAULT_LOSS, OUTPUT_LOSS, _materialize, _rebuild, _split_inputs, default_loss, output_tensors
@@ -403,7 +403,9 @@ def trace_training_step(
     gm.recompile()
     traced_step = _describe(gm, module, pnames, bnames, input_names, len(targets), training, state["loss"], used,
                             tuple(notes))
-    return dataclasses.replace(traced_step, order=ordering_edges(gm.graph), functional=is_functional)
+    traced_step = dataclasses.replace(traced_step, order=ordering_edges(gm.graph), functional=is_functional)
+    check_aliasing(traced_step)  # proves the edges order every write; a failure is a bug of ours
+    return traced_step
 
 
 def _describe(gm, module, pnames, bnames, input_names, n_targets, training, loss, mode, notes) -> TracedStep:
