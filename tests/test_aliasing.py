@@ -24,6 +24,7 @@ from optpart.formats.torch.aliasing import written_args  # noqa: E402
 from optpart.formats.torch_import import from_torch, problem_from_traced  # noqa: E402
 from optpart.result import Result, Status  # noqa: E402
 from optpart.torch import apply  # noqa: E402
+from test_apply import assert_same  # noqa: E402  (loss and gradients equal autograd's)
 
 DEVICES = {"dev0": "cpu", "dev1": "cpu:0"}  # two torch devices: every crossing edge is a real copy
 
@@ -129,13 +130,6 @@ def random_plan(problem, rng) -> Result:
 def run_placed(module, inputs, step, problem, rng):
     gm = apply(module, inputs, random_plan(problem, rng), DEVICES, problem.with_devices(2), step=step)
     return gm(*inputs)
-
-
-def assert_same(loss, grads, ref_loss, ref_grads):
-    torch.testing.assert_close(loss.cpu(), ref_loss, rtol=1e-5, atol=1e-6)
-    assert sorted(grads) == sorted(ref_grads)
-    for name, g in ref_grads.items():
-        torch.testing.assert_close(grads[name].cpu(), g, rtol=1e-5, atol=1e-6, msg=f"gradient of {name}")
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

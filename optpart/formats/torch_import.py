@@ -40,7 +40,7 @@ from ..errors import FormatError
 from ..problem import Constraints, Device, Links, Problem
 from .costmodel import CostModel
 from .torch import TracedStep, trace_training_step
-from .torch.aliasing import alias_source, check_problem_order, storage_accesses
+from .torch.aliasing import alias_source, check_problem_order, writer_groups
 
 __all__ = ["from_torch", "problem_from_traced", "trace_training_step", "TracedStep", "cross_entropy", "VIEW_OPS",
            "SHAPE_ONLY_OPS"]
@@ -217,28 +217,6 @@ def _no_split_groups(step, ids: list[str], modules: list[str], no_split) -> list
         members = tuple(i for i, m in zip(ids, modules) if m == top or m.startswith(top + "."))
         if len(members) > 1:
             groups.append(members)
-    return groups
-
-
-def _writer_groups(step, ids: list[str], index: dict, fx_to_id: dict[str, str]) -> list[tuple[str, ...]]:
-    """Colocation groups that make every write land in the storage it writes.
-
-    An operator writing a storage runs where the storage lives: a buffer's or input's
-    node, a parameter's update node, the operator that made the storage. When the step
-    could not be functionalized, every other access of a written storage (views
-    included) goes there too: a copy fetched to another device would miss later writes.
-    """
-    placeholders = [nd for nd in step.graph_module.graph.nodes if nd.op == "placeholder"]
-    holder_of = {nd.name: f"update.{step.param_names[i]}" for i, nd in enumerate(placeholders)
-                 if i < len(step.param_names)}
-    known = set(ids)
-    groups: list[tuple[str, ...]] = []
-    for (rn, _), accesses in storage_accesses(step.graph_module.graph).items():
-        holder = holder_of.get(rn.name, fx_to_id.get(rn.name, rn.name))
-        members = [holder] + [nd.name for nd, w in accesses if (w or not step.functional) and nd in index]
-        members = list(dict.fromkeys(m for m in members if m in known))  # inference: no update node
-        if len(members) > 1:
-            groups.append(tuple(members))
     return groups
 
 
@@ -452,7 +430,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
             pbytes[holder] += b
         if len(group) > 1:
             colocate.append(tuple(group))
-    colocate.extend(_writer_groups(step, ids, index, fx_to_id))
+    colocate.extend(writer_groups(step, ids))
     # ------------------------------------------------------------------ edges
     edge_bytes: dict[tuple[int, int], float] = {}
     for nd in ops:

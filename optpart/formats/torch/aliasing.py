@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 from ...errors import FormatError
 
 __all__ = ["written_args", "alias_source", "storage_accesses", "ordering_edges", "unordered_accesses",
-           "check_aliasing", "check_problem_order"]
+           "check_aliasing", "check_problem_order", "writer_groups"]
 
 #: Operators whose schema does not mark the running statistics they update as written:
 #: name -> (positions of the written arguments, position of the ``training`` flag).
@@ -291,6 +291,40 @@ def check_aliasing(step) -> None:
         storage, a, b = bad[0]
         raise FormatError(f"aliasing check failed: operators '{a}' and '{b}' both touch storage '{storage}', "
                           f"at least one writing, and no edge orders them ({len(bad)} unordered pair(s))")
+
+
+def writer_groups(step, ids: Sequence[str]) -> list[tuple[str, ...]]:
+    """Colocation groups that make every write land in the storage it writes.
+
+    An operator writing a storage runs where the storage lives: a buffer's or input's
+    node, a parameter's update node, the operator that made the storage. When the step
+    could not be functionalized, every other access of a written storage (views
+    included) goes there too: a copy fetched to another device would miss later writes.
+
+    Parameters
+    ----------
+    step : TracedStep
+    ids : sequence of str
+        The problem's node ids (FX names for operators, ``buffer.<name>``, ``update.<param>``...).
+
+    Returns
+    -------
+    list of tuple of str
+        One group per written storage with more than one member.
+    """
+    placeholders = [nd for nd in step.graph_module.graph.nodes if nd.op == "placeholder"]
+    holder_of = {nd.name: f"update.{step.param_names[i]}" for i, nd in enumerate(placeholders)
+                 if i < len(step.param_names)}
+    fx_to_id = {fx: nid for nid, fx in step.node_names.items()}
+    known = set(ids)
+    groups: list[tuple[str, ...]] = []
+    for (rn, _), accesses in storage_accesses(step.graph_module.graph).items():
+        holder = holder_of.get(rn.name, fx_to_id.get(rn.name, rn.name))
+        members = [holder] + [nd.name for nd, w in accesses if w or not step.functional]
+        members = list(dict.fromkeys(m for m in members if m in known))  # inference: no update node
+        if len(members) > 1:
+            groups.append(tuple(members))
+    return groups
 
 
 def check_problem_order(problem, step) -> dict[str, int]:
