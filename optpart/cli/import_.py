@@ -63,7 +63,7 @@ def _parse_shape(text: str) -> tuple[str, list[int]]:
 def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
                  input_shapes: dict[str, list[int]] | None = None, name: str | None = None,
                  no_split: str | None = None, trace_mode: str = "auto", search_path: Sequence[str] = (),
-                 profile: dict | None = None):
+                 profile: dict | None = None, check: bool = False):
     """Import ``spec`` (an ``.onnx`` path or ``module:function``) as a :class:`~optpart.Problem`.
 
     **This imports and runs the user's code**: ``module`` is imported (its top level runs)
@@ -78,6 +78,8 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
     ``targets`` and ``loss_fn`` (see ``docs/import.md``). ``profile`` (PyTorch only):
     ``{"device": ..., "repeats": ..., "threads": ...}`` to measure every operator's time
     (:func:`optpart.torch.measured_problem`, ``docs/apply.md``) instead of estimating it.
+    ``check`` (PyTorch only, the CLI's ``--check``): prove that no two operators touching one
+    storage, at least one writing, are unordered by the problem's edges (``docs/import.md``).
     """
     if spec.endswith(".onnx") or Path(spec).is_file():
         from ..formats.onnx_import import from_onnx
@@ -87,6 +89,9 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
             raise OptpartError("--profile measures PyTorch models ('package.module:function'); "
                                "ONNX models are priced by the cost model")
 
+        if check:
+            raise OptpartError("--check proves the aliasing order of traced PyTorch steps; an ONNX graph "
+                               "is pure dataflow")
         if no_split:
             raise OptpartError("--no-split applies to PyTorch models (module classes); an ONNX graph has none")
         with progress(f"importing {Path(spec).name}"):
@@ -116,7 +121,7 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
 
     problem = from_torch(module, inputs, training=True if training is None else training,
                          cost_model=cost_model, name=name or fn_name, no_split=no_split or (),
-                         trace_mode=trace_mode, **extra)
+                         trace_mode=trace_mode, check=check, **extra)
     if profile is not None:
         from ..torch.profiling import measured_problem
 
@@ -167,7 +172,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
                "threads": args.profile_threads} if args.profile else None
     problem = import_model(args.model, training=args.training, cost_model=cm, input_shapes=shapes or None,
                            name=args.name, no_split=args.no_split, trace_mode=args.trace_mode,
-                           search_path=args.path or (), profile=profile)
+                           search_path=args.path or (), profile=profile, check=args.check)
     memory = parse_list(args.memory, parse_bytes, "--memory") if args.memory is not None else None
     speed = parse_list(args.speed, parse_speed, "--speed") if args.speed is not None else None
     if args.devices is not None or memory is not None or speed is not None:
@@ -194,6 +199,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
               f"memory {format_bytes(float(problem.memory.sum()))}, work {problem.time.sum():.4g} s{mode} -> {args.out}")
         for note in meta.get("trace_notes", []):
             print(f"  note: {note}", file=sys.stderr)
+        if "aliasing_check" in meta:
+            c = meta["aliasing_check"]
+            print(f"aliasing check: ok ({c['written_storages']} written storage(s), {c['ordered_pairs']} "
+                  f"write/access pair(s), each ordered by the problem's edges)")
     return 0
 
 
@@ -225,6 +234,9 @@ def register(subparsers) -> None:
     p.add_argument("--memory", "-m", metavar="SIZE[,SIZE...]",
                    help="device capacity, one value or one per device, e.g. 16GiB or 80GiB,80GiB,40GiB")
     p.add_argument("--speed", metavar="S[,S...]", help="relative device speed, one value or one per device")
+    p.add_argument("--check", action="store_true",
+                   help="prove that no two operators touching one storage, at least one writing, are unordered "
+                        "(PyTorch models; exit 2 with the first unordered pair otherwise)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary line")
     add_cost_model_arguments(p)
     g = p.add_argument_group("measured costs (PyTorch models; docs/apply.md)")

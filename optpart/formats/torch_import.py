@@ -40,6 +40,7 @@ from ..errors import FormatError
 from ..problem import Constraints, Device, Links, Problem
 from .costmodel import CostModel
 from .torch import TracedStep, trace_training_step
+from .torch.aliasing import alias_source, check_problem_order, writer_groups
 
 __all__ = ["from_torch", "problem_from_traced", "trace_training_step", "TracedStep", "cross_entropy", "VIEW_OPS",
            "SHAPE_ONLY_OPS"]
@@ -121,6 +122,7 @@ def from_torch(
     name: str | None = None,
     no_split: str | Sequence[str] = (),
     trace_mode: str = "auto",
+    check: bool = False,
 ) -> Problem:
     """Trace ``module`` on ``example_inputs`` and return its operator graph as a :class:`Problem`.
 
@@ -156,6 +158,11 @@ def from_torch(
     trace_mode : {'auto', 'fake', 'real'}
         See :func:`~optpart.formats.torch.trace_training_step`; the mode used is recorded
         in ``problem.meta["trace_mode"]``.
+    check : bool
+        Also prove on the problem's own edges that no two operators touching one storage,
+        at least one writing, are unordered
+        (:func:`~optpart.formats.torch.aliasing.check_problem_order`; the traced graph is
+        always checked). What was proved goes to ``problem.meta["aliasing_check"]``.
 
     Returns
     -------
@@ -169,7 +176,8 @@ def from_torch(
     ------
     FormatError
         When torch is missing, a ``no_split`` class is not in the model, or the module
-        cannot be traced (one line naming the module and the tracer's message).
+        cannot be traced (one line naming the module and the tracer's message), or
+        ``check`` finds two unordered accesses (one line naming them).
     """
     from ..progress import progress as _progress
 
@@ -180,6 +188,9 @@ def from_torch(
                                    trace_mode=trace_mode, progress=bar)
         bar.stage("pricing operators")
         problem = problem_from_traced(step, cost_model=cm, name=label, no_split=no_split)
+        if check:
+            bar.stage("checking aliasing")
+            problem.meta["aliasing_check"] = check_problem_order(problem, step)
     if devices is not None:
         problem = problem.with_devices(devices, memory=memory)
     return problem
@@ -254,8 +265,13 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
         return str(t) if packet is None else f"aten.{packet.__name__}.{t._overloadname}"
 
     def is_view(nd) -> bool:
+        """Metadata-only: no kernel, no new storage."""
         packet = getattr(nd.target, "overloadpacket", None)
         return packet is not None and packet.__name__ in VIEW_OPS
+
+    def aliases(nd) -> bool:
+        """The output is (a view of) an input: a view, or the tensor an in-place op wrote."""
+        return is_view(nd) or alias_source(nd) is not None
 
     def shape_only(nd) -> bool:
         packet = getattr(nd.target, "overloadpacket", None)
@@ -286,8 +302,10 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
         key = (base, idx)
         if key in root:
             return root[key]
-        if base.op == "call_function" and is_view(base):
-            first = next((a for a in base.all_input_nodes), None)
+        if base.op == "call_function" and aliases(base):
+            src = alias_source(base)
+            arg = base.args[src] if src is not None and src < len(base.args) else None
+            first = arg if hasattr(arg, "op") else next((a for a in base.all_input_nodes), None)
             r = root_of(first) if first is not None else key
         else:
             r = key
@@ -297,7 +315,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
     # Parameter alias sets: views of a parameter (recursively) belong to it.
     owner_param: dict[Any, int] = dict(param_of)
     for nd in ops:
-        if is_view(nd):
+        if aliases(nd):
             ins = [source(a)[0] for a in nd.all_input_nodes]
             if ins and ins[0] in owner_param:
                 owner_param[nd] = owner_param[ins[0]]
@@ -378,7 +396,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
         s = saved_on.get(nd, 0.0)
         mem.append(s)
         pbytes.append(0.0)
-        obytes.append(0.0 if view else out_b)
+        obytes.append(0.0 if aliases(nd) else out_b)
         meta.append({"op": opname(nd), "flops": flops, "phase": phase[nd], "module": path, "module_class": mclass})
     # Parameter holders: the update node (training) or the first reader (inference).
     colocate: list[tuple[str, ...]] = []
@@ -412,6 +430,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
             pbytes[holder] += b
         if len(group) > 1:
             colocate.append(tuple(group))
+    colocate.extend(writer_groups(step, ids))
     # ------------------------------------------------------------------ edges
     edge_bytes: dict[tuple[int, int], float] = {}
     for nd in ops:
@@ -429,6 +448,10 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
             edge_bytes[key] = edge_bytes.get(key, 0.0) + size
     for s, d, b in update_edges:
         edge_bytes[(s, d)] = edge_bytes.get((s, d), 0.0) + b
+    by_name = {nd.name: nd for nd in ops}
+    for a, b in step.order:  # ordering edges (a write and the accesses around it): no data crosses
+        if a in by_name and b in by_name:
+            edge_bytes.setdefault((index[by_name[a]], index[by_name[b]]), 0.0)
     keys = sorted(edge_bytes)
     src = np.array([k[0] for k in keys], dtype=np.int64)
     dst = np.array([k[1] for k in keys], dtype=np.int64)

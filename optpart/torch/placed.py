@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import OptpartError
+from ..formats.torch.aliasing import storage_accesses
 from ..result import Result
 
 __all__ = ["apply", "placement_and_order"]
@@ -196,7 +197,8 @@ def _homes(step, placement: dict[str, str], tdev: dict[str, Any]) -> dict[Any, A
 
 def _schedule_order(step, start: dict[str, float]) -> list:
     """The call_function nodes by (start time of their problem node, graph position), keeping every
-    data dependency (Kahn's algorithm with a heap); ``getitem`` projections go with their source."""
+    data dependency and every ordering edge of ``step.order`` (Kahn's algorithm with a heap);
+    ``getitem`` projections go with their source."""
     nodes = list(step.graph_module.graph.nodes)
     index = {nd: i for i, nd in enumerate(nodes)}
     pid_of = {fxname: nid for nid, fxname in step.node_names.items()}
@@ -208,18 +210,25 @@ def _schedule_order(step, start: dict[str, float]) -> list:
         return (start.get(pid_of.get(base.name), 0.0) if base.op == "call_function" else -1.0, index[nd])
 
     ops = [nd for nd in nodes if nd.op == "call_function"]
-    indeg = {nd: sum(1 for a in set(nd.all_input_nodes) if a.op == "call_function") for nd in ops}
+    by_name = {nd.name: nd for nd in ops}
+    succ = {nd: [u for u in nd.users if u.op == "call_function"] for nd in ops}
+    for a, b in getattr(step, "order", ()):  # a write after the accesses it must follow, and so on
+        if a in by_name and b in by_name:
+            succ[by_name[a]].append(by_name[b])
+    indeg = {nd: 0 for nd in ops}
+    for nd in ops:
+        for u in set(succ[nd]):
+            indeg[u] += 1
     heap = [(key(nd), index[nd]) for nd in ops if indeg[nd] == 0]
     heapq.heapify(heap)
     order = []
     while heap:
         _, i = heapq.heappop(heap)
         order.append(nodes[i])
-        for u in nodes[i].users:
-            if u.op == "call_function":
-                indeg[u] -= 1
-                if indeg[u] == 0:
-                    heapq.heappush(heap, (key(u), index[u]))
+        for u in set(succ[nodes[i]]):
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(heap, (key(u), index[u]))
     return order
 
 
@@ -291,6 +300,18 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
         env[nd] = new.call_function(nd.target, args, kwargs)
         env[nd].meta["optpart_device"] = str(dev)
         env[nd].meta["optpart_node"] = pid_of[nd.name]
+    # A buffer the step writes (batch norm's running statistics) but that was copied to its
+    # device: the update goes back into the module's own buffer, as an eager step leaves it.
+    written = {rn for (rn, _), acc in storage_accesses(step.graph_module.graph).items()
+               if rn.op == "placeholder" and any(w for _, w in acc)}
+    for i, nd in enumerate(placeholders[:n_p + n_b]):
+        if nd not in written:
+            continue
+        own = params[step.param_names[i]] if i < n_p else buffers[step.buffer_names[i - n_p]]
+        held = getattr(root, f"param_{i}" if i < n_p else f"buffer_{i - n_p}")
+        if held.data_ptr() != own.data_ptr() or held.device != own.device:
+            root.register_buffer(f"module_state_{i}", own.detach(), persistent=False)
+            new.call_function(torch.ops.aten.copy_.default, (new.get_attr(f"module_state_{i}"), env[nd]))
     out = next(nd for nd in nodes if nd.op == "output")
     vals = out.args[0]
     loss = env[vals[0]]

@@ -39,13 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ...errors import FormatError
+from .aliasing import check_aliasing, ordering_edges, written_args
+from .attribution import _ModuleStamper
+from .functional import SEQ_KEY, functionalize_graph
+from .inputs import DEFAULT_LOSS, OUTPUT_LOSS, _materialize, _rebuild, _split_inputs, default_loss, output_tensors
 
 __all__ = ["TracedStep", "trace_training_step", "default_loss", "output_tensors", "DEFAULT_LOSS", "OUTPUT_LOSS"]
-
-#: How :func:`default_loss` is described in :attr:`TracedStep.loss` and problem metadata.
-DEFAULT_LOSS = "sum over the floating tensors of the output of their mean"
-#: :attr:`TracedStep.loss` when the output carried its own scalar ``loss`` (Hugging Face ``labels``).
-OUTPUT_LOSS = "the output's own 'loss' field"
 
 _DATA_DEPENDENT_HINTS = ("DataDependent", "DynamicOutputShape", "_local_scalar_dense", "data-dependent",
                          "data dependent", "GuardOnDataDependent")
@@ -98,6 +97,16 @@ class TracedStep:
     backward : frozenset of str
         FX names of the operators autograd ran while differentiating the loss (the
         backward pass), as stamped during tracing; empty for inference.
+    order : tuple of (str, str)
+        Ordering edges ``(before, after)`` between FX nodes beyond the data dependencies:
+        every write of a storage after the accesses it must follow, and before those that
+        must see it (:func:`~optpart.formats.torch.aliasing.ordering_edges`). In a
+        functionalized step they order the few true side effects (a buffer's ``copy_``,
+        e.g. batch norm's running statistics) after every reader of that buffer.
+    functional : bool
+        Whether the graph was functionalized (no in-place operator but the writes to
+        its inputs); False when functionalization failed and the traced mutations stay,
+        ordered by :attr:`order` (a note says why).
     """
 
     graph_module: Any
@@ -113,6 +122,8 @@ class TracedStep:
     module_classes: dict[str, str]
     notes: tuple[str, ...] = field(default=())
     backward: frozenset = field(default=frozenset())
+    order: tuple = field(default=())
+    functional: bool = False
 
     @property
     def n_inputs(self) -> int:
@@ -127,113 +138,6 @@ class TracedStep:
             raise FormatError(f"these inputs give graph inputs {list(names)}; the traced step has "
                               f"{list(self.input_names)}")
         return tensors
-
-
-def output_tensors(value, *, floating_only: bool = False) -> list:
-    """The tensors in a module's output tree, depth first, in a fixed order.
-
-    Understood containers: tuples, lists, dicts (insertion order; Hugging Face
-    ``ModelOutput`` is one and holds only its non-``None`` fields), and dataclasses (field
-    order). Anything else (a key/value cache object, ``None``, a number) is skipped.
-    """
-    import torch
-
-    out: list = []
-
-    def walk(v):
-        if isinstance(v, torch.Tensor):
-            if not floating_only or v.is_floating_point() or v.is_complex():
-                out.append(v)
-        elif isinstance(v, Mapping):
-            for item in v.values():
-                walk(item)
-        elif isinstance(v, (tuple, list)):
-            for item in v:
-                walk(item)
-        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
-            for f in dataclasses.fields(v):
-                walk(getattr(v, f.name))
-
-    walk(value)
-    return out
-
-
-def default_loss(output):
-    """The loss used when none is given.
-
-    An output that carries its own scalar ``loss`` (a Hugging Face model given ``labels``:
-    its ``ModelOutput`` has a ``loss`` field) is trained on that loss. Otherwise: the sum,
-    over the floating tensors of the output, of their mean (so every output, e.g. both
-    logits and hidden states, gets a gradient); a scalar output is therefore its own loss.
-    """
-    import torch
-
-    if isinstance(output, Mapping) and isinstance(output.get("loss"), torch.Tensor) and output["loss"].dim() == 0:
-        return output["loss"]
-    tensors = output_tensors(output, floating_only=True)
-    if not tensors:
-        raise FormatError(f"the module's output ({type(output).__name__}) holds no floating-point tensor to "
-                          f"build the default loss from; pass loss_fn=")
-    loss = tensors[0].mean()
-    for t in tensors[1:]:
-        loss = loss + t.mean()
-    return loss
-
-
-class _ModuleStamper:
-    """Forward hooks that stamp every FX node a submodule creates with that submodule's path."""
-
-    KEY = "optpart_module"
-    BW_KEY = "optpart_backward_of"
-
-    def __init__(self, module):
-        self.stack: list[str] = []
-        self.handles: list[Any] = []
-        for path, mod in module.named_modules():
-            self.handles.append(mod.register_forward_pre_hook(self._enter(path)))
-            self.handles.append(mod.register_forward_hook(self._leave(path)))
-
-    @staticmethod
-    def _set(custom: dict) -> None:
-        import torch.fx.traceback as fxt
-
-        fxt.current_meta["custom"] = custom
-
-    def _enter(self, path):
-        def hook(mod, args):
-            self.stack.append(path)
-            self._set({self.KEY: path})
-        return hook
-
-    def _leave(self, path):
-        def hook(mod, args, out):
-            if self.stack and self.stack[-1] == path:
-                self.stack.pop()
-            self._set({self.KEY: self.stack[-1] if self.stack else ""})
-        return hook
-
-    def current(self) -> str:
-        return self.stack[-1] if self.stack else ""
-
-    def stamp_backward(self, loss) -> None:
-        """Autograd pre-hooks on the graph behind ``loss``: backward nodes get their forward's number."""
-        seen: set[int] = set()
-        todo = [loss.grad_fn] if loss.grad_fn is not None else []
-        while todo:
-            fn = todo.pop()
-            if fn is None or id(fn) in seen:
-                continue
-            seen.add(id(fn))
-            seq = int(fn._sequence_nr())
-            fn.register_prehook(lambda grad_outputs, seq=seq: self._set({self.BW_KEY: seq}))
-            todo.extend(nxt for nxt, _ in fn.next_functions)
-        self._set({self.KEY: ""})
-
-    def close(self) -> None:
-        for h in self.handles:
-            h.remove()
-        self.handles.clear()
-
 
 @contextmanager
 def _tracing_settings(module, training: bool, notes: list[str]):
@@ -319,77 +223,6 @@ def _is_data_dependent(exc: BaseException) -> bool:
     names = " ".join(c.__name__ for c in type(exc).__mro__)
     text = f"{names} {exc}"
     return any(h in text for h in _DATA_DEPENDENT_HINTS)
-
-
-def _split_inputs(example_inputs) -> tuple[tuple[str, ...], list, bool, Any]:
-    """(names, tensors, as_keywords, structure) of the example inputs: a tensor, a sequence
-    or a dict, whose items may nest tuples, lists and dicts. Each tensor leaf is one graph
-    input, named by its position or keyword (``'0'``, ``'input_ids'``) plus ``.j`` per nesting
-    level (``'1.0'``); other leaves (numbers, ``None``) stay constants of the trace."""
-    import torch
-
-    if isinstance(example_inputs, torch.Tensor):
-        example_inputs = (example_inputs,)
-    if isinstance(example_inputs, Mapping):
-        keys = list(example_inputs)
-        for k in keys:
-            if not isinstance(k, str):
-                raise FormatError(f"example input key {k!r} must be a string (a keyword of forward())")
-        top, as_kw = [(k, example_inputs[k]) for k in keys], True
-    elif isinstance(example_inputs, (tuple, list)):
-        top, as_kw = [(str(i), v) for i, v in enumerate(example_inputs)], False
-    else:
-        raise FormatError(f"example inputs must be a tensor, a tuple/list or a dict of keyword inputs, "
-                          f"not {type(example_inputs).__name__}")
-    leaves: list[tuple[str, Any]] = []
-
-    def walk(value, name):
-        if isinstance(value, torch.Tensor):
-            leaves.append((name, value))
-        elif isinstance(value, (tuple, list)):
-            for j, v in enumerate(value):
-                walk(v, f"{name}.{j}")
-        elif isinstance(value, Mapping):
-            for k, v in value.items():
-                walk(v, f"{name}.{k}")
-
-    for name, value in top:
-        walk(value, name)
-    return tuple(n for n, _ in leaves), [t for _, t in leaves], as_kw, top
-
-
-def _rebuild(value, tensors):
-    """``value`` with its tensor leaves replaced, in order, by the items of the iterator ``tensors``."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return next(tensors)
-    if isinstance(value, tuple):
-        items = [_rebuild(v, tensors) for v in value]
-        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
-    if isinstance(value, list):
-        return [_rebuild(v, tensors) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _rebuild(v, tensors) for k, v in value.items()}
-    return value
-
-
-def _materialize(t, gen, requires_grad: bool = False):
-    """A real CPU tensor with ``t``'s shape and dtype: ``t`` itself (moved) or, for a meta
-    tensor, a fixed-seed random init (floats ~ N(0, 0.02), integers 0)."""
-    import torch
-
-    if not isinstance(t, torch.Tensor):
-        return t
-    if t.is_meta:
-        if t.is_floating_point():
-            x = torch.randn(t.shape, generator=gen, dtype=torch.float32).mul_(0.02).to(t.dtype)
-        else:
-            x = torch.zeros(t.shape, dtype=t.dtype)
-    else:
-        x = t.detach().to("cpu").clone()
-    return x.requires_grad_(requires_grad) if requires_grad else x
-
 
 def trace_training_step(
     module,
@@ -519,21 +352,36 @@ def trace_training_step(
         with fxt.preserve_node_meta(), torch.enable_grad():
             fxt.current_meta["custom"] = {_ModuleStamper.KEY: ""}
             if mode == "fake":
-                return make_fx(step, tracing_mode="fake")(params, buffers, *xs)
-            # Real tensors: values read by the model (``.item()``) become constants of this trace.
-            return make_fx(step, tracing_mode="real", _error_on_data_dependent_ops=False)(params, buffers, *xs)
+                traced = make_fx(step, tracing_mode="fake")(params, buffers, *xs)
+            else:  # real tensors: values read by the model (``.item()``) become constants of this trace
+                traced = make_fx(step, tracing_mode="real", _error_on_data_dependent_ops=False)(params, buffers, *xs)
+        return traced, [*params, *buffers, *xs]
+
+    def functional(traced, flat, mode: str):
+        """The functionalized graph, or (with a note) the traced one when functionalization fails."""
+        if progress is not None:
+            progress.stage("functionalizing")
+        try:
+            return functionalize_graph(traced, flat, mode), True
+        except Exception as exc:  # an operator without a functional form: keep it, ordered by edges
+            note = (f"{cls}: functionalization failed ({_first_line(exc)[:160]}); the traced in-place "
+                    f"operators stay, ordered by explicit edges and colocated with what they write")
+            notes.append(note)
+            if progress is not None:
+                progress.note(note)
+            return traced, False
 
     try:
         with _tracing_settings(module, training, notes):
             modes = ["fake", "real"] if trace_mode == "auto" else [trace_mode]
-            gm, used = None, None
+            traced, flat, used = None, [], None
             for i, mode in enumerate(modes):
                 if progress is not None:
                     progress.stage(f"tracing with {mode} tensors")
                 meta_failure = _MetaFailureFilter()
                 try:
                     with meta_failure:
-                        gm, used = run(mode), mode
+                        (traced, flat), used = run(mode), mode
                     break
                 except FormatError:
                     raise
@@ -550,10 +398,14 @@ def trace_training_step(
                                       f"{_first_line(exc)[:300]}") from None
     finally:
         stamper.close()
+    gm, is_functional = functional(traced, flat, used)
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    return _describe(gm, module, pnames, bnames, input_names, len(targets), training, state["loss"], used,
-                     tuple(notes))
+    traced_step = _describe(gm, module, pnames, bnames, input_names, len(targets), training, state["loss"], used,
+                            tuple(notes))
+    traced_step = dataclasses.replace(traced_step, order=ordering_edges(gm.graph), functional=is_functional)
+    check_aliasing(traced_step)  # proves the edges order every write; a failure is a bug of ours
+    return traced_step
 
 
 def _describe(gm, module, pnames, bnames, input_names, n_targets, training, loss, mode, notes) -> TracedStep:
@@ -583,7 +435,7 @@ def _describe(gm, module, pnames, bnames, input_names, n_targets, training, loss
         if _ModuleStamper.KEY in custom and nd.op == "call_function":
             path = custom[_ModuleStamper.KEY]
             module_of[nd.name] = path
-            seq = nd.meta.get("seq_nr", -1)
+            seq = custom.get(SEQ_KEY, nd.meta.get("seq_nr", -1))
             if path and isinstance(seq, int) and seq >= 0:
                 fwd_module.setdefault(seq, path)
     backward: set[str] = set()
@@ -597,6 +449,14 @@ def _describe(gm, module, pnames, bnames, input_names, n_targets, training, loss
     for j, nd in enumerate(placeholders[:len(pnames) + len(bnames)]):
         owned = pnames[j] if j < len(pnames) else bnames[j - len(pnames)]
         module_of.setdefault(nd.name, owned.rpartition(".")[0])
+    # A write into a placeholder that no module stamped (functionalization's closing ``copy_``
+    # into a buffer) belongs to the placeholder's module.
+    for nd in nodes:
+        if nd.op == "call_function" and nd.name not in module_of:
+            for i in written_args(nd):
+                if i < len(nd.args) and getattr(nd.args[i], "op", None) == "placeholder":
+                    module_of[nd.name] = module_of.get(nd.args[i].name, "")
+                    break
     root_cls = classes.get("", type(module).__name__)
     node_module: dict[str, tuple[str, str]] = {}
     for nd in nodes:
