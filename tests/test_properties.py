@@ -6,6 +6,9 @@
 4. Exact solvers agree with the brute force on tiny problems; lower bounds never exceed a valid makespan.
 5. The heuristic stays within (1 + g) of the optimum on problems small enough for cpsat.
 6. Determinism and JSON round-trip identity.
+7. Arithmetic edge cases for every solver.
+8. Peak memory agrees with an independent interval sweep (tests/oracle.py) on random problems,
+   placements and schedules, and on every bundled instance.
 
 Profiles (tests/conftest.py): ``ci`` (default) and ``thorough`` (HYPOTHESIS_PROFILE=thorough).
 """
@@ -26,7 +29,8 @@ from optpart.formats import problem_to_json, result_to_json
 from optpart.problem import Device
 from optpart.timeline import insertion_schedule, priority_order
 
-from strategies import edge_case_problems, placements, problems, tiny_problems
+from oracle import sweep_peak
+from strategies import edge_case_problems, examples, placements, problems, split_problems, tiny_problems
 
 AVAILABLE = optpart.available_solvers()
 EXACT = [s for s in ("cpsat", "milp") if s in AVAILABLE]
@@ -258,3 +262,85 @@ def test_every_solver_on_arithmetic_edge_cases(solver, problem):
     for g in problem.groups:
         placement[g] = placement[g[0]]
     assert not violations(unlimited(problem), optpart.evaluate(unlimited(problem), placement))
+
+
+# ------------------------------------------------------------------ 8. an independent peak-memory oracle
+def _assert_peak_matches_oracle(problem, placement, result) -> None:
+    expected = sweep_peak(problem, placement, result.start, result.finish)
+    np.testing.assert_allclose(result.memory_peak, expected, rtol=1e-9, atol=1e-9)
+
+
+def test_sweep_oracle_on_hand_computed_cases():
+    """The oracle itself, on figures worked out by hand from docs/model.md section 3."""
+    two = [Device("d0", math.inf), Device("d1", math.inf)]
+    p = optpart.Problem.from_arrays(
+        ["a", "b", "z"], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0, 1], [1, 2], [4.0, 0.0], devices=two,
+        links=optpart.Links(1.0, 4.0, ()), param_bytes=[100.0, 0.0, 0.0], output_bytes=[10.0, 5.0, 0.0],
+        temp_bytes=[0.0, 3.0, 50.0])
+    # One device: a [0,1) then b [1,2) then z at the instant 2. At 1: 100 (a's parameters) + 10
+    # (a's output, live until b ends) + 5 + 3 (b's output and temp) = 118. At 2 the half-open
+    # intervals [0,2) and [1,2) are over and z's temp counts at its instant: 100 + 50.
+    assert sweep_peak(p, [0, 0, 0], [0, 1, 2], [1, 2, 2]).tolist() == [150.0, 0.0]
+    # a on d0, b and z on d1: the transfer lands at 1 + 1 + 4/4 = 3; a's output lives on d0 over
+    # [0, 3) beside its parameters; on d1 the copy (10), b's output and temp (5 + 3) over [3, 4),
+    # then z's temp alone at the instant 4.
+    assert sweep_peak(p, [0, 1, 1], [0, 3, 4], [1, 4, 4]).tolist() == [110.0, 50.0]
+
+
+@given(st.data())
+def test_peak_memory_agrees_with_an_independent_sweep(data):
+    problem = unlimited(data.draw(split_problems()))
+    placement = data.draw(placements(problem))
+    canonical = optpart.evaluate(problem, placement)
+    _assert_peak_matches_oracle(problem, placement, canonical)
+    # A second valid schedule of the same placement: a random topological order, inserted.
+    order = data.draw(st.permutations(range(problem.n_nodes)))
+    inserted = optpart.evaluate(problem, placement, insertion_schedule(problem, placement, _topo_order(problem, order)))
+    assert violations(problem, inserted) == []
+    _assert_peak_matches_oracle(problem, placement, inserted)
+
+
+def _topo_order(problem, priority) -> np.ndarray:
+    """The topological order that, among ready nodes, takes the earliest in ``priority``."""
+    import heapq
+
+    rank = {v: i for i, v in enumerate(priority)}
+    indeg = np.bincount(problem.edge_dst, minlength=problem.n_nodes).tolist()
+    succ = [[] for _ in range(problem.n_nodes)]
+    for u, w in zip(problem.edge_src.tolist(), problem.edge_dst.tolist()):
+        succ[u].append(w)
+    heap = [(rank[v], v) for v in range(problem.n_nodes) if indeg[v] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, v = heapq.heappop(heap)
+        out.append(v)
+        for w in succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, (rank[w], w))
+    return np.asarray(out, dtype=np.int64)
+
+
+def _bundled_instances() -> list:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "instances"
+    return sorted(p for p in root.rglob("*") if p.name.endswith((".json", ".json.gz")))
+
+
+@pytest.mark.parametrize("path", _bundled_instances(), ids=lambda p: p.name)
+def test_peak_memory_agrees_with_the_sweep_on_every_bundled_instance(path):
+    problem = optpart.load(path)
+    if problem.n_devices < 2:  # a graph file: the command line would give the devices
+        problem = problem.with_devices([Device(f"g{i}", math.inf) for i in range(4)],
+                                       links=optpart.Links(1e-5, 1e9, ()))
+    problem = unlimited(problem)
+    rng = np.random.default_rng(0)
+    allowed = problem.allowed
+    placement = np.array([rng.choice(np.flatnonzero(allowed[v])) for v in range(problem.n_nodes)], dtype=np.int64)
+    for g in problem.groups:
+        placement[g] = placement[g[0]]
+    r = optpart.evaluate(problem, placement)
+    assert (placement != placement[0]).any(), "the check must see transfers between devices"
+    _assert_peak_matches_oracle(problem, placement, r)
