@@ -1,4 +1,6 @@
-"""Brute-force optimum for tiny problems (<= ~7 nodes, 3 devices): the exact solvers' referee.
+"""Independent referees for the tests: a brute-force optimum and an interval-sweep peak memory.
+
+``brute_force``: the optimum for tiny problems (<= ~7 nodes, 3 devices), the exact solvers' referee.
 
 Every placement that respects the allowed devices, colocation groups and static memory
 is enumerated. For a placement, an optimal schedule exists among the *semi-active*
@@ -10,17 +12,23 @@ smaller than the previous one's in ``(start, finish, topological position)``, so
 semi-active schedule is built once (sorted that way, any semi-active schedule is such a
 sequence: a zero-time node sharing its start with a longer node of its device runs first). Branches that cannot beat the
 best makespan found are cut. Times are computed in floats exactly as the evaluator does.
+
+``sweep_peak``: the peak (liveness) memory per device, written from ``docs/model.md``
+section 3 and 6 alone, apart from ``optpart.memory``: every held byte is an interval
+``[begin, end)`` on a device, and the use at instant ``t`` is counted directly as the sum of
+the intervals that cover ``t`` (a zero-length interval covers only its own instant).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
 import optpart
 
-__all__ = ["brute_force", "brute_force_makespan"]
+__all__ = ["brute_force", "brute_force_makespan", "liveness_intervals", "sweep_peak"]
 
 
 def brute_force(problem: optpart.Problem) -> tuple[float, np.ndarray | None, np.ndarray | None]:
@@ -93,3 +101,97 @@ def _search(n, k, place, dur, comm, preds, rank, best) -> None:
             done[v] = False
 
     rec(0, (-1.0, -1.0, -1), 0.0)
+
+
+# ---------------------------------------------------------------- peak memory, from the model text
+def liveness_intervals(problem: optpart.Problem, placement, start, finish) -> list[tuple[int, float, float, float]]:
+    """Every byte the liveness model holds, as ``(device, begin, end, bytes)``.
+
+    Parameters
+    ----------
+    problem : optpart.Problem
+        The problem; its per-node ``param_bytes``/``output_bytes``/``temp_bytes`` and its
+        delay model (``transfer_times``) are read, nothing of ``optpart.memory``.
+    placement, start, finish : array_like
+        Device index, start and finish time of every node.
+
+    Returns
+    -------
+    list of tuple
+        ``param_bytes`` over the whole step ``[-inf, inf)``; ``temp_bytes`` while the node
+        runs; each output on its producer's device from its start until its last local
+        consumer finishes or its last transfer out lands (the end of the step without
+        consumers); one received copy per (producer, device) from its first arrival to
+        its last consumer's finish there.
+    """
+    place = [int(d) for d in placement]
+    start = [float(x) for x in start]
+    finish = [float(x) for x in finish]
+    n = problem.n_nodes
+    end_of_step = max(finish, default=0.0)
+    comm = problem.transfer_times(np.asarray(place, dtype=np.int64)).tolist()
+    params, outs, temps = (problem.param_bytes.tolist(), problem.output_bytes.tolist(),
+                           problem.temp_bytes.tolist())
+    out_end: list[float | None] = [None] * n
+    copies: dict[tuple[int, int], list[float]] = {}  # (producer, device) -> [arrival, last use]
+    for e, (u, w) in enumerate(zip(problem.edge_src.tolist(), problem.edge_dst.tolist())):
+        if place[u] == place[w]:
+            held_until = finish[w]
+        else:
+            held_until = finish[u] + comm[e]
+            arrival_use = copies.setdefault((u, place[w]), [held_until, finish[w]])
+            arrival_use[0] = min(arrival_use[0], held_until)
+            arrival_use[1] = max(arrival_use[1], finish[w])
+        out_end[u] = held_until if out_end[u] is None else max(out_end[u], held_until)
+    spans = []
+    for v in range(n):
+        spans.append((place[v], -math.inf, math.inf, params[v]))
+        spans.append((place[v], start[v], finish[v], temps[v]))
+        spans.append((place[v], start[v], end_of_step if out_end[v] is None else out_end[v], outs[v]))
+    for (u, d), (arrival, last_use) in sorted(copies.items()):
+        spans.append((d, arrival, last_use, outs[u]))
+    return [s for s in spans if s[3] > 0]
+
+
+def sweep_peak(problem: optpart.Problem, placement, start, finish) -> np.ndarray:
+    """Peak bytes per device under the liveness model, by direct counting at every instant.
+
+    Parameters
+    ----------
+    problem : optpart.Problem
+        The problem.
+    placement, start, finish : array_like
+        Device index, start and finish time of every node.
+
+    Returns
+    -------
+    numpy.ndarray
+        Per device, the largest total over instants ``t`` of the intervals with
+        ``begin <= t < end`` plus the zero-length ones at ``t``. The maximum of such a sum
+        is reached at some interval's begin, so only those instants are counted: with the
+        begins and ends of the proper intervals sorted, the bytes that started by ``t`` minus
+        those that ended by ``t`` (``searchsorted``, right side), plus the instants at ``t``.
+    """
+    k = problem.n_devices
+    peak = np.zeros(k)
+    by_device: list[list[tuple[float, float, float]]] = [[] for _ in range(k)]
+    for d, b, e, size in liveness_intervals(problem, placement, start, finish):
+        by_device[d].append((b, e, size))
+    for d, spans in enumerate(by_device):
+        if not spans:
+            continue
+        begin, end, size = (np.asarray(x, dtype=np.float64) for x in zip(*spans))
+        proper = end > begin
+        b_order, e_order = np.argsort(begin[proper], kind="stable"), np.argsort(end[proper], kind="stable")
+        b_sorted, e_sorted = begin[proper][b_order], end[proper][e_order]
+        b_cum = np.concatenate([[0.0], np.cumsum(size[proper][b_order])])
+        e_cum = np.concatenate([[0.0], np.cumsum(size[proper][e_order])])
+        instants = np.unique(begin)
+        use = b_cum[np.searchsorted(b_sorted, instants, side="right")] \
+            - e_cum[np.searchsorted(e_sorted, instants, side="right")]
+        point_t, point_size = begin[~proper], size[~proper]
+        if point_t.size:
+            at = np.searchsorted(instants, point_t)
+            use = use + np.bincount(at, weights=point_size, minlength=instants.size)
+        peak[d] = float(use.max())
+    return peak

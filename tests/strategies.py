@@ -15,11 +15,32 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from optpart import Constraints, Device, LinkOverride, Links, Problem
 
-__all__ = ["SHAPES", "graphs", "problems", "tiny_problems", "placements"]
+__all__ = ["SHAPES", "examples", "graphs", "problems", "split_problems", "tiny_problems", "placements"]
+
+#: The ``ci`` profile's example count, the unit in which tests state their own counts.
+CI_EXAMPLES = 40
+
+
+def examples(ci_count: int) -> int:
+    """``ci_count`` examples under the ``ci`` profile, scaled with the loaded profile.
+
+    Parameters
+    ----------
+    ci_count : int
+        How many examples the test runs under ``ci`` (tests that cost more run fewer).
+
+    Returns
+    -------
+    int
+        ``ci_count`` times the loaded profile's ``max_examples`` over the ``ci`` profile's
+        (tests/conftest.py), so ``HYPOTHESIS_PROFILE=thorough`` enlarges every property.
+    """
+    return max(1, round(ci_count * settings.default.max_examples / CI_EXAMPLES))
 
 SHAPES = ("chain", "fork_join", "layered", "series_parallel", "training")
 BANDWIDTHS = (1.0, 2.0, 4.0, 8.0, math.inf)
@@ -132,19 +153,38 @@ def graphs(draw, max_nodes: int = 10, shapes=SHAPES):
 
 @st.composite
 def problems(draw, max_nodes: int = 10, max_devices: int = 8, memory: tuple[str, ...] = ("loose", "tight", "just_enough"),
-             constraints: bool = True, pins: bool = True, shapes=SHAPES, per_pair_links: bool = True):
+             constraints: bool = True, pins: bool = True, shapes=SHAPES, per_pair_links: bool = True,
+             forbids: bool | None = None, scales: bool = True):
     """A full problem: graph, 1..max_devices devices with mixed speeds and capacities,
-    uniform or per-pair links, and (optionally) colocation groups (``constraints``) and pins.
+    uniform or per-pair links, and (optionally) colocation groups (``constraints``: the
+    shape's pairs and sometimes one larger group of 3-5 unrelated nodes), pins (``pins``:
+    on free nodes and on members of a group) and forbidden devices (``forbids``, default
+    ``pins``: on free nodes, never on all devices nor on a pin).
 
     Memory regimes: ``loose`` (every device holds everything), ``tight`` (capacity
     between total/K and about 1.3 x that), ``just_enough`` (every device holds
     total/K plus the largest node or group: the heuristic's sufficient condition).
+
+    ``scales``: times are sometimes all equal, and sometimes scaled by a tiny (2**-30 s) or
+    huge (2**20 s) unit, and memories and bytes by 2**30 (GiB-scale); links scale with them,
+    and every factor is a power of two, so transfer times stay exact binary fractions.
     """
     n, edges, groups, time, mem, nbytes = draw(graphs(max_nodes, shapes))
     k = draw(st.integers(1, max_devices))
     speeds = draw(st.lists(st.sampled_from([1.0, 1.0, 2.0, 0.5]), min_size=k, max_size=k))
     if not constraints:
         groups = []
+    elif n >= 3 and draw(st.integers(0, 3)) == 0:
+        loose_nodes = [v for v in range(n) if all(v not in g for g in groups)]
+        if len(loose_nodes) >= 3:
+            groups = groups + [sorted(draw(st.lists(st.sampled_from(loose_nodes), min_size=3,
+                                                    max_size=min(5, len(loose_nodes)), unique=True)))]
+    t_unit, m_unit = 1.0, 1.0
+    if scales:
+        if draw(st.integers(0, 4)) == 0:
+            time = [draw(st.integers(0, 3))] * n                   # equal times (maybe all zero)
+        t_unit = draw(st.sampled_from([1.0, 1.0, 1.0, 2.0 ** -30, 2.0 ** 20]))
+        m_unit = draw(st.sampled_from([1.0, 1.0, 2.0 ** 30]))
     total = float(sum(mem))
     group_mem = [sum(mem[v] for v in g) for g in groups]
     largest = max([max(mem, default=0)] + group_mem)
@@ -155,28 +195,40 @@ def problems(draw, max_nodes: int = 10, max_devices: int = 8, memory: tuple[str,
         caps = [math.ceil(total / k) + largest] * k
     else:
         caps = [math.ceil(total / k * draw(st.integers(100, 130)) / 100) for _ in range(k)]
-    devices = [Device(f"d{i}", float(caps[i]), speeds[i]) for i in range(k)]
-    latency = float(draw(st.integers(0, 2)))
-    bandwidth = draw(st.sampled_from(BANDWIDTHS))
+    devices = [Device(f"d{i}", float(caps[i]) * m_unit, speeds[i]) for i in range(k)]
+    rate = m_unit / t_unit  # bytes scale by m_unit and transfer times by t_unit
+    latency = float(draw(st.integers(0, 2))) * t_unit
+    bandwidth = draw(st.sampled_from(BANDWIDTHS)) * rate
     pairs = []
     if per_pair_links and k > 1 and draw(st.booleans()):
         for a in range(k):
             for b in range(k):
                 if a != b and draw(st.integers(0, 3)) == 0:
-                    pairs.append(LinkOverride(f"d{a}", f"d{b}", float(draw(st.integers(0, 2))),
-                                              draw(st.sampled_from(BANDWIDTHS))))
-    pin = {}
+                    pairs.append(LinkOverride(f"d{a}", f"d{b}", float(draw(st.integers(0, 2))) * t_unit,
+                                              draw(st.sampled_from(BANDWIDTHS)) * rate))
+    pin: dict[str, str] = {}
+    forbid: dict[str, tuple[str, ...]] = {}
+    grouped = {v for g in groups for v in g}
+    free = [v for v in range(n) if v not in grouped]
     if constraints and pins and k > 1 and n and draw(st.booleans()):
-        grouped = {v for g in groups for v in g}
-        free = [v for v in range(n) if v not in grouped]
         if free:
             for v in draw(st.lists(st.sampled_from(free), max_size=2, unique=True)):
                 pin[f"v{v}"] = f"d{draw(st.integers(0, k - 1))}"
+        if groups and draw(st.booleans()):                          # a pin on a colocated node
+            g = draw(st.sampled_from(groups))
+            pin[f"v{draw(st.sampled_from(g))}"] = f"d{draw(st.integers(0, k - 1))}"
+    if constraints and (pins if forbids is None else forbids) and k > 1 and draw(st.booleans()):
+        for v in draw(st.lists(st.sampled_from(free), max_size=2, unique=True)) if free else []:
+            banned = draw(st.lists(st.integers(0, k - 1), min_size=1, max_size=k - 1, unique=True))
+            if f"v{v}" in pin:
+                banned = [d for d in banned if pin[f"v{v}"] != f"d{d}"]
+            if banned:
+                forbid[f"v{v}"] = tuple(f"d{d}" for d in sorted(banned))
     return Problem.from_arrays(
-        [f"v{i}" for i in range(n)], np.array(time, dtype=float), np.array(mem, dtype=float),
-        [u for u, _ in edges], [w for _, w in edges], np.array(nbytes, dtype=float),
+        [f"v{i}" for i in range(n)], np.array(time, dtype=float) * t_unit, np.array(mem, dtype=float) * m_unit,
+        [u for u, _ in edges], [w for _, w in edges], np.array(nbytes, dtype=float) * m_unit,
         devices=devices, links=Links(latency, bandwidth, tuple(pairs)),
-        constraints=Constraints(pin=pin, colocate=tuple(tuple(f"v{v}" for v in g) for g in groups)),
+        constraints=Constraints(pin=pin, colocate=tuple(tuple(f"v{v}" for v in g) for g in groups), forbid=forbid),
         name=f"hyp-{regime}",
     )
 
@@ -184,6 +236,24 @@ def problems(draw, max_nodes: int = 10, max_devices: int = 8, memory: tuple[str,
 def tiny_problems(max_nodes: int = 6, max_devices: int = 3, **kw):
     """Problems small enough for the brute-force oracle and the exact solvers."""
     return problems(max_nodes=max_nodes, max_devices=max_devices, **kw)
+
+
+@st.composite
+def split_problems(draw, **kw):
+    """A :func:`problems` problem whose nodes give the peak split ``param_bytes``/
+    ``output_bytes``/``temp_bytes`` (some nodes give only ``memory``: mixed files); outputs and
+    temporaries are zero, small or GiB-scale, so peak and static differ."""
+    base = draw(problems(**kw))
+    n = base.n_nodes
+    unit = draw(st.sampled_from([1.0, 2.0 ** 30]))
+    given = np.asarray(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    out = np.asarray(draw(st.lists(st.integers(0, 30), min_size=n, max_size=n)), dtype=float) * unit
+    tmp = np.asarray(draw(st.lists(st.sampled_from([0, 0, 1, 7]), min_size=n, max_size=n)), dtype=float) * unit
+    return Problem.from_arrays(
+        list(base.node_ids), base.time, base.memory, base.edge_src, base.edge_dst, base.edge_bytes,
+        devices=base.devices, links=base.links, constraints=base.constraints, name=f"{base.name}-split",
+        param_bytes=np.where(given, base.memory // 2, np.nan), output_bytes=np.where(given, out, np.nan),
+        temp_bytes=np.where(given, tmp, np.nan))
 
 
 @st.composite

@@ -16,7 +16,7 @@ from optpart.paths import priority_order, upward_rank
 from optpart.schedule import (GapLine, Graph, NoRoom, StaticPolicy, eft_schedule, etf_schedule,
                               insertion_times, justify, schedule_placement)
 from optpart.schedule import gaps as gaps_module
-from strategies import problems, zero_time_problems
+from strategies import examples, problems, zero_time_problems
 
 LIST_SCHEDULERS = [s for s in ("heuristic", "pardnn", "heft", "etf", "topo", "metis", "single")
                    if s in optpart.available_solvers()]
@@ -143,7 +143,7 @@ def _time_violations(p, place, start):
     return [m for m in found if "(static) but has" not in m]
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(zero_time_problems(), st.integers(0, 10_000))
 def test_insertion_replay_and_justification_are_valid_and_never_longer(p, seed):
     rng = np.random.default_rng(seed)
@@ -160,7 +160,7 @@ def test_insertion_replay_and_justification_are_valid_and_never_longer(p, seed):
 
 
 # ---------------------------------------------------------------------------------------- every list scheduler
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(zero_time_problems(max_nodes=40))
 @pytest.mark.parametrize("solver", LIST_SCHEDULERS)
 def test_every_list_scheduler_is_valid_on_zero_duration_graphs(solver, p):
@@ -170,7 +170,7 @@ def test_every_list_scheduler_is_valid_on_zero_duration_graphs(solver, p):
         assert r.status.has_solution
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(problems(max_nodes=12, max_devices=4))
 def test_heuristic_is_never_worse_than_heft(p):
     h = optpart.solve(p, "heuristic", effort=0.2)
@@ -180,7 +180,7 @@ def test_heuristic_is_never_worse_than_heft(p):
         assert h.status.has_solution and h.makespan <= f.makespan * (1 + 1e-9) + 1e-12
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(zero_time_problems(max_nodes=30))
 def test_heuristic_is_never_worse_than_heft_with_zero_duration_nodes(p):
     h, f = optpart.solve(p, "heuristic", effort=0.2), optpart.solve(p, "heft")

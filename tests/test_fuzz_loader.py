@@ -25,6 +25,8 @@ from optpart.formats.dnn_partitioning import dnn_partitioning_from_dict
 from optpart.formats.optpart_json import problem_from_dict
 from optpart.formats.stg import parse_stg
 
+from strategies import examples
+
 HOSTILE = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
     st.sampled_from([10**400, -(10**400), 1e308, -1e308, 5e-324, -0.0, 2**63, 2**64 + 1]),
@@ -107,7 +109,7 @@ def test_mutated_optpart_documents_load_or_fail_cleanly(doc):
 
 
 @given(mutated(BASE))
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 def test_mutated_optpart_files_load_or_fail_cleanly(tmp_path_factory, doc):
     path = tmp_path_factory.mktemp("fuzz") / "p.json"
     try:
@@ -134,7 +136,7 @@ def test_mutated_stg_text_loads_or_fails_cleanly(edits):
 
 
 @given(st.data())
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 def test_corrupted_npz_files_load_or_fail_cleanly(tmp_path_factory, data):
     folder = tmp_path_factory.mktemp("npz")
     path = folder / "p.npz"

@@ -18,6 +18,7 @@ from optpart.errors import OptpartError
 from optpart.problem import Device, Problem
 from optpart.text import plot_safe, safe
 
+from conftest import budget
 from test_hostile_formats import assert_one_line_error, run_cli
 
 
@@ -203,3 +204,55 @@ def test_many_devices_on_a_tiny_graph_stay_cheap():
     r = optpart.solve(p, "heuristic")
     optpart.check(p, r)
     assert r.makespan == 4.0 and len(set(r.placement.tolist())) == 1
+    assert 0 < r.stats["evaluations"] <= r.stats["evaluation_budget"], r.stats
+    exact = optpart.solve(p, "cpsat", **budget("cpsat"))
+    assert exact.status is optpart.Status.OPTIMAL and exact.makespan == 4.0, exact.message
+    assert exact.stats["symmetry_classes"] == [list(range(1024))]
+
+
+# ---------------------------------------------------------------- exit codes, exactly
+def _two_device_graph(tmp_path) -> str:
+    """A chain that fits on two devices together but on neither alone: `single` answers unknown."""
+    p = Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 6}, {"id": "b", "time": 1.0, "memory": 6}],
+                      edges=[{"src": "a", "dst": "b", "bytes": 1}],
+                      devices=[Device("g0", 10), Device("g1", 10)], links={"latency": 0.0, "bandwidth": 1.0})
+    path = tmp_path / "two.json"
+    optpart.save(p, path)
+    return str(path)
+
+
+def test_exit_codes_0_1_2_for_answer_unknown_and_bad_input(tmp_path, capsys):
+    path = _two_device_graph(tmp_path)
+    assert main(["solve", path, "--solver", "heft"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["solve", path, "--solver", "single"]) == 1  # no single device holds it: unknown
+    err = capsys.readouterr().err
+    assert err.startswith("optpart: unknown: ") and err.count("\n") == 1, err
+    assert main(["solve", str(tmp_path / "missing.json")]) == 2
+    assert capsys.readouterr().err.startswith("optpart: error: ")
+
+
+@pytest.mark.parametrize(("raised", "code", "needle"), [
+    (RuntimeError("boom"), 3, "optpart: internal error: RuntimeError: boom (set OPTPART_DEBUG=1 for a traceback)"),
+    (KeyboardInterrupt(), 130, "optpart: interrupted; results written so far are kept"),
+])
+def test_exit_codes_3_for_an_internal_error_and_130_on_ctrl_c(tmp_path, capsys, monkeypatch, raised, code, needle):
+    import optpart.cli.solve as solve_cli
+
+    def broken(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(solve_cli, "solve", broken)
+    monkeypatch.delenv("OPTPART_DEBUG", raising=False)
+    assert main(["solve", _two_device_graph(tmp_path), "--solver", "heft"]) == code
+    assert capsys.readouterr().err == needle + "\n"
+
+
+def test_exit_code_141_and_silence_on_a_broken_pipe(tmp_path):
+    """`optpart solve ... --json | head -c0`: the reader is gone before the result is written."""
+    proc = subprocess.Popen([sys.executable, "-m", "optpart", "solve", _two_device_graph(tmp_path), "--solver", "heft",
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141, err
+    assert err == ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 
 import numpy as np
 import pytest
@@ -290,3 +291,4 @@ def test_dnn_partitioning_denormal_edge_cost_is_no_rate():
            "edges": [{"sourceId": 1, "destId": 2, "cost": 5e-324, "size": 8}]}
     p = dnn_partitioning_from_dict(doc)
     assert p.n_edges == 1 and p.n_devices == 2
+    assert p.links.bandwidth == math.inf and p.links.latency == 0.0, p.links  # the cost gave no rate

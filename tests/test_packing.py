@@ -10,6 +10,7 @@ import itertools
 import numpy as np
 import pytest
 from conftest import budget
+from strategies import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,7 +51,7 @@ def test_pins_are_kept_and_an_impossible_packing_is_none():
     assert pack_units(q, q.device_memory.tolist(), memory_units(q), max_evals=10_000) is None
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.integers(1, 9), min_size=1, max_size=7), st.integers(2, 3), st.data())
 def test_a_packing_found_fits_and_one_exists_whenever_it_is_found(sizes, k, data):
     caps = data.draw(st.lists(st.integers(1, 20), min_size=k, max_size=k))

@@ -14,7 +14,7 @@ import pytest
 from conftest import budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import draw_placement, problems
+from strategies import draw_placement, examples, problems
 from test_cpsat_peak import brute_force_peak
 
 import optpart
@@ -104,7 +104,7 @@ def test_policy_rejects_an_overflow_and_names_the_node():
 # ---------------------------------------------------------------- the heuristic under peak
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(split_problems())
 def test_every_returned_placement_fits_under_peak(problem):
     r = optpart.solve(problem, "heuristic", memory_model="peak", effort=0.5)
@@ -116,7 +116,7 @@ def test_every_returned_placement_fits_under_peak(problem):
         assert r.message
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(split_problems(cap_scale=(100, 160)))
 def test_single_device_fit_is_never_missed_nor_beaten(problem):
     # Every device holds param + output + temp of the whole graph: one device alone fits
@@ -131,7 +131,7 @@ def test_single_device_fit_is_never_missed_nor_beaten(problem):
     assert r.makespan <= single * (1 + 1e-9) + 1e-12
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(split_problems(max_nodes=5, max_devices=2, min_time=1, cap_scale=(20, 80), integral=True))
 def test_infeasible_claims_confirmed_by_brute_force(problem):
     if problem.has_constraints:
@@ -221,7 +221,7 @@ def test_bundled_small_training_graph_fits_under_peak():
 # ---------------------------------------------------------------- HEFT and m-ETF under peak
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(split_problems(cap_scale=(40, 130)))
 def test_heft_and_etf_under_peak_fit_and_the_heuristic_is_never_slower(problem):
     r = optpart.solve(problem, "heuristic", memory_model="peak", effort=0.5)
@@ -247,7 +247,7 @@ def test_heft_and_etf_track_liveness_on_a_bundled_graph():
         assert not bq.status.has_solution or _fits_peak(q, bq)
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(split_problems(max_nodes=9, max_devices=3), st.data())
 def test_a_known_placement_given_as_hint_is_never_beaten_by_a_slower_answer(problem, data):
     # Any placement fits under peak at its own canonical peak: given as hint at that
@@ -265,7 +265,7 @@ def test_a_known_placement_given_as_hint_is_never_beaten_by_a_slower_answer(prob
     assert rh.makespan <= known * (1 + 1e-9) + 1e-12
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=examples(60), deadline=None, derandomize=True)
 @given(split_problems(max_nodes=12, max_devices=4, min_time=1, cap_scale=(15, 60), integral=True))
 def test_no_unknown_where_cpsat_finds_a_placement_under_peak(problem):
     # A quality claim of a heuristic, not an invariant, so on a fixed sample (derandomized):

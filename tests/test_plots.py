@@ -14,6 +14,7 @@ from optpart.generators import layered_dag
 pytest.importorskip("matplotlib")
 
 from optpart.bench import plots  # noqa: E402
+from oracle import sweep_peak  # noqa: E402
 
 
 def split_problem(n: int = 30, k: int = 3, seed: int = 0) -> optpart.Problem:
@@ -32,7 +33,7 @@ def test_memory_timeline_peaks_equal_peak_memory(seed):
     p = split_problem(seed=seed)
     placement = np.random.default_rng(seed).integers(0, p.n_devices, p.n_nodes)
     start, finish = optpart.canonical_schedule(p, placement)
-    peak = optpart.peak_memory(p, placement, start, finish)
+    peak = sweep_peak(p, placement, start, finish)  # the independent oracle of tests/oracle.py
     lines = memory_timeline(p, placement, start, finish)
     assert len(lines) == p.n_devices
     params = np.bincount(placement, weights=p.param_bytes, minlength=p.n_devices)

@@ -6,6 +6,9 @@
 4. Exact solvers agree with the brute force on tiny problems; lower bounds never exceed a valid makespan.
 5. The heuristic stays within (1 + g) of the optimum on problems small enough for cpsat.
 6. Determinism and JSON round-trip identity.
+7. Arithmetic edge cases for every solver.
+8. Peak memory agrees with an independent interval sweep (tests/oracle.py) on random problems,
+   placements and schedules, and on every bundled instance.
 
 Profiles (tests/conftest.py): ``ci`` (default) and ``thorough`` (HYPOTHESIS_PROFILE=thorough).
 """
@@ -23,10 +26,12 @@ import optpart
 from optpart import Status
 from optpart.evaluate import bottom_levels, violations
 from optpart.formats import problem_to_json, result_to_json
+from optpart.memory import MEMORY_RTOL
 from optpart.problem import Device
 from optpart.timeline import insertion_schedule, priority_order
 
-from strategies import edge_case_problems, placements, problems, tiny_problems
+from oracle import sweep_peak
+from strategies import edge_case_problems, examples, placements, problems, split_problems, tiny_problems
 
 AVAILABLE = optpart.available_solvers()
 EXACT = [s for s in ("cpsat", "milp") if s in AVAILABLE]
@@ -107,10 +112,24 @@ def test_checker_rejects_an_overfilled_device(data):
     d = int(np.argmax(used))
     assume(used[d] > 0)
     devices = list(problem.devices)
-    devices[d] = Device(devices[d].id, float(used[d]) - 1.0, devices[d].speed)
+    # One byte over, or (GiB-scale) just beyond the fit rule's float-noise allowance.
+    over = max(1.0, math.ceil(2 * MEMORY_RTOL * float(used[d])))
+    devices[d] = Device(devices[d].id, float(used[d]) - over, devices[d].speed)
     small = problem.with_devices(devices, links=problem.links, constraints=problem.constraints)
     r = optpart.evaluate(small, placement)
     assert any("holds" in v for v in violations(small, r))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "bug reported to model/plans: memory.fits allows MEMORY_RTOL=1e-9 of the capacity as float "
+    "noise, so integer byte counts that sum exactly (below 2**53) may exceed a GiB-scale device "
+    "by bytes (2 B on 2 GiB, 86 B on 80 GiB) and still be called feasible"))
+def test_checker_rejects_a_device_one_byte_over_a_gib_capacity():
+    gib = 2.0 ** 30
+    p = optpart.Problem.from_arrays(["a", "b"], [1.0, 1.0], [gib, gib], [], [], [],
+                                    devices=[Device("d0", 2 * gib - 1)])
+    r = optpart.evaluate(p, np.zeros(2, dtype=np.int64))
+    assert any("holds" in v for v in violations(p, r))
 
 
 # ------------------------------------------------------------------ 2. every solver passes the checker
@@ -126,7 +145,7 @@ def test_every_fast_solver_result_passes_the_checker(solver, problem):
 
 
 @pytest.mark.parametrize("solver", EXACT)
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(problem=problems(max_nodes=7, max_devices=3))
 def test_every_exact_solver_result_passes_the_checker(solver, problem):
     r = solve(problem, solver)
@@ -153,34 +172,70 @@ def test_lower_bounds_never_exceed_a_valid_makespan(data):
         assert bound <= r.makespan + 1e-9, name
 
 
-@pytest.mark.skipif(not EXACT, reason="no exact solver installed")
-@settings(max_examples=25)
-@given(problem=tiny_problems(max_nodes=6, max_devices=3))
-def test_exact_solvers_agree_with_brute_force(problem):
+#: Known wrong answers of the exact solvers on scaled units, reported to their owner (exact);
+#: strict, so a fix shows. Each has a one-case regression test below.
+SCALED_XFAIL = {
+    "milp": ("bug reported to exact: optpart/solvers/milp.py lowers the proven bound by "
+             "1e-9 * max(|bound|, 1.0) before comparing, an absolute 1e-9 s floor larger than "
+             "nanosecond-scale makespans (times 2**-30 s), so a proven optimum is called feasible"),
+    "cpsat": ("bug reported to exact: cpsat proves 'infeasible' on one node of 2**-30 s on a device of "
+              "speed 2 (scale 1.0, exact_time=True: the half-nanosecond duration is not an integer)"),
+}
+
+
+@pytest.mark.parametrize(("solver", "scales"), [
+    pytest.param(s, scaled, marks=[pytest.mark.xfail(strict=True, raises=AssertionError, reason=SCALED_XFAIL[s])]
+                 if scaled and s in SCALED_XFAIL else [], id=f"{s}-{'scaled' if scaled else 'unit'}")
+    for s in EXACT for scaled in (False, True)])
+# No shrinking: the examples are tiny, and shrinking the known (xfail) failure costs minutes.
+@settings(max_examples=examples(25), phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(data=st.data())
+def test_exact_solvers_agree_with_brute_force(solver, scales, data):
+    """``unit``: integer times and bytes; ``scaled``: also equal times, 2**-30 s and 2**20 s time
+    units and GiB-scale memories (exact binary fractions: both solvers must stay exact)."""
     from oracle import brute_force_makespan
 
+    problem = data.draw(tiny_problems(max_nodes=6, max_devices=3, scales=scales))
     best = brute_force_makespan(problem)
-    for solver in EXACT:
-        r = solve(problem, solver)
-        if best is None:
-            assert r.status is Status.INFEASIBLE, (solver, r.status, r.message)
-        else:
-            assert r.status is Status.OPTIMAL, (solver, r.status, r.message)
-            assert r.makespan == pytest.approx(best, rel=1e-6, abs=1e-9), solver
-            assert all(b <= best + 1e-9 for b in optpart.all_bounds(problem).values())
+    r = solve(problem, solver)
+    if best is None:
+        assert r.status is Status.INFEASIBLE, (solver, r.status, r.message)
+    else:
+        assert r.status is Status.OPTIMAL, (solver, r.status, r.message)
+        assert r.makespan == pytest.approx(best, rel=1e-6, abs=1e-9 * min(1.0, best)), solver
+        assert all(b <= best * (1 + 1e-9) for b in optpart.all_bounds(problem).values())
+
+
+@pytest.mark.skipif("cpsat" not in EXACT, reason="cpsat is not installed")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=SCALED_XFAIL["cpsat"])
+def test_cpsat_places_a_nanosecond_node_on_a_fast_device():
+    p = optpart.Problem.from_arrays(["a"], [2.0 ** -30], [73.0], [], [], [], devices=[Device("d0", 82.0, 2.0)])
+    r = solve(p, "cpsat")
+    assert r.status is Status.OPTIMAL and r.makespan == 2.0 ** -31, (r.status, r.message)
+
+
+@pytest.mark.skipif("milp" not in EXACT, reason="milp is not installed")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=SCALED_XFAIL["milp"])
+def test_milp_proves_a_nanosecond_chain_optimal():
+    u = 2.0 ** -30
+    p = optpart.Problem.from_arrays(["a", "b"], [3 * u, 5 * u], [1.0, 1.0], [0], [1], [0.0],
+                                    devices=[Device("d0", 10.0)])
+    r = solve(p, "milp")
+    assert r.status is Status.OPTIMAL and r.makespan == 8 * u, (r.status, r.message)
 
 
 # ------------------------------------------------------------------ 5. heuristic gap to the optimum
-#: g: the heuristic's makespan is at most (1 + g) x the cpsat optimum. Measured by
-#:     python benchmarks/heuristic_quality.py --part cpsat
-#: on 237 random problems of 10-20 nodes (K 2-4, CCR 0.1-5, loose and tight memory), default
-#: effort: mean gap 1.73%, p95 8.54%, max 28.98%. g is that maximum plus a margin; tightening
-#: it is progress.
-HEURISTIC_GAP_BOUND = 0.35
+#: g: the heuristic's makespan is at most (1 + g) x the cpsat optimum, measured on this test's
+#: own distribution (the strategy below, 300 draws with hypothesis seed 0) by
+#:     nice -n 10 python benchmarks/property_gap.py --examples 300
+#: 253 problems with a proven optimum: mean gap 0.08%, p95 0.00%, max 20.45%. g is that
+#: maximum plus a margin; tightening it is progress. (benchmarks/heuristic_quality.py --part
+#: cpsat measures other sizes: 10-20 nodes, max 28.98%.)
+HEURISTIC_GAP_BOUND = 0.25
 
 
 @pytest.mark.skipif("heuristic" not in AVAILABLE or "cpsat" not in AVAILABLE, reason="needs heuristic and cpsat")
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(problem=problems(max_nodes=9, max_devices=3, memory=("loose", "just_enough")))
 def test_heuristic_within_measured_gap_of_optimum(problem):
     opt = solve(problem, "cpsat")
@@ -192,7 +247,7 @@ def test_heuristic_within_measured_gap_of_optimum(problem):
 
 # ------------------------------------------------------------------ 6. determinism and round trips
 @pytest.mark.parametrize("solver", AVAILABLE)
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(problem=problems(max_nodes=8, max_devices=3))
 def test_solvers_are_deterministic(solver, problem):
     a = solve(problem, solver)
@@ -209,6 +264,56 @@ def _without_wall_times(result, problem) -> dict:
     for key in [k for k in stats if k.endswith("_seconds") and k != "deterministic_seconds"]:
         del stats[key]
     return doc
+
+
+#: Run in a fresh interpreter: every installed solver on one problem with pins (one on a
+#: colocated node), forbids and groups of three; prints each result without wall times.
+_DETERMINISM_SCRIPT = """
+import json, sys
+import optpart
+from optpart.formats import result_to_json
+from optpart.generators import training_graph
+from optpart.problem import Constraints
+
+base = training_graph(2, k=3, memory_slack=3.5, seed=5)  # one device holds all: `single` answers too
+problem = base.with_devices(base.devices, links=base.links, constraints=Constraints(
+    pin={"w0": "dev1"}, forbid={"f1.1": ("dev2",), "loss": ("dev0",)}, colocate=base.constraints.colocate))
+budgets = json.loads(sys.argv[1])
+for name in optpart.available_solvers():
+    r = optpart.solve(problem, name, seed=0, **budgets.get(name, {}))
+    doc = json.loads(result_to_json(r, problem, include_wall_time=False))
+    stats = doc.get("stats", {})
+    for key in [k for k in stats if k.endswith("_seconds") and k != "deterministic_seconds"]:
+        del stats[key]
+    print(name, json.dumps(doc, sort_keys=True))
+"""
+
+
+def test_every_solver_gives_byte_identical_results_across_processes_and_hash_seeds():
+    """The same input in two interpreters with different ``PYTHONHASHSEED`` (string hashing, so
+    set and dict-of-set orders differ) gives the same bytes from every solver."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    budgets = {s: {"deterministic": True, "time_limit": SAFETY_NET_S} for s in EXACT}
+    budgets.get("cpsat", {})["deterministic_time"] = 2.0
+    procs = [subprocess.Popen([sys.executable, "-c", _DETERMINISM_SCRIPT, json.dumps(budgets)],
+                              env={**os.environ, "PYTHONHASHSEED": hash_seed},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for hash_seed in ("0", "4242")]
+    outputs = []
+    for proc in procs:  # both run at once
+        out, err = proc.communicate(timeout=SAFETY_NET_S)
+        assert proc.returncode == 0, err.decode()
+        outputs.append(out)
+    lines = outputs[0].decode().splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == AVAILABLE
+    assert sum('"status": "optimal"' in line or '"status": "feasible"' in line for line in lines) == len(AVAILABLE), \
+        f"every solver must answer, or the comparison checks only an error message: {lines}"
+    for a, b in zip(outputs[0].decode().splitlines(), outputs[1].decode().splitlines()):
+        assert a == b, f"{a.split(' ', 1)[0]} differs between hash seeds"
+    assert outputs[0] == outputs[1]
 
 
 @given(problem=problems())
@@ -239,7 +344,7 @@ EDGE_CASE_XFAIL: dict[str, str] = {}
 @pytest.mark.parametrize("solver", [pytest.param(s, marks=pytest.mark.xfail(reason=EDGE_CASE_XFAIL[s], strict=False))
                                     if s in EDGE_CASE_XFAIL else s for s in AVAILABLE])
 # No shrinking: the examples are already tiny, and shrinking a known (xfail) failure costs minutes.
-@settings(max_examples=15, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@settings(max_examples=examples(15), phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(problem=edge_case_problems())
 def test_every_solver_on_arithmetic_edge_cases(solver, problem):
     """Zero-time nodes, 1e-9 s and 1e6 s units, equal finish times, chained views, peak vs
@@ -258,3 +363,73 @@ def test_every_solver_on_arithmetic_edge_cases(solver, problem):
     for g in problem.groups:
         placement[g] = placement[g[0]]
     assert not violations(unlimited(problem), optpart.evaluate(unlimited(problem), placement))
+
+
+# ------------------------------------------------------------------ 8. an independent peak-memory oracle
+def _assert_peak_matches_oracle(problem, placement, result) -> None:
+    expected = sweep_peak(problem, placement, result.start, result.finish)
+    np.testing.assert_allclose(result.memory_peak, expected, rtol=1e-9, atol=1e-9)
+
+
+def test_sweep_oracle_on_hand_computed_cases():
+    """The oracle itself, on figures worked out by hand from docs/model.md section 3."""
+    two = [Device("d0", math.inf), Device("d1", math.inf)]
+    p = optpart.Problem.from_arrays(
+        ["a", "b", "z"], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0, 1], [1, 2], [4.0, 0.0], devices=two,
+        links=optpart.Links(1.0, 4.0, ()), param_bytes=[100.0, 0.0, 0.0], output_bytes=[10.0, 5.0, 0.0],
+        temp_bytes=[0.0, 3.0, 50.0])
+    # One device: a [0,1) then b [1,2) then z at the instant 2. At 1: 100 (a's parameters) + 10
+    # (a's output, live until b ends) + 5 + 3 (b's output and temp) = 118. At 2 the half-open
+    # intervals [0,2) and [1,2) are over and z's temp counts at its instant: 100 + 50.
+    assert sweep_peak(p, [0, 0, 0], [0, 1, 2], [1, 2, 2]).tolist() == [150.0, 0.0]
+    # a on d0, b and z on d1: the transfer lands at 1 + 1 + 4/4 = 3; a's output lives on d0 over
+    # [0, 3) beside its parameters; on d1 the copy (10), b's output and temp (5 + 3) over [3, 4),
+    # then z's temp alone at the instant 4.
+    assert sweep_peak(p, [0, 1, 1], [0, 3, 4], [1, 4, 4]).tolist() == [110.0, 50.0]
+
+
+@given(st.data())
+def test_peak_memory_agrees_with_an_independent_sweep(data):
+    problem = unlimited(data.draw(split_problems()))
+    placement = data.draw(placements(problem))
+    canonical = optpart.evaluate(problem, placement)
+    _assert_peak_matches_oracle(problem, placement, canonical)
+    # A second valid schedule of the same placement: a random topological order, inserted.
+    order = data.draw(st.permutations(range(problem.n_nodes)))
+    inserted = optpart.evaluate(problem, placement, insertion_schedule(problem, placement, _topo_order(problem, order)))
+    assert violations(problem, inserted) == []
+    _assert_peak_matches_oracle(problem, placement, inserted)
+
+
+def _topo_order(problem, permutation) -> np.ndarray:
+    """The topological order that, among ready nodes, takes the earliest in ``permutation``."""
+    position = np.empty(problem.n_nodes)
+    position[np.asarray(permutation, dtype=np.int64)] = np.arange(problem.n_nodes)
+    from optpart.schedule.graph import Graph
+    from optpart.solvers.pardnn.eft import topological_priority
+
+    return np.asarray(topological_priority(Graph(problem), -position), dtype=np.int64)
+
+
+def _bundled_instances() -> list:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "instances"
+    return sorted(p for p in root.rglob("*") if p.name.endswith((".json", ".json.gz")))
+
+
+@pytest.mark.parametrize("path", _bundled_instances(), ids=lambda p: p.name)
+def test_peak_memory_agrees_with_the_sweep_on_every_bundled_instance(path):
+    problem = optpart.load(path)
+    if problem.n_devices < 2:  # a graph file: the command line would give the devices
+        problem = problem.with_devices([Device(f"g{i}", math.inf) for i in range(4)],
+                                       links=optpart.Links(1e-5, 1e9, ()))
+    problem = unlimited(problem)
+    rng = np.random.default_rng(0)
+    allowed = problem.allowed
+    placement = np.argmax(rng.random(allowed.shape) * allowed, axis=1).astype(np.int64)  # any allowed device
+    for g in problem.groups:
+        placement[g] = placement[g[0]]
+    r = optpart.evaluate(problem, placement)
+    assert (placement != placement[0]).any(), "the check must see transfers between devices"
+    _assert_peak_matches_oracle(problem, placement, r)

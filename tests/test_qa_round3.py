@@ -20,7 +20,7 @@ from optpart.result import Status
 
 
 # ---------------------------------------------------------------------- optpart fit and the memory model
-@pytest.mark.xfail(strict=True, reason="optpart fit: its help offers --option memory_model=static, which is refused "
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="optpart fit: its help offers --option memory_model=static, which is refused "
                                        "('has its own flag (--memory-model)'), and fit has no --memory-model flag")
 def test_fit_can_be_told_the_static_memory_model(tmp_path, capsys):
     path = tmp_path / "g.json"
@@ -38,7 +38,7 @@ def test_fit_can_be_told_the_static_memory_model(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------- optpart import and the user's code
-@pytest.mark.xfail(strict=True, reason="an exception raised by the user's model factory (or its module) is reported "
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="an exception raised by the user's model factory (or its module) is reported "
                                        "as 'internal error', exit 3, instead of bad input, exit 2")
 @pytest.mark.parametrize("body", ["def make():\n    raise ValueError('my model is broken')\n",
                                   "raise ValueError('my model is broken')\ndef make():\n    pass\n"])
@@ -51,7 +51,7 @@ def test_an_exception_in_the_users_factory_is_bad_input(tmp_path, capsys, body):
 
 
 # ---------------------------------------------------------------------- the heuristic's effort
-@pytest.mark.xfail(strict=True, reason="heuristic at its default effort answers 'unknown' under peak where its own "
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="heuristic at its default effort answers 'unknown' under peak where its own "
                                        "effort=0 run (the one optpart fit uses) finds a placement that fits")
 def test_more_effort_never_loses_the_placement_found_with_less():
     torch = pytest.importorskip("torch")
@@ -96,7 +96,7 @@ def test_cpsat_on_stg_never_claims_below_the_known_optimum(name, k):
 
 
 # ---------------------------------------------------------------------- absurd but legal-looking options
-@pytest.mark.xfail(strict=True, reason="optpart solve --option effort=inf: OverflowError, 'internal error' exit 3, "
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="optpart solve --option effort=inf: OverflowError, 'internal error' exit 3, "
                                        "instead of a one-line error naming effort (or a capped budget)")
 def test_an_infinite_effort_on_the_command_line_is_not_an_internal_error(tmp_path, capsys):
     # Nodes with the param/output/temp split: the heuristic's liveness path (solvers/pardnn/peak.py) runs.
