@@ -142,4 +142,40 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
     given = any(getattr(args, a, None) is not None for a in _DEVICE_FLAGS)
     if given or problem.n_devices == 0 or problem.links is None:
         problem = apply_device_arguments(problem, args)
+    else:
+        _check_result_devices(problem, problem_path, result_path)
     return problem
+
+
+def _check_result_devices(problem: Problem, problem_path: str, result_path: str) -> None:
+    """Refuse, in one line, a result file computed for other devices than the problem file's.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem file's problem, with its own devices.
+    problem_path, result_path : str
+        The two files, named in the message.
+
+    Raises
+    ------
+    OptpartError
+        When the result records devices (ids, capacities or speeds) that differ from the problem's.
+    """
+    from ..formats._io import parse_json, read_bytes
+
+    doc = parse_json(read_bytes(result_path), result_path)
+    recorded = doc.get("devices") if isinstance(doc, dict) else None
+    if not isinstance(recorded, list):
+        return  # an older or hand-written result: judged against the problem's devices
+    theirs = [(str(d.get("id")), float(d.get("memory", 0)), float(d.get("speed", 1.0)))
+              for d in recorded if isinstance(d, dict)]
+    ours = [(dev.id, float(dev.memory), float(dev.speed)) for dev in problem.devices]
+    if theirs != ours:
+        def brief(devs: list[tuple[str, float, float]]) -> str:
+            return ", ".join(f"{i} {format_bytes(m)}" + (f" x{s:g}" if s != 1 else "") for i, m, s in devs[:4]) + \
+                (f" ... ({len(devs)} devices)" if len(devs) > 4 else "")
+
+        raise OptpartError(f"{result_path} was computed for devices [{brief(theirs)}] but {problem_path} has "
+                           f"[{brief(ours)}]: give the problem the result was solved on, or set the devices with "
+                           "--devices/--memory/--speed")
