@@ -359,3 +359,21 @@ def test_a_result_knows_its_problem_and_writes_itself(diamond, tmp_path):
     assert bare.to_dict()["status"] == "unknown" and "placement" not in bare.to_dict()
     with pytest.raises(ValueError, match="does not know its problem"):
         optpart.Result(problem="x", solver="s", status=Status.FEASIBLE, placement=np.zeros(4, int)).to_dict()
+
+
+def test_evaluate_cli_words_an_unverifiable_optimum_as_valid_and_exits_0(diamond, tmp_path, capsys):
+    import json
+
+    from optpart.cli import main
+
+    optpart.save(diamond, tmp_path / "p.json")
+    doc = optpart.solve(diamond, "heft").to_dict()
+    doc.update(status="optimal", lower_bound=doc["makespan"], gap=0.0)  # true, but beyond the generic bound
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    assert main(["evaluate", str(tmp_path / "p.json"), str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert "verdict   valid; optimality not re-proved" in out and "INVALID" not in out
+    doc.update(makespan=doc["makespan"] / 2)  # a false claim
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    assert main(["evaluate", str(tmp_path / "p.json"), str(tmp_path / "r.json")]) == 1
+    assert "verdict   invalid" in capsys.readouterr().out

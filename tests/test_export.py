@@ -329,3 +329,30 @@ def test_tensors_of_the_top_level_module_get_a_device_and_accelerate_dispatches_
     want = net(x)
     placed = accelerate.dispatch_model(net, device_map={k: "cpu" for k in dm})
     assert torch.equal(placed(x), want)
+
+
+def test_accelerates_own_map_becomes_a_scored_placement_and_never_fits_by_decree():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("accelerate")
+    from optpart.export.accelerate import accelerate_baseline, placement_from_device_map
+    from optpart.formats.torch_import import from_torch
+
+    torch.manual_seed(0)
+    net, x = _root_owned(), torch.randn(5, 4)
+    graph = from_torch(net, (x,))
+    # A map by hand: "a" on device 1, the rest on 0 (offloaded "final_bias" runs on the first device of the map).
+    p = graph.with_devices(2, memory=1e9)
+    placement, offloaded = placement_from_device_map(p, {"b": "dev0", "a": 1, "logit_scale": 0, "final_bias": "cpu"})
+    mods = export.node_modules(p)
+    assert offloaded == ["final_bias"]
+    assert all(placement[v] == (1 if m == "a" else 0) for v, m in enumerate(mods) if m is not None)
+    with pytest.raises(export.ExportError, match="'b': 7 is not a device"):
+        placement_from_device_map(p, {"": 0, "b": 7})
+    # accelerate fills device 0 by parameter size alone: on roomy devices that fits ...
+    roomy, dmap = accelerate_baseline(p, net)
+    assert dmap == {"": 0} and roomy.status is optpart.Status.FEASIBLE and roomy.solver == "accelerate"
+    # ... and where the step's activations do not fit the first device, the scored map is invalid, not feasible.
+    need = float(roomy.memory_peak.max())
+    tight = graph.with_devices(2, memory=need * 0.9)
+    over, _ = accelerate_baseline(tight, net, reserve=0.0)
+    assert not over.ok and over.status is optpart.Status.INVALID and "but has" in over.message
