@@ -138,7 +138,7 @@ def canonical_schedule(problem: Problem, placement, priority: np.ndarray | None 
 
 
 def evaluate(problem: Problem, placement, start: np.ndarray | None = None, *, solver: str = "evaluate",
-             status: Status = Status.FEASIBLE, lower_bound: float | None = None, memory_model: str = "static",
+             status: Status = Status.FEASIBLE, lower_bound: float | None = None, memory_model: str = "peak",
              wall_seconds: float = 0.0, message: str = "", options: dict | None = None,
              stats: dict | None = None) -> Result:
     """Score a placement into a :class:`Result`.
@@ -147,6 +147,27 @@ def evaluate(problem: Problem, placement, start: np.ndarray | None = None, *, so
     (a solver's own schedule) and finish = start + run time. The makespan is always
     recomputed here, never taken from a solver. ``lower_bound`` (a solver's proven
     bound) is combined with the generic bounds.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem with its devices.
+    placement : array of device indices, or {node id: device id}
+        The placement to score.
+    start : numpy.ndarray, optional
+        A solver's own start times (default: the canonical schedule).
+    solver, status, lower_bound, wall_seconds, message, options, stats
+        Carried into the result (``status`` is what the caller claims, ``feasible`` by default).
+    memory_model : {"peak", "static"}
+        The memory model the placement is judged under; ``peak`` (liveness), the default
+        everywhere (CLI, :func:`optpart.solve`), equal to ``static`` on graphs without the
+        param/output/temp split.
+
+    Returns
+    -------
+    Result
+        Status ``invalid`` (never ``feasible`` or ``optimal``) when the placement breaks memory
+        under ``memory_model`` or a constraint; its ``message`` says what it breaks.
     """
     placement = _as_placement(problem, placement)
     if start is None:
@@ -160,14 +181,48 @@ def evaluate(problem: Problem, placement, start: np.ndarray | None = None, *, so
     bound = problem_lower_bound(problem)
     if lower_bound is not None and lower_bound > bound:
         bound = float(lower_bound)
-    return Result(
+    if memory_model not in ("static", "peak"):
+        raise ProblemError(f"memory_model={memory_model!r}; use 'static' or 'peak'")
+    result = Result(
         problem=problem.name, solver=solver, status=Status(status), makespan=makespan,
         lower_bound=bound, placement=placement, start=start, finish=finish,
         memory_static=static_memory(problem, placement),
         memory_peak=peak_memory(problem, placement, start, finish),
         memory_model=memory_model, wall_seconds=wall_seconds, message=message,
-        options=dict(options or {}), stats=dict(stats or {}),
+        options=dict(options or {}), stats=dict(stats or {}), source_problem=problem,
     )
+    if result.status.has_solution:
+        broken = _broken(problem, result)
+        if broken:
+            result.status = Status.INVALID
+            result.message = "; ".join([message] * bool(message) + broken)
+    return result
+
+
+def _broken(problem: Problem, result: Result) -> list[str]:
+    """What a scored placement breaks: memory under its model, pins/forbidden devices, colocation (first of each)."""
+    from .units import format_bytes
+
+    p = result.placement
+    out = []
+    used = result.memory_peak if result.memory_model == "peak" else result.memory_static
+    over = np.flatnonzero(~fits(used, problem.device_memory))
+    if over.size:
+        d = int(over[0])
+        more = f" (and {over.size - 1} more devices)" if over.size > 1 else ""
+        out.append(f"device '{problem.device_ids[d]}' holds {format_bytes(used[d])} ({result.memory_model}) "
+                   f"but has {format_bytes(problem.device_memory[d])}{more}")
+    if problem.n_nodes:
+        bad = np.flatnonzero(~problem.allowed[np.arange(problem.n_nodes), p])
+        if bad.size:
+            v = int(bad[0])
+            out.append(f"node '{problem.node_ids[v]}' is on device '{problem.device_ids[p[v]]}', "
+                       "which its constraints forbid")
+        split = _split_groups(problem, p)
+        if split.size:
+            out.append(f"colocation group of node '{problem.node_ids[problem.groups[int(split[0])][0]]}' "
+                       "is split over devices")
+    return out
 
 
 #: Relative tolerance on times: the one rule the checker and the schedulers share.
@@ -210,7 +265,7 @@ def violations(problem: Problem, result: Result, limit: int = 10) -> list[str]:
         out.append(msg)
         return len(out) >= limit
 
-    if not result.status.has_solution:
+    if not result.status.has_solution and result.status is not Status.INVALID:
         if result.placement is not None:
             add(f"status '{result.status.value}' but a placement is attached")
         return out
@@ -286,6 +341,8 @@ def violations(problem: Problem, result: Result, limit: int = 10) -> list[str]:
         add(f"reported makespan {result.makespan:.9g} differs from the schedule's {makespan:.9g}")
     if result.lower_bound > makespan + tol:
         add(f"lower bound {result.lower_bound:.9g} exceeds the makespan {makespan:.9g}")
+    if result.status is Status.INVALID and not out:
+        add("status 'invalid' but the placement breaks no memory limit or constraint")
     if result.status is Status.OPTIMAL and makespan > result.lower_bound + max(tol, 1e-6 * makespan):
         add(f"status 'optimal' but makespan {makespan:.9g} is above the proven bound {result.lower_bound:.9g}")
     return out[:limit]

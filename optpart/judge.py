@@ -12,11 +12,13 @@ What is accepted as proof:
 * a lower bound, only up to the generic bound :func:`optpart.bounds.lower_bound`,
   which the evaluator can check. A larger stated bound (an exact solver's) is
   *not verifiable* here; so is an ``optimal`` claim whose makespan is above the
-  generic bound. Both make the verdict invalid unless ``trust_bound=True``;
+  generic bound. Both leave the verdict valid, worded "valid; optimality not re-proved"
+  (``trust_bound=True`` moves them to the notes);
 * an ``infeasible`` claim, when :meth:`Problem.infeasibility` proves it. It is
   false when a witness (the ``heuristic``, then the ``heft`` baseline, under the
   claimed memory model) finds a placement that fits; otherwise it is *not
-  verifiable* here (the solver's word only), like a bound above the generic one.
+  verifiable* here (the solver's word only), like a bound above the generic one;
+* a false claim, and only that, makes the verdict invalid.
 * the problem a result names must be the problem it is judged against.
 """
 
@@ -39,17 +41,31 @@ __all__ = ["Verdict", "judge"]
 
 @dataclass
 class Verdict:
-    """The judge's answer: ``valid`` when no claim is false (and none is unverifiable
-    unless bounds are trusted); ``false_claims`` one line each; ``notes`` what was
-    accepted without proof or not checked."""
+    """The judge's answer: ``valid`` when no claim is false; ``false_claims`` one line each;
+    ``unverifiable`` the certificates (bounds, optimal and infeasible claims) the evaluator
+    cannot re-prove, which leave the verdict valid but say so (:attr:`wording`); ``notes``
+    what was accepted without proof or not checked."""
 
     valid: bool = True
     false_claims: list[str] = field(default_factory=list)
     unverifiable: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def wording(self) -> str:
+        """``invalid`` (a false claim), ``valid; optimality not re-proved`` (a certificate the
+        evaluator cannot check: a bound above its own, an optimal or infeasible claim), or ``valid``."""
+        if self.false_claims:
+            return "invalid"
+        if not self.unverifiable:
+            return "valid"
+        what = ("infeasibility" if all(u.startswith("status 'infeasible'") for u in self.unverifiable)
+                else "optimality" if any(u.startswith("status 'optimal'") for u in self.unverifiable)
+                else "lower bound")
+        return f"valid; {what} not re-proved"
+
     def to_dict(self) -> dict[str, Any]:
-        return {"valid": self.valid, "false_claims": list(self.false_claims),
+        return {"valid": self.valid, "verdict": self.wording, "false_claims": list(self.false_claims),
                 "unverifiable": list(self.unverifiable), "notes": list(self.notes)}
 
 
@@ -84,7 +100,8 @@ def judge(problem: Problem, doc: Mapping[str, Any], result: Result, *, trust_bou
     """
     v = Verdict()
     false = v.false_claims.append
-    status = result.status
+    # The claimed status (the recomputed result says 'invalid' when the placement breaks memory).
+    status = Status(str(doc["status"])) if result.status is Status.INVALID else result.status
     model = str(doc.get("memory_model", result.memory_model))
     if model not in ("static", "peak"):
         false(f"memory_model: '{model}' is not a memory model (static or peak)")
@@ -136,9 +153,10 @@ def judge(problem: Problem, doc: Mapping[str, Any], result: Result, *, trust_bou
                                   f"{generic:.9g}; only the solver's word supports it")
         if status is Status.INFEASIBLE:
             _judge_infeasible(problem, model, result.solver, v)
-    v.valid = not v.false_claims and (trust_bound or not v.unverifiable)
+    v.valid = not v.false_claims
     if trust_bound and v.unverifiable:
         v.notes.append("bounds trusted (--trust-bound): " + "; ".join(v.unverifiable))
+        v.unverifiable = []
     return v
 
 

@@ -29,7 +29,8 @@ _BYTE_UNITS = {
     "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
 }
-_TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0}
+_TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "m": 60.0, "min": 60.0,
+               "h": 3600.0}
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf)\s*([A-Za-zµ/]*)\s*$")
 
 
@@ -54,9 +55,26 @@ def _checked(value: float, text, what: str) -> float:
     return value
 
 
-def parse_bytes(text: str | float | int) -> float:
-    """Read a size such as ``'16GiB'``, ``'2.5 GB'`` or ``1024`` into bytes."""
+def parse_bytes(text: str | float | int, *, unit_required: bool = False) -> float:
+    """Read a size such as ``'16GiB'``, ``'2.5 GB'`` or ``1024`` into bytes.
+
+    Parameters
+    ----------
+    text : str, float or int
+        The size; a bare number is bytes.
+    unit_required : bool
+        Refuse text that is a bare number other than 0 or inf (the command line's rule:
+        ``--memory 16`` is far more likely to mean 16 GiB than 16 bytes; write ``16B`` for bytes).
+
+    Returns
+    -------
+    float
+        Bytes.
+    """
     value, unit = _split(text, "size")
+    if unit_required and isinstance(text, str) and not unit and value not in (0.0, math.inf):
+        raise OptpartError(f"size {text!r} has no unit; write e.g. {text.strip()}GiB, {text.strip()}GB "
+                           f"or {text.strip()}B for bytes")
     key = unit.lower()
     if key not in _BYTE_UNITS:
         raise OptpartError(f"unknown size unit {unit!r} in {text!r}; use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB")
@@ -118,11 +136,11 @@ def parse_list(text: str | float | int, parse, what: str) -> list[float]:
 
 
 def parse_time(text: str | float | int) -> float:
-    """Read a duration such as ``'10us'``, ``'1.5ms'`` or ``'60'`` into seconds."""
+    """Read a duration such as ``'10us'``, ``'1.5ms'``, ``'5m'`` (minutes) or ``'60'`` into seconds."""
     value, unit = _split(text, "time")
     key = unit if unit in _TIME_UNITS else unit.lower()
     if key not in _TIME_UNITS:
-        raise OptpartError(f"unknown time unit {unit!r} in {text!r}; use s, ms, us or ns")
+        raise OptpartError(f"unknown time unit {unit!r} in {text!r}; use s, ms, us, ns, m (minutes) or h")
     return _checked(value * _TIME_UNITS[key], text, "time")
 
 

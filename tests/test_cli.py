@@ -144,14 +144,14 @@ def test_result_files_carry_their_devices_for_bare_graph_files(tmp_path, capsys)
                               edges=[{"src": "a", "dst": "b", "bytes": 8}])
     graph, res = tmp_path / "g.json", tmp_path / "r.json"
     optpart.save(p, graph)
-    assert main(["solve", str(graph), "--devices", "2", "--memory", "8", "-o", str(res), "-q"]) == 0
+    assert main(["solve", str(graph), "--devices", "2", "--memory", "8B", "-o", str(res), "-q"]) == 0
     doc = json.loads(res.read_text())
     assert [d["memory"] for d in doc["devices"]] == [8, 8] and "links" in doc
     capsys.readouterr()
     assert main(["evaluate", str(graph), str(res)]) == 0
     assert main(["show", str(res), "--problem", str(graph), "--by", "op"]) == 0
     capsys.readouterr()
-    assert main(["evaluate", str(graph), str(res), "--memory", "16"]) == 1
+    assert main(["evaluate", str(graph), str(res), "--memory", "16B"]) == 1
     assert "devices: 'dev0' has memory 8 in the result, 16 in the problem" in capsys.readouterr().err
 
 
@@ -162,3 +162,12 @@ def test_out_that_looks_like_a_solver_option_is_refused(tmp_path, diamond, capsy
     monkeypatch.chdir(tmp_path)
     assert main(["solve", str(problem_file), "-s", "cpsat", "-o", "workers=2"]) == 2
     assert "--option KEY=VALUE" in capsys.readouterr().err and not (tmp_path / "workers=2").exists()
+
+
+def test_a_size_without_a_unit_is_refused_and_times_take_units(tmp_path, capsys):
+    graph = tmp_path / "g.json"
+    optpart.save(optpart.Problem.build(nodes=[{"id": "a", "time": 1, "memory": 4}], edges=[]), graph)
+    assert main(["solve", str(graph), "--devices", "2", "--memory", "16", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--memory" in err and "has no unit" in err and "16GiB" in err
+    assert main(["solve", str(graph), "--devices", "2", "--memory", "16B", "--time-limit", "5m", "-q"]) == 0

@@ -139,7 +139,7 @@ def test_candidates_near_is_valid():
 # ---------------------------------------------------------------------------------------- insertion replay
 def _time_violations(p, place, start):
     """The checker's findings except memory (a random placement need not fit)."""
-    found = optpart.violations(p, optpart.evaluate(p, np.asarray(place), np.asarray(start)))
+    found = optpart.violations(p, optpart.evaluate(p, np.asarray(place), np.asarray(start), memory_model="static"))
     return [m for m in found if "(static) but has" not in m]
 
 

@@ -226,10 +226,13 @@ def test_an_optimal_claim_beyond_the_generic_bound_is_not_verifiable(diamond):
         d.update(status="optimal", lower_bound=d["makespan"], gap=0.0)
 
     v = verdict(claim)
-    assert not v.valid and not v.false_claims
+    assert v.valid and not v.false_claims and v.wording == "valid; optimality not re-proved"
     assert any("not verifiable" in u for u in v.unverifiable) and any("lower_bound" in u for u in v.unverifiable)
     trusted = verdict(claim, trust_bound=True)
-    assert trusted.valid and trusted.notes
+    assert trusted.valid and trusted.notes and trusted.wording == "valid"
+    # A false claim, and only that, is invalid.
+    false = verdict(lambda d: d.update(status="optimal", lower_bound=d["makespan"] * 2, gap=0.0))
+    assert not false.valid and false.wording == "invalid"
 
 
 def test_an_optimal_claim_at_the_generic_bound_is_proven():
@@ -268,8 +271,9 @@ def test_an_infeasible_claim_is_proven_by_the_screening_or_not_verifiable():
     doc = {"format": "optpart-result", "version": 1, "problem": "problem", "solver": "cpsat",
            "status": "infeasible", "lower_bound": 0.0, "memory_model": "static"}
     v = optpart.judge(q, doc, result_from_dict(doc, q))
-    assert not v.valid and any("not verifiable here (claimed by cpsat" in n for n in v.unverifiable)
-    assert optpart.judge(q, doc, result_from_dict(doc, q), trust_bound=True).valid
+    assert v.wording == "valid; infeasibility not re-proved"
+    assert any("not verifiable here (claimed by cpsat" in n for n in v.unverifiable)
+    assert optpart.judge(q, doc, result_from_dict(doc, q), trust_bound=True).wording == "valid"
 
 
 def test_a_forged_infeasible_claim_on_a_tight_packing_is_refuted_by_a_witness():
@@ -307,7 +311,7 @@ def test_evaluate_cli_exit_codes_and_json_verdict(tmp_path, diamond, capsys):
     assert main(["solve", str(problem_file), "-s", "heft", "-o", str(result_file)]) == 0
     capsys.readouterr()
     assert main(["evaluate", str(problem_file), str(result_file), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["verdict"] == {"valid": True, "false_claims": [],
+    assert json.loads(capsys.readouterr().out)["verdict"] == {"valid": True, "verdict": "valid", "false_claims": [],
                                                               "unverifiable": [], "notes": []}
     doc = json.loads(result_file.read_text())
     doc["makespan"] = 1.0
@@ -317,3 +321,59 @@ def test_evaluate_cli_exit_codes_and_json_verdict(tmp_path, diamond, capsys):
     verdict = json.loads(captured.out)["verdict"]
     assert not verdict["valid"] and verdict["false_claims"][0].startswith("makespan: stated 1, recomputed")
     assert captured.err.count("\n") == 1 and "false claim: makespan" in captured.err
+
+
+def test_a_scored_placement_over_capacity_is_never_feasible():
+    """Python and CLI alike: memory broken under the model it is scored in means status 'invalid'."""
+    nodes = [{"id": "a", "time": 1, "param_bytes": 8, "output_bytes": 4}, {"id": "b", "time": 1, "param_bytes": 8}]
+    p = optpart.Problem.build(nodes=nodes, edges=[{"src": "a", "dst": "b", "bytes": 4}],
+                              devices=[Device("g0", 16), Device("g1", 16)])
+    both = {"a": "g0", "b": "g0"}  # 8 + 8 parameters + a's 4 B output > 16 B under peak
+    r = optpart.evaluate(p, both)  # the default memory model is peak, as everywhere
+    assert r.memory_model == "peak" and r.status is optpart.Status.INVALID and not r.ok
+    assert "device 'g0' holds 20 B (peak) but has 16 B" in r.message
+    with pytest.raises(ScheduleError, match="device 'g0' holds"):
+        optpart.check(p, r)
+    apart = optpart.evaluate(p, {"a": "g0", "b": "g1"})
+    assert apart.status is optpart.Status.FEASIBLE
+    optpart.check(p, apart)
+    pinned = p.with_devices(list(p.devices), constraints=optpart.problem.Constraints(pin={"b": "g0"}))
+    assert optpart.evaluate(pinned, {"a": "g0", "b": "g1"}).status is optpart.Status.INVALID
+
+
+def test_a_result_knows_its_problem_and_writes_itself(diamond, tmp_path):
+    import json
+
+    from optpart.formats import load_result
+
+    r = optpart.solve(diamond, "heft")
+    assert r.source_problem is diamond
+    doc = r.to_dict()
+    assert doc["status"] == r.status.value and doc["placement"] == r.placement_ids() == r.placement_ids(diamond)
+    assert set(doc["placement"]) == set(diamond.node_ids) and set(doc["placement"].values()) <= {"gpu0", "gpu1"}
+    text = r.to_json(path=tmp_path / "r.json")
+    assert json.loads(text) == doc == json.loads((tmp_path / "r.json").read_text())
+    again = load_result(tmp_path / "r.json", diamond)
+    assert again.makespan == pytest.approx(r.makespan) and again.placement.tolist() == r.placement.tolist()
+    bare = optpart.Result(problem="x", solver="s", status=Status.UNKNOWN, message="nothing found")
+    assert bare.to_dict()["status"] == "unknown" and "placement" not in bare.to_dict()
+    with pytest.raises(ValueError, match="does not know its problem"):
+        optpart.Result(problem="x", solver="s", status=Status.FEASIBLE, placement=np.zeros(4, int)).to_dict()
+
+
+def test_evaluate_cli_words_an_unverifiable_optimum_as_valid_and_exits_0(diamond, tmp_path, capsys):
+    import json
+
+    from optpart.cli import main
+
+    optpart.save(diamond, tmp_path / "p.json")
+    doc = optpart.solve(diamond, "heft").to_dict()
+    doc.update(status="optimal", lower_bound=doc["makespan"], gap=0.0)  # true, but beyond the generic bound
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    assert main(["evaluate", str(tmp_path / "p.json"), str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert "verdict   valid; optimality not re-proved" in out and "INVALID" not in out
+    doc.update(makespan=doc["makespan"] / 2)  # a false claim
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    assert main(["evaluate", str(tmp_path / "p.json"), str(tmp_path / "r.json")]) == 1
+    assert "verdict   invalid" in capsys.readouterr().out

@@ -98,10 +98,25 @@ def test_split_points_name_the_first_module_of_each_stage():
     assert sp.to_dict()["split_points"] == ["h.1", "h.2"]
 
 
-def test_a_plan_that_comes_back_to_a_device_is_not_a_pipeline():
+def test_a_plan_that_comes_back_to_a_device_gets_contiguous_stages_instead():
     p = chain(["emb", "h.0", "head"], [1] * 3, [1] * 3)
-    with pytest.raises(export.ExportError, match="module 'head' runs on 'dev0' after module 'h' on 'dev1'"):
-        export.split_points(p, place(p, [0, 1, 0]))
+    sp = export.split_points(p, place(p, [0, 1, 0]))
+    assert "module 'head' runs on 'dev0' after module 'h' on 'dev1'" in sp.plan.method
+    assert sp.plan.fits and [d for _, d in sp.stages] == sorted({d for _, d in sp.stages})
+    devs = [sp.plan.placement[p.node_index[f"n{i}"]] for i in range(3)]
+    assert devs == sorted(devs)  # stages in the order modules run
+
+
+def test_stages_that_share_a_tied_weight_are_scored_with_a_replica_and_say_so():
+    # "emb" and "head" use one weight (colocated with its update "update.w"); head runs last.
+    extra = [{"id": "update.w", "time": 0, "memory": 30, "phase": "optimizer", "param": "emb.w"}]
+    p = chain(["emb", "h.0", "h.1", "head"], [1] * 4, [30, 20, 20, 5], memory=100.0, extra_nodes=extra,
+              extra_edges=[{"src": "n3", "dst": "update.w", "bytes": 1}],
+              constraints={"colocate": [["update.w", "n0", "n3"]]})
+    sp = export.split_points(p, place(p, [0, 1, 1, 0, 0]))
+    assert sp.plan.fits and len(sp.stages) == 2
+    assert sp.plan.shared == [("update.w", ["emb", "head"])]
+    assert "replicates it on each stage" in sp.notes()[0] and sp.to_dict()["shared_parameters"][0]["parameter"] == "w"
 
 
 def test_placement_map_and_missing_metadata():
@@ -135,9 +150,11 @@ def test_cli_export_errors_are_one_line(tmp_path, capsys):
     p = chain(["emb", "h.0", "head"], [1] * 3, [1] * 3)
     save(p, tmp_path / "p.json")
     save_result(optpart.evaluate(p, place(p, [0, 1, 0])), p, tmp_path / "r.json")
-    code = main(["export", str(tmp_path / "r.json"), "--problem", str(tmp_path / "p.json"), "-f", "split_points"])
+    r2 = optpart.evaluate(p.with_devices(3, memory=100.0), place(p, [0, 1, 0]))
+    save_result(r2, p.with_devices(3, memory=100.0), tmp_path / "r3.json")
+    code = main(["export", str(tmp_path / "r3.json"), "--problem", str(tmp_path / "p.json")])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "not a pipeline" in err and "'head'" in err
+    assert code == 2 and err.count("\n") == 1 and "was computed for devices" in err and "r3.json" in err
 
 
 def test_cli_export_exits_1_when_the_module_plan_does_not_fit(tmp_path, capsys):
@@ -273,3 +290,69 @@ def test_depth_auto_is_the_coarsest_map_that_fits_and_loses_nothing():
     auto = export.module_plan(tight, r, depth="auto")
     assert auto.fits and auto.device_map == {"emb": 0, "h.0": 0, "h.1": 1}
     assert auto.makespan == pytest.approx(export.module_plan(tight, r).makespan)
+
+
+def _root_owned():
+    """A net with parameters and buffers of the top-level module itself (BART's final_logits_bias, CLIP's logit_scale)."""
+    import torch
+
+    class RootOwned(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(4, 8)
+            self.b = torch.nn.Linear(8, 3)
+            self.logit_scale = torch.nn.Parameter(torch.tensor(2.0))
+            self.register_buffer("final_bias", torch.arange(3.0))
+
+        def forward(self, x):
+            return self.b(self.a(x).relu()) * self.logit_scale + self.final_bias
+
+    return RootOwned()
+
+
+def test_tensors_of_the_top_level_module_get_a_device_and_accelerate_dispatches_the_map():
+    torch = pytest.importorskip("torch")
+    utils = pytest.importorskip("accelerate.utils")
+    accelerate = pytest.importorskip("accelerate")
+    from optpart.formats.torch_import import from_torch
+
+    torch.manual_seed(0)
+    net, x = _root_owned(), torch.randn(5, 4)
+    p = from_torch(net, (x,), devices=2)
+    mods = export.node_modules(p)
+    assert mods[p.node_index["update.logit_scale"]] == ""
+    # Module "a" on dev0, everything else on dev1: the root's own tensors need their own entries.
+    mapping = {nid: ("dev0" if m == "a" else "dev1") for nid, m in zip(p.node_ids, mods)}
+    dm = export.device_map(p, mapping)
+    assert dm["a"] == 0 and dm["logit_scale"] == 1 and dm["final_bias"] == 1 and dm["b"] == 1
+    utils.check_device_map(net, dm)  # raises when a parameter or buffer has no entry
+    want = net(x)
+    placed = accelerate.dispatch_model(net, device_map={k: "cpu" for k in dm})
+    assert torch.equal(placed(x), want)
+
+
+def test_accelerates_own_map_becomes_a_scored_placement_and_never_fits_by_decree():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("accelerate")
+    from optpart.export.accelerate import accelerate_baseline, placement_from_device_map
+    from optpart.formats.torch_import import from_torch
+
+    torch.manual_seed(0)
+    net, x = _root_owned(), torch.randn(5, 4)
+    graph = from_torch(net, (x,))
+    # A map by hand: "a" on device 1, the rest on 0 (offloaded "final_bias" runs on the first device of the map).
+    p = graph.with_devices(2, memory=1e9)
+    placement, offloaded = placement_from_device_map(p, {"b": "dev0", "a": 1, "logit_scale": 0, "final_bias": "cpu"})
+    mods = export.node_modules(p)
+    assert offloaded == ["final_bias"]
+    assert all(placement[v] == (1 if m == "a" else 0) for v, m in enumerate(mods) if m is not None)
+    with pytest.raises(export.ExportError, match="'b': 7 is not a device"):
+        placement_from_device_map(p, {"": 0, "b": 7})
+    # accelerate fills device 0 by parameter size alone: on roomy devices that fits ...
+    roomy, dmap = accelerate_baseline(p, net)
+    assert dmap == {"": 0} and roomy.status is optpart.Status.FEASIBLE and roomy.solver == "accelerate"
+    # ... and where the step's activations do not fit the first device, the scored map is invalid, not feasible.
+    need = float(roomy.memory_peak.max())
+    tight = graph.with_devices(2, memory=need * 0.9)
+    over, _ = accelerate_baseline(tight, net, reserve=0.0)
+    assert not over.ok and over.status is optpart.Status.INVALID and "but has" in over.message

@@ -20,8 +20,6 @@ from optpart.result import Status
 
 
 # ---------------------------------------------------------------------- optpart fit and the memory model
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="optpart fit: its help offers --option memory_model=static, which is refused "
-                                       "('has its own flag (--memory-model)'), and fit has no --memory-model flag")
 def test_fit_can_be_told_the_static_memory_model(tmp_path, capsys):
     path = tmp_path / "g.json"
     optpart.save(training_graph(3, seed=1), path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
@@ -14,9 +15,10 @@ from ..devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, resolve_devices
 from ..problem import Problem
 from ..result import Result
 from ..text import safe
-from ..units import format_bytes, format_time
+from ..units import format_bytes, format_time, parse_bytes, parse_list, parse_time
 
-__all__ = ["add_device_arguments", "apply_device_arguments", "load_problem_for_result", "parse_option", "seed_type", "table",
+__all__ = ["add_device_arguments", "apply_device_arguments", "check_sizes", "time_argument", "load_problem_for_result",
+           "parse_option", "seed_type", "table",
            "format_summary", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED"]
 
 _DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
@@ -39,6 +41,8 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
     :func:`optpart.devices.resolve_devices` (the rules live there), and its errors name
     the flag (``--memory: size '-5GiB' must be a non-negative number``)."""
     flags = {name: getattr(args, name, None) for name in _DEVICE_FLAGS}
+    if isinstance(flags["memory"], str):
+        check_sizes(flags["memory"], "--memory")
     try:
         return resolve_devices(problem, **flags)
     except OptpartError as exc:
@@ -47,6 +51,47 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
             if msg.startswith(name + " ") or msg.startswith(name + ":"):
                 raise OptpartError("--" + msg) from None
         raise
+
+
+def check_sizes(text: str, flag: str) -> list[float]:
+    """The sizes of a command-line flag, each with a unit (``--memory 16`` is refused, not read as 16 bytes).
+
+    Parameters
+    ----------
+    text : str
+        One size or a comma-separated list.
+    flag : str
+        The flag, named in the error.
+
+    Returns
+    -------
+    list of float
+        Bytes per entry.
+    """
+    try:
+        return parse_list(text, partial(parse_bytes, unit_required=True), flag)
+    except OptpartError as exc:
+        msg = str(exc)
+        raise OptpartError(msg if msg.startswith(flag) else f"{flag}: {msg}") from None
+
+
+def time_argument(text: str) -> float:
+    """An argparse type for durations with units (``60``, ``90s``, ``5m``, ``1.5h``), in seconds.
+
+    Parameters
+    ----------
+    text : str
+        The flag's value.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
+    try:
+        return parse_time(text)
+    except OptpartError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 #: Settings that have their own flag; ``--option`` may not give them a second time.
@@ -142,4 +187,40 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
     given = any(getattr(args, a, None) is not None for a in _DEVICE_FLAGS)
     if given or problem.n_devices == 0 or problem.links is None:
         problem = apply_device_arguments(problem, args)
+    else:
+        _check_result_devices(problem, problem_path, result_path)
     return problem
+
+
+def _check_result_devices(problem: Problem, problem_path: str, result_path: str) -> None:
+    """Refuse, in one line, a result file computed for other devices than the problem file's.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem file's problem, with its own devices.
+    problem_path, result_path : str
+        The two files, named in the message.
+
+    Raises
+    ------
+    OptpartError
+        When the result records devices (ids, capacities or speeds) that differ from the problem's.
+    """
+    from ..formats._io import parse_json, read_bytes
+
+    doc = parse_json(read_bytes(result_path), result_path)
+    recorded = doc.get("devices") if isinstance(doc, dict) else None
+    if not isinstance(recorded, list):
+        return  # an older or hand-written result: judged against the problem's devices
+    theirs = [(str(d.get("id")), float(d.get("memory", 0)), float(d.get("speed", 1.0)))
+              for d in recorded if isinstance(d, dict)]
+    ours = [(dev.id, float(dev.memory), float(dev.speed)) for dev in problem.devices]
+    if theirs != ours:
+        def brief(devs: list[tuple[str, float, float]]) -> str:
+            return ", ".join(f"{i} {format_bytes(m)}" + (f" x{s:g}" if s != 1 else "") for i, m, s in devs[:4]) + \
+                (f" ... ({len(devs)} devices)" if len(devs) > 4 else "")
+
+        raise OptpartError(f"{result_path} was computed for devices [{brief(theirs)}] but {problem_path} has "
+                           f"[{brief(ours)}]: give the problem the result was solved on, or set the devices with "
+                           "--devices/--memory/--speed")

@@ -2,8 +2,10 @@
 
 Everything is recomputed and compared with every claim of the file (makespan,
 finish times, status, lower bound, gap, memory per device; see :mod:`optpart.judge`).
-Exit 0: the claims hold and there is a placement; 1: a false (or, without
-``--trust-bound``, unverifiable) claim, or no placement; 2: bad input.
+Verdict "invalid" only for a false claim; "valid; optimality not re-proved" when a
+certificate (a bound above the evaluator's, an optimal or infeasible claim) cannot be
+re-proved here. Exit 0: no false claim and there is a placement; 1: a false claim, or
+no placement; 2: bad input.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(out, indent=1) + "\n")
     else:
         print(format_summary(problem, result))
-        print("\nverdict   " + ("valid" if verdict.valid else "INVALID"))
+        print("\nverdict   " + verdict.wording)
         for line in verdict.false_claims:
             print(f"  false claim: {line}")
         for line in verdict.unverifiable:
@@ -47,10 +49,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
               + (f" (and {len(verdict.false_claims) - 1} more)" if len(verdict.false_claims) > 1 else ""),
               file=sys.stderr)
         return 1
-    if not verdict.valid:
-        print(f"optpart: not verifiable: {verdict.unverifiable[0]} (pass --trust-bound to accept the solver's word)",
-              file=sys.stderr)
-        return 1
     return 0 if result.ok else 1
 
 
@@ -60,6 +58,7 @@ def register(sub) -> None:
     p.add_argument("result")
     add_device_arguments(p)
     p.add_argument("--trust-bound", action="store_true",
-                   help="accept a stated lower bound (and so an optimal claim) the evaluator cannot check")
+                   help="accept a stated lower bound (and so an optimal claim) the evaluator cannot check: "
+                        "listed as a note, not as 'not verifiable'")
     p.add_argument("--json", action="store_true", help="print the recomputed result with a 'verdict' field")
     p.set_defaults(func=_cmd_evaluate)

@@ -16,6 +16,8 @@ import json
 import sys
 
 from .. import export
+from ..progress import progress, set_quiet
+from ..text import safe
 from ..formats import load_result
 from .common import add_device_arguments, load_problem_for_result
 
@@ -23,17 +25,25 @@ FORMATS = ("device_map", "split_points", "placement")
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    problem = load_problem_for_result(args, args.problem, args.result)
-    result = load_result(args.result, problem)
-    plan = None
-    if args.format == "placement":
-        doc: object = export.placement_map(problem, result)
-    else:
-        plan = export.module_plan(problem, result, resolve=not args.no_resolve, depth=args.depth)
-        if args.format == "device_map":
-            doc = {k: (problem.device_ids[d] if args.ids else d) for k, d in plan.device_map.items()}
+    if args.quiet:
+        set_quiet(True)
+    plan, notes = None, []
+    # A live line with elapsed time on a terminal (silent when piped or with -q): a plan that does not
+    # fit is re-solved with modules colocated, which takes as long as a solve.
+    with progress(f"optpart export {safe(args.result)}") as bar:
+        bar.stage("reading")
+        problem = load_problem_for_result(args, args.problem, args.result)
+        result = load_result(args.result, problem)
+        bar.stage(f"building the {args.format}")
+        if args.format == "placement":
+            doc: object = export.placement_map(problem, result)
         else:
-            doc = export.split_points(problem, result, plan=plan).to_dict()
+            plan = export.module_plan(problem, result, resolve=not args.no_resolve, depth=args.depth)
+            if args.format == "device_map":
+                doc = {k: (problem.device_ids[d] if args.ids else d) for k, d in plan.device_map.items()}
+            else:
+                sp = export.split_points(problem, result, plan=plan, depth=args.depth)
+                plan, doc, notes = sp.plan, sp.to_dict(), sp.notes()
     text = json.dumps(doc, indent=1) + "\n"
     to_stdout = args.out in (None, "-")
     if to_stdout:
@@ -51,6 +61,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             shown = ", ".join(plan.split_modules[:5]) + (" ..." if len(plan.split_modules) > 5 else "")
             print(f"the operator placement split {len(plan.split_modules)} module(s) across devices: {shown}",
                   file=info)
+    for line in notes:
+        print(line, file=info)
     if not to_stdout and not args.quiet:
         print(f"wrote {args.format} -> {args.out}", file=info)
     return 0 if plan is None or plan.fits else 1

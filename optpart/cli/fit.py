@@ -16,33 +16,45 @@ from ..errors import OptpartError
 from ..fit import min_capacity, min_devices, on_devices
 from ..formats import load, save_result
 from ..solvers.registry import solver_names
-from ..units import format_bytes, parse_bytes
+from ..progress import progress
+from ..solvers.spec import MEMORY_MODELS
+from ..text import safe
+from ..units import format_bytes
 from .common import (
     add_device_arguments,
     apply_device_arguments,
+    check_sizes,
     format_summary,
     parse_option,
+    time_argument,
 )
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     options = dict(parse_option(o) for o in args.option or [])
-    model = options.pop("memory_model", None)
+    model = args.memory_model
     if not args.tolerance > 0:
         raise OptpartError(f"--tolerance {args.tolerance} must be > 0")
     raw = load(args.file)
     base = copy.copy(args)
     base.memory = None
     if args.memory is not None:
-        memory = parse_bytes(args.memory)
+        memory = check_sizes(args.memory, "--memory")
+        if len(memory) != 1:
+            raise OptpartError(f"--memory {args.memory!r}: fit --memory takes one size (the device it counts)")
+        memory = memory[0]
         base.devices = args.devices if args.devices is not None else (raw.n_devices or 1)
         problem = apply_device_arguments(raw, base)
-        fit = min_devices(problem, memory, args.solver, memory_model=model, max_devices=args.devices,
-                          seed=args.seed, time_limit=args.time_limit, options=options)
+        with progress(f"optpart fit {safe(args.file)}: fewest devices of {format_bytes(memory)} ({args.solver})"):
+            fit = min_devices(problem, memory, args.solver, memory_model=model, max_devices=args.devices,
+                              seed=args.seed, time_limit=args.time_limit, options=options)
     else:
         problem = apply_device_arguments(raw, base)
-        fit = min_capacity(problem, problem.n_devices, args.solver, memory_model=model, tolerance=args.tolerance,
-                           seed=args.seed, time_limit=args.time_limit, options=options)
+        # A live line with elapsed time on a terminal (silent when piped): each probe is a whole solve.
+        with progress(f"optpart fit {safe(args.file)}: smallest capacity on {problem.n_devices} devices "
+                      f"({args.solver})"):
+            fit = min_capacity(problem, problem.n_devices, args.solver, memory_model=model, tolerance=args.tolerance,
+                               seed=args.seed, time_limit=args.time_limit, options=options)
     placed = None if fit.result is None else on_devices(problem, fit.devices, fit.capacity)
     if args.out and fit.result is not None:
         save_result(fit.result, placed, args.out)
@@ -83,10 +95,13 @@ def register(sub) -> None:
                    help=f"solver name (default heuristic); one of: {', '.join(solver_names())}")
     add_device_arguments(p)
     p.add_argument("--tolerance", type=float, default=0.01, help="relative precision of the capacity (default 0.01)")
-    p.add_argument("--time-limit", "-t", type=float, metavar="S", help="seconds each solve may use")
+    p.add_argument("--memory-model", choices=MEMORY_MODELS, default=None,
+                   help="memory model the placement must fit (default peak on graphs with the param/output/temp "
+                        "split, where it differs from static; see docs/model.md)")
+    p.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
+                   help="time each solve may use: seconds, or with a unit (90s, 5m); default: none")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="solver option, repeatable; memory_model=static|peak sets the model to fit (default peak)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
     p.add_argument("--out", "-o", metavar="FILE", help="write the placement found as optpart result JSON")
     p.add_argument("--json", action="store_true", help="print JSON (keys capacity, devices, lower_bound, result)")
     p.set_defaults(func=_cmd_fit)

@@ -10,7 +10,7 @@ from ..formats import load, result_to_json, save_result
 from ..progress import progress, set_quiet
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solve, solver_names
 from ..solvers.spec import MEMORY_MODELS
-from .common import add_device_arguments, apply_device_arguments, format_summary, parse_option
+from .common import add_device_arguments, apply_device_arguments, format_summary, parse_option, time_argument
 from ..text import safe
 
 
@@ -54,7 +54,9 @@ def register(sub) -> None:
                    help=f"memory model the placement must respect (default {DEFAULT_MEMORY_MODEL}: liveness; "
                         "equal to static on graphs without the param/output/temp split); see docs/model.md")
     add_device_arguments(p)
-    p.add_argument("--time-limit", "-t", type=float, metavar="S", help="seconds the solver may use")
+    p.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
+                   help="time the solver may use: seconds, or with a unit (90s, 5m, 1h); default: none (solver's own "
+                        "budget, see optpart solvers NAME)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
     p.add_argument("--out", "-o", metavar="FILE", help="write the result as optpart JSON")

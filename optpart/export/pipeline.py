@@ -12,7 +12,7 @@ import numpy as np
 
 from ..problem import Problem
 from ..result import Result
-from .plan import ExportError, ModulePlan, module_plan
+from .plan import ExportError, ModulePlan, module_plan, pipeline_plan
 
 __all__ = ["SplitPlan", "split_points"]
 
@@ -36,20 +36,60 @@ class SplitPlan:
         return {"format": "optpart-split-points", "version": 1,
                 "split_points": self.split_points,
                 "stages": [{"stage": i, "begins": name, "device": dev} for i, (name, dev) in enumerate(self.stages)],
+                "shared_parameters": [{"parameter": owner.removeprefix("update."), "modules": mods}
+                                      for owner, mods in self.plan.shared],
                 "makespan": self.plan.makespan, "original_makespan": self.plan.original_makespan,
                 "fits": self.plan.fits}
 
-def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
-                 plan: ModulePlan | None = None) -> SplitPlan:
-    """Pipeline stages of the module-consistent plan, in the order modules first run.
+    def notes(self) -> list[str]:
+        """One line per parameter the stages share: what torch pipelining does and what the user must do."""
+        return [f"stages share '{owner.removeprefix('update.')}' (modules {', '.join(mods)}): "
+                "torch.distributed.pipelining replicates it on each stage; sum its gradients across those stages "
+                "before the optimizer step (or untie it)" for owner, mods in self.plan.shared]
 
-    Raises
-    ------
-    ExportError
-        When a device's modules are not contiguous: names the module that comes back
-        to a device after another device's stage.
+def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
+                 plan: ModulePlan | None = None, depth: int | None = None) -> SplitPlan:
+    """Pipeline stages for ``result``, in the order modules first run.
+
+    The closest module-consistent plan (``plan``, else :func:`module_plan`) when it is a
+    pipeline that fits; otherwise contiguous stages built from the order modules run
+    (:func:`optpart.export.plan.pipeline_plan`) when they fit, or when the closest plan is no
+    pipeline at all (then ``fits`` says whether they fit, and ``plan.method`` why they were built).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem; its nodes need ``module`` metadata.
+    result : Result, {node id: device id} or array of device indices
+        The operator placement.
+    plan : ModulePlan, optional
+        The module-consistent plan to split, when already computed.
+    depth : int, optional
+        Keep modules whole down to this many path components (both plans).
+
+    Returns
+    -------
+    SplitPlan
+        The stages; ``plan.shared`` names parameters that stages share (replicated by
+        ``torch.distributed.pipelining``: sum their gradients before the optimizer step).
     """
-    plan = plan or module_plan(problem, result)
+    plan = plan or module_plan(problem, result, depth=depth)
+    try:
+        stages = _stages(problem, plan)
+        if plan.fits:
+            return SplitPlan(stages=stages, plan=plan)
+        why = "the closest module plan does not fit"
+    except ExportError as exc:
+        stages, why = None, f"the placement is not a pipeline ({exc})"
+    alt = pipeline_plan(problem, result, depth=depth if isinstance(depth, int) else None)
+    if alt.fits or stages is None:
+        alt.method = f"pipeline: contiguous stages in module order, since {why}"
+        return SplitPlan(stages=_stages(problem, alt), plan=alt)
+    return SplitPlan(stages=stages, plan=plan)
+
+
+def _stages(problem: Problem, plan: ModulePlan) -> list[tuple[str, str]]:
+    """``(first module, device id)`` per stage, or ExportError naming the module that comes back to a device."""
     stages: list[tuple[str, str]] = []
     used: dict[int, str] = {}
     prev = -1
@@ -60,7 +100,7 @@ def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarr
         if d != prev:
             if d in used:
                 raise ExportError(
-                    f"not a pipeline: module '{name}' runs on '{problem.device_ids[d]}' after module '{last_name}' "
+                    f"module '{name}' runs on '{problem.device_ids[d]}' after module '{last_name}' "
                     f"on '{problem.device_ids[prev]}', but '{problem.device_ids[d]}' already holds the stage "
                     f"beginning at '{used[d]}'")
             begin = plan.entry_modules.get(name, name)
@@ -68,4 +108,4 @@ def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarr
             stages.append((begin, problem.device_ids[d]))
             prev = d
         last_name = name
-    return SplitPlan(stages=stages, plan=plan)
+    return stages

@@ -14,9 +14,10 @@ from ..errors import OptpartError
 from ..evaluate import evaluate, time_tolerance, violations
 from ..problem import Constraints, Problem
 from ..result import Result
+from .stages import pipeline_modules, stage_candidates, untied
 from .tree import Units, compress, entry_modules, first_seen, node_modules, owned_tensor, split_modules
 
-__all__ = ["ExportError", "ModulePlan", "module_plan", "device_map", "placement_map"]
+__all__ = ["ExportError", "ModulePlan", "module_plan", "pipeline_plan", "device_map", "placement_map"]
 
 
 class ExportError(OptpartError):
@@ -35,7 +36,9 @@ class ModulePlan:
     ``"majority"`` or ``"re-solved"`` (see the module docstring); ``tensor_keys``: keys of
     ``device_map`` that name a parameter or buffer, not a module; ``entry_modules``: for each
     module key, the module that runs first under it (a container such as a ``ModuleList``
-    is never called, so a pipeline stage begins at its first child that runs).
+    is never called, so a pipeline stage begins at its first child that runs); ``shared``:
+    parameters used by modules on different devices, each with those modules (a pipeline plan
+    only: ``torch.distributed.pipelining`` replicates them, see :mod:`optpart.export.stages`).
     """
 
     device_map: dict[str, Any]
@@ -49,6 +52,7 @@ class ModulePlan:
     method: str = "majority"
     tensor_keys: set[str] = field(default_factory=set)
     entry_modules: dict[str, str] = field(default_factory=dict)
+    shared: list[tuple[str, list[str]]] = field(default_factory=list)
 
     @property
     def makespan(self) -> float:
@@ -169,6 +173,14 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
         for, scored the same way. ``"auto"``: the smallest depth whose plan fits and is as fast
         as the default one (the default plan when no depth is). Default: as fine as the
         placement needs.
+    solver, seed : str, int
+        The solver (and its seed) of the re-solve.
+
+    Returns
+    -------
+    ModulePlan
+        The plan, scored; ``fits`` False (with ``problems`` and ``method`` saying why) when
+        no module-consistent plan was found within memory.
 
     Raises
     ------
@@ -194,12 +206,13 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
     plan = _build(problem, modules, units, unit_dev, model, original, split, "majority")
     if plan.fits or not resolve:
         return plan
-    alt = _resolve(problem, modules, units, model, solver, seed)
+    alt, why = _resolve(problem, modules, units, model, solver, seed)
     if alt is not None:
         plan2 = _build(problem, modules, units, alt, model, original, split, "re-solved")
         if plan2.fits:
             return plan2
-    plan.method = f"majority; re-solving with modules colocated ({solver}) did not fit either"
+        why = "; ".join(plan2.problems[:1])
+    plan.method = f"majority; re-solving with modules colocated ({solver}) did not fit either: {why}"
     return plan
 
 def _coarsest(problem: Problem, result, *, resolve: bool, solver: str, seed: int) -> ModulePlan:
@@ -211,6 +224,51 @@ def _coarsest(problem: Problem, result, *, resolve: bool, solver: str, seed: int
         if plan.fits and plan.makespan <= fine.makespan + time_tolerance(fine.makespan):
             return plan
     return fine
+
+def pipeline_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
+                  depth: int | None = None) -> ModulePlan:
+    """The fastest contiguous-stage plan that fits (one stage per device at most), scored by the evaluator.
+
+    Built from the order modules run, not from ``result`` (whose makespan is reported beside
+    it); see :mod:`optpart.export.stages`. When no candidate fits, the one that overflows
+    least is returned with ``fits`` False.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem; its nodes need ``module`` metadata.
+    result : Result, {node id: device id} or array of device indices
+        The operator placement the plan is compared with.
+    depth : int, optional
+        Keep modules whole down to this many path components.
+
+    Returns
+    -------
+    ModulePlan
+        With ``method`` ``"pipeline"`` and ``shared`` naming replicated parameters.
+    """
+    placement = _placement_of(problem, result)
+    model = _memory_model(problem)
+    original = _original_makespan(problem, result, placement, model)
+    modules = pipeline_modules(problem, depth)
+    if all(m is None for m in modules):
+        raise ExportError(f"'{problem.name}' has no node with 'module' metadata")
+    relaxed, shared = untied(problem, modules)
+    units = Units(relaxed, modules)
+    best: tuple[tuple[float, float], ModulePlan] | None = None
+    for unit_dev in stage_candidates(relaxed, units, modules):
+        plan = _build(relaxed, modules, units, unit_dev, model, original, [], "pipeline")
+        used = plan.result.memory_peak if model == "peak" else plan.result.memory_static
+        over = float(np.max(used / np.maximum(problem.device_memory, 1.0))) if plan.fits is False else 0.0
+        key = (over, plan.makespan)
+        if best is None or key < best[0]:
+            best = (key, plan)
+    if best is None:
+        raise ExportError(f"'{problem.name}' has no module to place in a pipeline stage")
+    plan = best[1]
+    devices = {m: int(plan.placement[v]) for v, m in enumerate(modules) if m is not None}
+    plan.shared = [(owner, mods) for owner, mods in shared if len({devices[m] for m in mods}) > 1]
+    return plan
 
 def _majority(problem: Problem, units: Units, placement: np.ndarray) -> np.ndarray:
     allowed = problem.allowed
@@ -225,20 +283,40 @@ def _majority(problem: Problem, units: Units, placement: np.ndarray) -> np.ndarr
         dev[u] = int(np.argmax(s))
     return dev
 
-def _resolve(problem: Problem, modules, units: Units, model: str, solver: str, seed: int) -> np.ndarray | None:
-    """Unit devices from a re-solve with every unit's operators colocated, or None without a solution."""
+def _resolve(problem: Problem, modules, units: Units, model: str, solver: str,
+             seed: int) -> tuple[np.ndarray | None, str]:
+    """Unit devices from a re-solve with every unit's operators colocated (None without a
+    solution), and the solver's message."""
     from ..solvers.registry import solve
 
     groups = [tuple(problem.node_ids[v] for v in units.members[u].tolist()) for u in range(units.n)]
+    groups += _follower_pairs(problem, np.array([m is None for m in modules], dtype=bool))
     c = problem.constraints
     constraints = Constraints(pin=dict(c.pin), forbid=dict(c.forbid),
                               colocate=tuple(c.colocate) + tuple(g for g in groups if len(g) > 1))
     p2 = problem.with_devices(list(problem.devices), links=problem.links, constraints=constraints)
     r = solve(p2, solver, seed=seed, memory_model=model)
     if not r.ok:
-        return None
+        return None, r.message or f"status {r.status.value}"
     return np.array([int(r.placement[units.members[u][0]]) for u in range(units.n)],
-                    dtype=np.int64)
+                    dtype=np.int64), r.message
+
+def _follower_pairs(problem: Problem, free: np.ndarray) -> list[tuple[str, str]]:
+    """``(node, leader)`` for every free node: the neighbour it will run beside under accelerate.
+
+    The same rule as :func:`_follow_inputs` (heaviest input edge, else heaviest output edge),
+    so a re-solve with these pairs colocated is scored as the exported map will run.
+    """
+    ids = problem.node_ids
+    out = []
+    for v in np.flatnonzero(free).tolist():
+        edges, ends = problem.in_edges[problem.in_ptr[v]:problem.in_ptr[v + 1]], problem.edge_src
+        if edges.size == 0:
+            edges, ends = problem.out_edges[problem.out_ptr[v]:problem.out_ptr[v + 1]], problem.edge_dst
+        if edges.size:
+            e = int(edges[int(np.argmax(problem.edge_bytes[edges]))])
+            out.append((ids[v], ids[int(ends[e])]))
+    return out
 
 def _build(problem: Problem, modules, units: Units, unit_dev: np.ndarray, model: str, original: float,
            split: list[str], method: str) -> ModulePlan:

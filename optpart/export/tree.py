@@ -19,6 +19,9 @@ __all__ = ["node_modules"]
 def node_modules(problem: Problem) -> list[str | None]:
     """The module path of every node (None outside every module; see the module docstring).
 
+    ``""`` (the top-level module) for the optimizer update or buffer node of a parameter or
+    buffer the top-level module owns itself, so a device map gives it an entry.
+
     An optimizer node ``update.<param>`` and a buffer node ``buffer.<name>`` without a
     module of their own belong to the module that owns that parameter or buffer.
     """
@@ -28,8 +31,8 @@ def node_modules(problem: Problem) -> list[str | None]:
         tensor = owned_tensor(nid, meta)
         if isinstance(mod, str) and mod:
             out.append(mod)
-        elif tensor is not None and "." in tensor:
-            out.append(tensor.rsplit(".", 1)[0])
+        elif tensor is not None:  # "" for a tensor the top-level module owns (BART's final_logits_bias)
+            out.append(tensor.rsplit(".", 1)[0] if "." in tensor else "")
         else:
             out.append(None)
     return out
@@ -99,7 +102,7 @@ def compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
     its keys that name a parameter or buffer (of a module whose children are split) rather than a module."""
     children: dict[str, set[str]] = {}
     for m in unit_dev:
-        parts = m.split(".")
+        parts = m.split(".") if m else []
         for i in range(len(parts)):
             parent = ".".join(parts[:i])
             children.setdefault(parent, set()).add(".".join(parts[:i + 1]))

@@ -1,0 +1,124 @@
+"""Contiguous pipeline stages built directly from the order modules run, for split points.
+
+When the closest module-consistent plan to a placement is not a pipeline (a device's modules
+come back after another device's stage), :func:`pipeline_plan` builds one: modules in the
+order they first run are cut into at most one stage per device, the cuts balancing run time,
+and every candidate is scored by the evaluator (memory under its model included); the fastest
+one that fits wins.
+
+A parameter shared by modules of different stages (a language model head tied to the token
+embedding) is what ``torch.distributed.pipelining`` replicates on every stage that uses it
+(each stage accumulates its own gradient; the user sums them before the optimizer step). The
+plan is scored that way: the tie's colocation is split per module, so the later stage receives
+the weight as a copy, counted in its memory, and sends its gradient back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..problem import Constraints, Problem
+from .tree import Units, first_seen, node_modules
+
+__all__ = ["untied", "stage_candidates"]
+
+
+def untied(problem: Problem, modules: list[str | None]) -> tuple[Problem, list[tuple[str, list[str]]]]:
+    """The problem with each colocation group split by module, and the groups that spanned modules.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem; its colocation groups tie a parameter's update to the operators using it.
+    modules : list of str or None
+        The module of every node (:func:`optpart.export.tree.node_modules`, maybe cut to a depth).
+
+    Returns
+    -------
+    (Problem, list of (str, list of str))
+        The relaxed problem, and for each group that spanned modules the parameter it stands
+        for (its update node's id, else its first node) with the modules sharing it.
+    """
+    c = problem.constraints
+    parts: list[tuple[str, ...]] = []
+    shared: list[tuple[str, list[str]]] = []
+    index = problem.node_index
+    for group in c.colocate:
+        by_mod: dict[str, list[str]] = {}
+        for nid in group:
+            m = modules[index[nid]]
+            by_mod.setdefault("\0" if m is None else m, []).append(nid)
+        real = sorted(k for k in by_mod if k != "\0")
+        if len(real) > 1:
+            owner = next((n for n in group if n.startswith("update.")), group[0])
+            shared.append((owner, real))
+            if "\0" in by_mod:  # members outside every module stay with the first module's part
+                by_mod[real[0]] += by_mod.pop("\0")
+        parts += [tuple(v) for v in by_mod.values() if len(v) > 1]
+    if not shared:
+        return problem, []
+    relaxed = problem.with_devices(list(problem.devices), links=problem.links,
+                                   constraints=Constraints(pin=dict(c.pin), forbid=dict(c.forbid),
+                                                           colocate=tuple(parts)))
+    return relaxed, shared
+
+
+def stage_candidates(problem: Problem, units: Units, modules: list[str | None], *,
+                     n_cuts: int = 24) -> list[np.ndarray]:
+    """Device per unit for contiguous stages, one candidate per balance target.
+
+    Units run in the order their modules first run; stage ``s`` goes to device ``s``. For
+    each target stage time between the mean share and the whole, units are packed greedily
+    (a stage closes before the unit that would push it past the target); candidates needing
+    more stages than devices are dropped, and duplicates are dropped.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its devices are the stages' devices).
+    units : Units
+        The modules merged by colocation.
+    modules : list of str or None
+        The module of every node.
+    n_cuts : int
+        How many balance targets to try.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        A device index per unit, one array per distinct candidate.
+    """
+    rank = first_seen(problem, modules)
+    order = sorted(range(units.n), key=lambda u: (min(rank.get(m, 1 << 60) for m in _unit_modules(units, u, modules)),
+                                                   units.keys[u]))
+    time = np.array([float(problem.time[units.members[u]].sum()) for u in order])
+    total, k = float(time.sum()), problem.n_devices
+    if k == 0 or units.n == 0:
+        return []
+    targets = np.linspace(total / k, total, n_cuts) if total > 0 else np.array([0.0])
+    seen: set[tuple[int, ...]] = set()
+    out: list[np.ndarray] = []
+    for target in targets.tolist():
+        dev, stage, acc = np.zeros(units.n, dtype=np.int64), 0, 0.0
+        for pos, u in enumerate(order):
+            if acc > 0 and acc + time[pos] > target * (1 + 1e-12) and stage + 1 < k:
+                stage, acc = stage + 1, 0.0
+            dev[u] = stage
+            acc += time[pos]
+        key = tuple(dev.tolist())
+        if key not in seen:
+            seen.add(key)
+            out.append(dev)
+    return out
+
+
+def _unit_modules(units: Units, u: int, modules: list[str | None]) -> set[str]:
+    return {modules[v] for v in units.members[u].tolist() if modules[v] is not None} or {units.keys[u]}
+
+
+def pipeline_modules(problem: Problem, depth: int | None) -> list[str | None]:
+    """Node modules, cut to ``depth`` path components when given."""
+    modules = node_modules(problem)
+    if depth is None:
+        return modules
+    return [None if m is None else ".".join(m.split(".")[:depth]) for m in modules]
