@@ -22,7 +22,7 @@ from typing import Sequence
 
 from .eft import EftSchedule, NoRoom
 from .graph import Graph, no_gc
-from .policy import MemoryPolicy
+from .policy import MemoryPolicy, StaticPolicy
 
 __all__ = ["etf_schedule"]
 
@@ -68,9 +68,19 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
                 x = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
                 if x > r:
                     r = x
-            push(pending[d], (r, neg_prio[v], v))
+            entry = (r, neg_prio[v], v)
+            push(pending[d], entry)
+            if not dirty[d]:
+                key = cache_key[d]
+                a = avail[d]
+                t = r if r > a else a
+                if key is None or t < cache_t[d] or (t == cache_t[d] and entry[1:] < key):
+                    dirty[d] = True
         released.append(v)
 
+    dirty = [True] * k  # the release hook below reads these; reset before the main loop
+    cache_t = [0.0] * k
+    cache_key: list = [None] * k
     for v in range(n):
         if indeg[v] == 0:
             release(v)
@@ -92,11 +102,23 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
         return math.inf, None
 
     check_slots = not getattr(policy, "admits_everything", False)  # as the EFT engine: skip a no-op call
+    # A device's candidate is the lexicographic minimum of (max(arrival, avail), -priority, node)
+    # over its valid entries, so it only changes when its own clock moves, an entry smaller than
+    # it arrives, or its node is placed (or, static model, a colocation group settles). Cached
+    # per device; other policies (fits may change anywhere) recompute every step.
+    static = isinstance(policy, StaticPolicy)
+    group_of = policy.group_of if static else None
+    all_dirty = [True] * k
     placed = 0
     while placed < n:
         best_t, best_key, best_d = math.inf, None, -1
         for d in range(k):
-            t, key = candidate(d)
+            if dirty[d]:
+                t, key = candidate(d)
+                cache_t[d], cache_key[d] = t, key
+                dirty[d] = not static
+            else:
+                t, key = cache_t[d], cache_key[d]
             if key is None or t > best_t:
                 continue
             if t < best_t or key < best_key:
@@ -109,6 +131,7 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
             pop(ready[d])
         else:
             pop(pending[d])
+        dirty[d] = True
         v = best_key[1]
         f = best_t + time[v] * inv_speed[d]
         if check_slots and not policy.admits(v, d, best_t, f):
@@ -117,6 +140,14 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
         place[v], start[v], finish[v] = d, best_t, f
         avail[d] = f
         policy.place(v, d, best_t, f)
+        if static:
+            if group_of[v] >= 0:
+                dirty[:] = all_dirty
+            else:
+                for e in range(k):
+                    key = cache_key[e]
+                    if key is not None and key[1] == v:
+                        dirty[e] = True
         for i in range(out_ptr[v], out_ptr[v + 1]):
             w = succ[i]
             indeg[w] -= 1
