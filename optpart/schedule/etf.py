@@ -41,6 +41,9 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
     neg_prio = [-float(x) for x in priority]
     time, inv_speed = g.time, g.inv_speed
     lat, inv_bw = g.lat, g.inv_bw
+    # uniform finite links: arrival on d = the best remote arrival unless it comes from d itself
+    uniform = k > 1 and g.uniform and math.isfinite(lat[0][1]) and math.isfinite(inv_bw[0][1])
+    lat_c, inv_bw_c = (lat[0][1], inv_bw[0][1]) if uniform else (0.0, 0.0)
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     out_ptr, succ = g.out_ptr, g.succ
     indeg = [in_ptr[v + 1] - in_ptr[v] for v in range(n)]
@@ -60,14 +63,37 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
 
     def release(v: int) -> None:
         lo, hi = in_ptr[v], in_ptr[v + 1]
-        for d in policy.devices_for(v):
-            r = 0.0
+        if uniform:  # one link everywhere: the best remote arrival (top two by device) and local ones
+            t1 = t2 = 0.0
+            d1 = -1
+            local: dict[int, float] = {}
             for i in range(lo, hi):
-                u = pred[i]
-                pu = place[u]
-                x = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
+                pu = place[pred[i]]
+                fu = finish[pred[i]]
+                x = fu + lat_c + ib[i] * inv_bw_c
+                if pu == d1:
+                    if x > t1:
+                        t1 = x
+                elif x > t1:
+                    t1, t2, d1 = x, t1, pu
+                elif x > t2:
+                    t2 = x
+                if fu > local.get(pu, 0.0):
+                    local[pu] = fu
+        for d in policy.devices_for(v):
+            if uniform:
+                r = t2 if d == d1 else t1
+                x = local.get(d, 0.0)
                 if x > r:
                     r = x
+            else:
+                r = 0.0
+                for i in range(lo, hi):
+                    u = pred[i]
+                    pu = place[u]
+                    x = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
+                    if x > r:
+                        r = x
             entry = (r, neg_prio[v], v)
             push(pending[d], entry)
             if not dirty[d]:

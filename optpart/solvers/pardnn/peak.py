@@ -15,7 +15,8 @@ schedule instead of budgeting static bytes:
    constructions of the heuristic (phases 1-4 and static memory-aware EFT), and the
    ``hint``, are rescheduled and repaired at the device and instant of their overflow.
 3. **Known-feasible candidates**: everything on one device (fastest first) when its
-   schedule fits; HEFT under peak (the first EFT order above is exactly it); the
+   schedule fits; HEFT under peak (the first EFT order above is exactly it); m-ETF under
+   liveness (the ``etf`` baseline's schedule); the
    heuristic's static answers (within the capacities and without limits) when their own
    schedules fit; consecutive topological stages and mirrored pipeline stages.
 4. **Improvement**: hill climbing over unit moves along the critical chain, every
@@ -368,6 +369,14 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         res = eft_peak(problem, g, topological_priority(g, pr) if i else heft_order(g))
         if res is not None:
             pool.offer(f"eft-peak-{i}", *res, justify_rounds=jr)
+    # 3. m-ETF under liveness: the ``etf`` baseline's schedule under peak (never slower than it)
+    from ...schedule import NoRoom, etf_schedule
+    from ...schedule.liveness import LivenessPolicy
+    try:
+        r = etf_schedule(g, rank_u.tolist(), LivenessPolicy(problem))
+        pool.offer("etf-peak", r.place, r.start, r.finish, justify_rounds=jr)
+    except NoRoom:
+        pass
     # 4. the static constructions and the hint, repaired on the memory timeline. Past the
     #    deadline (a time limit) optional stages are skipped once some candidate fits.
     stopped: list[str] = []
