@@ -22,7 +22,7 @@ from typing import Sequence
 
 from .eft import EftSchedule, NoRoom
 from .graph import Graph, no_gc
-from .policy import MemoryPolicy
+from .policy import MemoryPolicy, StaticPolicy
 
 __all__ = ["etf_schedule"]
 
@@ -41,6 +41,9 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
     neg_prio = [-float(x) for x in priority]
     time, inv_speed = g.time, g.inv_speed
     lat, inv_bw = g.lat, g.inv_bw
+    # uniform finite links: arrival on d = the best remote arrival unless it comes from d itself
+    uniform = k > 1 and g.uniform and math.isfinite(lat[0][1]) and math.isfinite(inv_bw[0][1])
+    lat_c, inv_bw_c = (lat[0][1], inv_bw[0][1]) if uniform else (0.0, 0.0)
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     out_ptr, succ = g.out_ptr, g.succ
     indeg = [in_ptr[v + 1] - in_ptr[v] for v in range(n)]
@@ -60,17 +63,50 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
 
     def release(v: int) -> None:
         lo, hi = in_ptr[v], in_ptr[v + 1]
-        for d in policy.devices_for(v):
-            r = 0.0
+        if uniform:  # one link everywhere: the best remote arrival (top two by device) and local ones
+            t1 = t2 = 0.0
+            d1 = -1
+            local: dict[int, float] = {}
             for i in range(lo, hi):
-                u = pred[i]
-                pu = place[u]
-                x = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
+                pu = place[pred[i]]
+                fu = finish[pred[i]]
+                x = fu + lat_c + ib[i] * inv_bw_c
+                if pu == d1:
+                    if x > t1:
+                        t1 = x
+                elif x > t1:
+                    t1, t2, d1 = x, t1, pu
+                elif x > t2:
+                    t2 = x
+                if fu > local.get(pu, 0.0):
+                    local[pu] = fu
+        for d in policy.devices_for(v):
+            if uniform:
+                r = t2 if d == d1 else t1
+                x = local.get(d, 0.0)
                 if x > r:
                     r = x
-            push(pending[d], (r, neg_prio[v], v))
+            else:
+                r = 0.0
+                for i in range(lo, hi):
+                    u = pred[i]
+                    pu = place[u]
+                    x = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
+                    if x > r:
+                        r = x
+            entry = (r, neg_prio[v], v)
+            push(pending[d], entry)
+            if not dirty[d]:
+                key = cache_key[d]
+                a = avail[d]
+                t = r if r > a else a
+                if key is None or t < cache_t[d] or (t == cache_t[d] and entry[1:] < key):
+                    dirty[d] = True
         released.append(v)
 
+    dirty = [True] * k  # the release hook below reads these; reset before the main loop
+    cache_t = [0.0] * k
+    cache_key: list = [None] * k
     for v in range(n):
         if indeg[v] == 0:
             release(v)
@@ -92,11 +128,23 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
         return math.inf, None
 
     check_slots = not getattr(policy, "admits_everything", False)  # as the EFT engine: skip a no-op call
+    # A device's candidate is the lexicographic minimum of (max(arrival, avail), -priority, node)
+    # over its valid entries, so it only changes when its own clock moves, an entry smaller than
+    # it arrives, or its node is placed (or, static model, a colocation group settles). Cached
+    # per device; other policies (fits may change anywhere) recompute every step.
+    static = isinstance(policy, StaticPolicy)
+    group_of = policy.group_of if static else None
+    all_dirty = [True] * k
     placed = 0
     while placed < n:
         best_t, best_key, best_d = math.inf, None, -1
         for d in range(k):
-            t, key = candidate(d)
+            if dirty[d]:
+                t, key = candidate(d)
+                cache_t[d], cache_key[d] = t, key
+                dirty[d] = not static
+            else:
+                t, key = cache_t[d], cache_key[d]
             if key is None or t > best_t:
                 continue
             if t < best_t or key < best_key:
@@ -109,6 +157,7 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
             pop(ready[d])
         else:
             pop(pending[d])
+        dirty[d] = True
         v = best_key[1]
         f = best_t + time[v] * inv_speed[d]
         if check_slots and not policy.admits(v, d, best_t, f):
@@ -117,6 +166,14 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
         place[v], start[v], finish[v] = d, best_t, f
         avail[d] = f
         policy.place(v, d, best_t, f)
+        if static:
+            if group_of[v] >= 0:
+                dirty[:] = all_dirty
+            else:
+                for e in range(k):
+                    key = cache_key[e]
+                    if key is not None and key[1] == v:
+                        dirty[e] = True
         for i in range(out_ptr[v], out_ptr[v + 1]):
             w = succ[i]
             indeg[w] -= 1

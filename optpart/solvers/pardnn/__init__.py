@@ -9,18 +9,22 @@ shortest kept (ties: the earlier candidate):
 1. HEFT's construction (:mod:`.eft`: upward-rank order, earliest finish with insertion,
    every device a candidate) -- the very schedule ``heft`` returns, so the heuristic is
    never worse than ``heft``; then double justification (never lengthens).
-2. m-ETF's earliest-start construction (:func:`optpart.schedule.etf.etf_schedule`),
-   which often reaches the optimum where communication is cheap.
-3. On small graphs, EFT with other priority orders (rank_u + rank_d, seeded noisy ranks).
+2. m-ETF's earliest-start construction (:func:`optpart.schedule.etf.etf_schedule`, the
+   very schedule ``etf`` returns), which often reaches the optimum where communication is
+   cheap or joins are wide; run at every size (ready heaps, per-device candidates cached).
+3. EFT with other priority orders (rank_u + rank_d, seeded noisy ranks), as many as a
+   work budget of ``effort * _VARIANT_WORK`` (nodes + edges) pays for.
 4. The ParDNN seed method (phases 1-4: :mod:`.slicing`, :mod:`.mapping`, :mod:`.refine`,
-   :mod:`.memory`; also the ``pardnn`` solver, :mod:`optpart.solvers.pardnn_seed`) on
-   graphs up to ``_BOTH_SIZE`` or when the EFT constructions get stuck on memory.
+   :mod:`.memory`; also the ``pardnn`` solver, :mod:`optpart.solvers.pardnn_seed`).
 5. The hint (projected onto the constraints, memory repaired) and "everything on the
    fastest device that holds it" (so never worse than ``single``).
 
 Then :mod:`.improve` (iterated local search on small graphs, hill climbing scored by
 replaying the incumbent's order on larger ones) for a number of schedule evaluations set
 by ``effort``.
+
+Every candidate is double-justified on graphs up to ``effort * _JUSTIFY_ALL_SIZE`` nodes +
+edges, above that only the shortest one (justification never lengthens a schedule).
 
 Time limit: construction stages after the first check the deadline (``0.7 *
 time_limit``), the improvement checks it before every evaluation; nothing is allocated
@@ -70,12 +74,11 @@ _MAX_EVALS_PER_EFFORT = 1_500
 _MAX_EVALS = 1_000_000     # evaluations at most, whatever the effort (a time limit stops earlier)
 _MIN_EVALS = 10            # fewer is not worth a search: at 20,000 nodes (5 evaluations) it tripled
                            # the solve time against heft's for no gain (docs/heuristic.md, "Scale")
-_BOTH_SIZE = 30_000        # nodes + edges up to which the seed method also runs at effort 1
-_ETF_SIZE = 30_000         # ... up to which the ETF construction runs at effort 1
-_JUSTIFY_SIZE = 250_000    # ... up to which schedules are double-justified at effort 1
+_JUSTIFY_ALL_SIZE = 30_000  # nodes + edges up to which every candidate is double-justified at effort 1
+                            # (above: the shortest candidate only; justification never lengthens)
 _FULL_CANDIDATES = 2_000_000  # nodes x devices up to which EFT tries every device (as heft does)
 _JUSTIFIED_SCORE_NODES = 300
-_VARIANT_SIZE = 30_000     # nodes + edges up to which extra EFT priority orders are tried
+_VARIANT_WORK = 50_000     # (nodes + edges) x extra EFT priority orders per unit of effort
 _NOISY_ORDERS = 24         # noisy orders per unit of effort (fewer on larger graphs)
 _MAX_NOISY_ORDERS = 2_000
 _BOUND_SIZE = 8_000_000    # nodes x devices up to which the optimality test uses every generic bound
@@ -98,6 +101,8 @@ def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_e
         fixed = greedy_fill(problem, place, capacity, units)
         if fixed is None:
             return None
+    if refine_evals <= 0:  # no evaluations to spend: refinement would only score the start twice
+        return fixed
     place, _ = refine(g, fixed, problem.allowed, unit_of, members, unit_mem, capacity, refine_evals, deadline)
     return place
 
@@ -130,7 +135,8 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         return cache["units"]
 
     found = []  # (makespan, tag, place, start, finish)
-    jr = 1 if effort * _JUSTIFY_SIZE >= size else 0
+    jr = 1 if effort > 0 else 0
+    justify_all = jr and effort * _JUSTIFY_ALL_SIZE >= size
 
     unit = [0.0]  # seconds the first construction took: the yardstick for later stages
 
@@ -143,7 +149,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         return False
 
     def add(tag: int, place, s, f) -> None:
-        if jr and not (found and late("a justification", 0.5)):
+        if justify_all and not (found and late("a justification", 0.5)):
             s, f, ms = justify(g, place, s, f, jr)
         else:
             ms = max(f) if f else 0.0
@@ -157,29 +163,30 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     if res is not None:
         add(1, *res)
     unit[0] = _time.perf_counter() - t0
-    # 2. m-ETF's earliest-start construction
-    if effort * _ETF_SIZE >= size and not late("the ETF construction", 1.5):
+    # 2. m-ETF's earliest-start construction (the ``etf`` baseline's schedule: never worse than it)
+    if not (found and late("the ETF construction", 1.5)):
         try:
             r = etf_schedule(g, upward_rank(g),
                              StaticPolicy(problem, capacity=capacity, solver="heuristic"))
             add(5, r.place, r.start, r.finish)
         except NoRoom:
             pass
-    # 3. other EFT priority orders on small graphs: rank_u + rank_d, then seeded noisy rank_u
-    if effort * _VARIANT_SIZE >= size and not late("the EFT priority variants", 1.2):
+    # 3. other EFT priority orders, as many as the work budget pays for: rank_u + rank_d,
+    #    then seeded noisy rank_u
+    count = int(min(_NOISY_ORDERS * max(1.0, effort) + 1, _MAX_NOISY_ORDERS, effort * _VARIANT_WORK / size))
+    if count > 0 and not late("the EFT priority variants", 1.2):
         top, bottom = levels(g)
         rng = np.random.default_rng(seed)
         base = np.asarray(bottom)
-        count = int(min(_NOISY_ORDERS * max(1.0, effort), _MAX_NOISY_ORDERS, 100_000 / size * max(1.0, effort)))
-        for tag in range(count + 1):
+        for tag in range(count):
             if late("the EFT priority variants", 1.2):
                 break
             pr = np.asarray(top) + base if tag == 0 else base * rng.uniform(0.9, 1.1, size=g.n)
             rv = eft_schedule(g, capacity, topological_priority(g, pr))
             if rv is not None:
                 add(10 + tag, *rv)
-    # 4. the seed method (phases 1-4)
-    if (effort * _BOTH_SIZE >= size or res is None) and not (found and late("the seed method", 1.0)):
+    # 4. the seed method (phases 1-4; the ``pardnn`` baseline's placement)
+    if not (found and late("the seed method", 1.0)):
         place = pardnn_placement(problem, g, capacity, refine_evals=min(20, evals // 4), deadline=deadline,
                                  units=units())
         if place is not None:
@@ -211,6 +218,8 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         found.append((ms, 3, place, s, f))
     found.sort(key=lambda x: (x[0], x[1]))
     ms, tag, place, s, f = found[0]
+    if jr and not justify_all and not late("the final justification"):
+        s, f, ms = justify(g, place, s, f, jr)
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)
     used = 0

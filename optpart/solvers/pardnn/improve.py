@@ -12,7 +12,8 @@ without ever cycling, because every accepted move strictly lowers the pair.
   number of evaluations.
 * Phase 6, *improvement* (ours): the same loop, but every allowed device with room is
   tried for each node of the critical chain, and when no chain move pays, every other
-  unit is tried too ("first improvement" hill climbing); then swaps of two units on
+  unit is tried too ("first improvement" hill climbing) -- before those, moves that gather
+  several units (a join's producers, a chain segment; :func:`_gather_moves`); then swaps of two units on
   different devices, which free memory on tight instances where no single move fits.
   :func:`iterated_search` wraps it in an iterated local search (seeded random moves and
   swaps, then hill climbing again, keeping the best). Runs for ``max_evals`` schedule
@@ -144,7 +145,31 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
         if mode == "all":
             rest = [u for u in range(n_units) if u not in seen]
             trial_lists.append(rest)
-        for units in trial_lists:
+        for li, units in enumerate(trial_lists):
+            if li == 1:  # no single chain move pays: gather tasks first (see _gather_moves)
+                for group, d in _gather_moves(g, chain, place, unit_of):
+                    if not all(ok(u, d) for u in group):
+                        continue
+                    add = sum(unit_mem[u] for u in group if unit_dev[u] != d)
+                    if not fits_memory(used[d] + add, capacity[d]):
+                        continue
+                    if not budget.take():
+                        return done()
+                    evals += 1
+                    back = [(u, unit_dev[u]) for u in group if unit_dev[u] != d]
+                    for u, _ in back:
+                        move(u, d)
+                    ms2, tot2, s2, f2 = score(g, place, justified, order)
+                    if better(ms2, tot2):
+                        ms, tot, s, f = ms2, tot2, s2, f2
+                        if order is not None:
+                            order = start_order(g, s)
+                        accepted = True
+                        break
+                    for u, a0 in reversed(back):
+                        move(u, a0)
+                if accepted:
+                    break
             for u in units:
                 a = unit_dev[u]
                 if mode == "neighbors":
@@ -210,6 +235,41 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
         if not accepted:
             break
     return done()
+
+
+def _gather_moves(g: Graph, chain: list[int], place: list[int], unit_of: list[int]):
+    """Moves of several units at once, along the critical ``chain`` (last node first):
+    ``(units, device)``. One-node moves cannot pull a join together when each of its
+    producers alone would only add a transfer elsewhere, which is why wide joins under
+    costly communication stay split; so, for each chain node:
+
+    * its *producers*: every predecessor's unit goes to the node's device (a join's inputs
+      gathered where it runs);
+    * its *path*: the run of chain nodes before it that share a device (a chain segment)
+      goes to the device of the chain node after the run (the segment follows its reader).
+
+    Each group is offered once, in chain order; deterministic."""
+    seen: set[tuple] = set()
+    for v in chain:
+        d = place[v]
+        group = sorted({unit_of[g.pred[i]] for i in range(g.in_ptr[v], g.in_ptr[v + 1])
+                        if place[g.pred[i]] != d})
+        if len(group) >= 2 and (tuple(group), d) not in seen:
+            seen.add((tuple(group), d))
+            yield group, d
+    for i in range(1, len(chain)):  # chain[i] runs before chain[i - 1]
+        d, b = place[chain[i - 1]], place[chain[i]]
+        if d == b:
+            continue
+        run = []
+        j = i
+        while j < len(chain) and place[chain[j]] == b:
+            run.append(unit_of[chain[j]])
+            j += 1
+        group = sorted(set(run))
+        if len(group) >= 2 and (tuple(group), d) not in seen:
+            seen.add((tuple(group), d))
+            yield group, d
 
 
 def iterated_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[int],

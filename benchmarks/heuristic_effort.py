@@ -1,0 +1,50 @@
+"""Does the default effort spend its time where it pays? The heuristic at effort 1 and 4 on
+every bundled real instance (``instances/*.json*``, their own devices; the default memory
+model), one Markdown table: makespans, the excess of the default over effort 4 (target
+<= 1%) and both solve times.
+
+    nice -n 10 python benchmarks/heuristic_effort.py
+    nice -n 10 python benchmarks/heuristic_effort.py --efforts 1 8 --files instances/gpt2-training.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from _common import table
+
+import optpart
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default = sorted(p for p in (ROOT / "instances").glob("*.json*"))
+    ap.add_argument("--files", type=Path, nargs="+", default=default)
+    ap.add_argument("--efforts", type=float, nargs=2, default=[1.0, 4.0], metavar=("DEFAULT", "HIGH"))
+    args = ap.parse_args(argv)
+    lo, hi = args.efforts
+    rows = []
+    for f in args.files:
+        p = optpart.load(f)
+        out = []
+        for effort in (lo, hi):
+            t0 = time.perf_counter()
+            r = optpart.solve(p, "heuristic", effort=effort)
+            out.append((r.makespan if r.status.has_solution else float("inf"), time.perf_counter() - t0,
+                        r.status.value))
+        (m1, t1, s1), (m4, t4, s4) = out
+        excess = f"{100 * (m1 / m4 - 1):.2f}%" if m4 < float("inf") else "-"
+        rows.append([f.name, p.n_nodes, p.n_devices, f"{m1:.6g} ({s1})", f"{m4:.6g} ({s4})", excess,
+                     f"{t1:.1f}", f"{t4:.1f}"])
+        print(f"  done: {f.name}", file=sys.stderr)
+    print(table(rows, ["instance", "nodes", "devices", f"makespan effort {lo:g}", f"makespan effort {hi:g}",
+                       f"effort {lo:g} over effort {hi:g}", f"s at {lo:g}", f"s at {hi:g}"]))
+
+
+if __name__ == "__main__":
+    main()
