@@ -57,6 +57,7 @@ __all__ = [
     "window_bound",
     "Budget",
     "solve_within",
+    "unlimited",
     "OutOfTime",
     "heuristic_start",
     "solution_makespan",
@@ -562,6 +563,8 @@ def solve_within(solver, model, seconds: float) -> int:
     t0 = _time.perf_counter()
 
     def run(budget_s: float) -> int:
+        if unlimited(budget_s):  # no wall limit: CP-SAT's own limits (deterministic time) only
+            return solver.solve(model)
         budget_s = max(0.05, float(budget_s))
         solver.parameters.max_time_in_seconds = 1.2 * budget_s + 0.5
         timer = threading.Timer(budget_s, solver.stop_search)
@@ -584,6 +587,26 @@ def solve_within(solver, model, seconds: float) -> int:
     except Exception as exc:
         raise SolverError(f"CP-SAT failed with presolve ({first}) and without it "
                           f"({type(exc).__name__}: {exc})") from None
+
+
+#: Wall budgets from this many seconds on (about 31 years) count as no limit: a thread timer
+#: cannot wait that long (``threading.TIMEOUT_MAX``), and no run does.
+UNLIMITED_S = 1e9
+
+
+def unlimited(seconds: float) -> bool:
+    """True when ``seconds`` is no wall limit at all (``inf`` or a huge value).
+
+    Parameters
+    ----------
+    seconds : float
+        A time budget in seconds.
+
+    Returns
+    -------
+    bool
+    """
+    return not math.isfinite(float(seconds)) or float(seconds) >= UNLIMITED_S
 
 
 class OutOfTime(Exception):

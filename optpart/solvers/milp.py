@@ -220,6 +220,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # The backend's own model transfer happens inside the call: keep time for it.
     remaining = max(0.1, budget.left() - reserve - n_terms / (4 * BUILD_RATE))
     n_threads = 1 if deterministic else int(threads)
+    time_arg = None if xc.unlimited(remaining) else remaining  # None: the backend's own no-limit
     stats.update(unordered_pairs=n_pairs, horizon=H)
     warm_values = None
     if hint_ok:
@@ -234,7 +235,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         import highspy
         if hasattr(highspy.Highs, "resetGlobalScheduler"):
             highspy.Highs.resetGlobalScheduler(True)
-        solver = _WarmHiGHS(warm_values, msg=bool(log), timeLimit=remaining, threads=n_threads, gapRel=0.0,
+        solver = _WarmHiGHS(warm_values, msg=bool(log), timeLimit=time_arg, threads=n_threads, gapRel=0.0,
                             gapAbs=0.0, random_seed=int(seed) % 2**31, mip_feasibility_tolerance=1e-9)
         prob.solve(solver)
         h = prob.solverModel
@@ -257,7 +258,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         try:
             with warnings.catch_warnings():  # PuLP 3.3 deprecates the bundled CBC it still ships
                 warnings.simplefilter("ignore", DeprecationWarning)
-                solver = pulp.PULP_CBC_CMD(msg=bool(log), timeLimit=remaining, threads=n_threads, gapRel=0.0,
+                solver = pulp.PULP_CBC_CMD(msg=bool(log), timeLimit=time_arg, threads=n_threads, gapRel=0.0,
                                            gapAbs=0.0, logPath=log_path, warmStart=warm_values is not None,
                                            options=[f"randomSeed {int(seed) % 2**31 + 1}"])
             prob.solve(solver)
