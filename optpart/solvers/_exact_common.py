@@ -56,6 +56,8 @@ __all__ = [
     "unlimited",
     "OutOfTime",
     "heuristic_start",
+    "start_from_heuristic",
+    "too_big",
     "solution_makespan",
     "fallback",
 ]
@@ -345,6 +347,66 @@ def heuristic_start(problem: Problem, *, time_limit: float, seed: int, memory_mo
     """
     from . import pardnn
     return pardnn.solve(problem, time_limit=max(float(time_limit), 1e-3), seed=seed, memory_model=memory_model)
+
+
+def start_from_heuristic(problem: Problem, stats: dict, *, time_limit: float, seed: int,
+                         memory_model: str) -> Solution:
+    """:func:`heuristic_start`, with its makespan recorded as ``stats["heuristic_makespan"]``.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    stats : dict
+        The call's statistics (updated when the heuristic placed every node).
+    time_limit : float
+        Seconds for the heuristic's improvement phases.
+    seed : int
+        The heuristic's seed.
+    memory_model : str
+        The memory model its placement must respect.
+
+    Returns
+    -------
+    Solution
+        The heuristic's answer, the exact solver's incumbent.
+    """
+    incumbent = heuristic_start(problem, time_limit=time_limit, seed=seed, memory_model=memory_model)
+    ms = solution_makespan(problem, incumbent)
+    if np.isfinite(ms):  # inf: the heuristic found no placement
+        stats["heuristic_makespan"] = ms
+    return incumbent
+
+
+def too_big(name: str, terms: int, rate: float, cap: int, budget: "Budget", reserve: float,
+            what: str = "exact model") -> str | None:
+    """Why a model of ``terms`` terms is not built within the budget (None: build it).
+
+    Parameters
+    ----------
+    name : str
+        The solver, for the message.
+    terms : int
+        Estimated variables plus constraint terms.
+    rate : float
+        Terms built per second.
+    cap : int
+        The most terms ever built (a memory guard).
+    budget : Budget
+        The call's budget; building may use half of what is left after ``reserve``.
+    reserve : float
+        Seconds kept for decoding and scoring.
+    what : str
+        The model's name, for the message.
+
+    Returns
+    -------
+    str or None
+    """
+    if terms <= cap and terms / rate <= 0.5 * (budget.left() - reserve):
+        return None
+    return (f"{name}: {what} not built: about {terms:,} terms would take about {terms / rate:.1f} s to build, "
+            f"more than the {budget.limit_s:g} s time limit allows" + (f" (cap {cap:,} terms)" if terms > cap else ""))
 
 
 def solution_makespan(problem: Problem, sol: Solution) -> float:

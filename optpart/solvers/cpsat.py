@@ -180,22 +180,17 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # 1. The incumbent: the heuristic's placement and schedule.
     incumbent = None
     if use_hint:
-        incumbent = xc.heuristic_start(problem, time_limit=HEURISTIC_SHARE * budget.limit_s, seed=seed,
-                                       memory_model="peak" if peak else "static")
-        ms = xc.solution_makespan(problem, incumbent)
-        if np.isfinite(ms):  # inf: the heuristic found no placement
-            stats["heuristic_makespan"] = ms
+        incumbent = xc.start_from_heuristic(problem, stats, time_limit=HEURISTIC_SHARE * budget.limit_s, seed=seed,
+                                            memory_model="peak" if peak else "static")
 
     # 2. Size the model before building it.
     size = cm.estimate_size(problem, peak)
     stats["model_terms_estimate"] = size
     reserve = 0.2 + 2e-5 * (n + problem.n_edges)  # decoding and scoring
-    if size > MAX_TERMS or size / BUILD_RATE > 0.5 * (budget.left() - reserve):
+    why = xc.too_big("cpsat", size, BUILD_RATE, MAX_TERMS, budget, reserve)
+    if why is not None:
         stats["stop_reason"] = "model not built"
-        return xc.fallback(problem, incumbent, memory_model,
-                           f"cpsat: exact model not built: about {size:,} terms would take about "
-                           f"{size / BUILD_RATE:.1f} s to build, more than the {budget.limit_s:g} s time limit allows"
-                           + (f" (cap {MAX_TERMS:,} terms)" if size > MAX_TERMS else ""), stats)
+        return xc.fallback(problem, incumbent, memory_model, why, stats)
 
     # 3. Data, model, hint.
     inc_ms = xc.solution_makespan(problem, incumbent) if incumbent is not None else float("inf")
