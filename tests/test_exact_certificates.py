@@ -21,7 +21,7 @@ import optpart
 from optpart import Status
 from optpart.generators import fork_join_dag, layered_dag, planted_dag
 from optpart.solvers import _exact_common as xc
-from optpart.solvers import cpsat, cpsat_model, milp
+from optpart.solvers import cpsat, cpsat_model, cpsat_search, milp
 from optpart.solvers.spec import SolverSpec
 from conftest import budget
 
@@ -78,12 +78,12 @@ def test_a_false_proof_is_caught_by_the_confirmation(monkeypatch):
     true = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=30.0, use_hint=False)
     assert true.status is Status.OPTIMAL
     units = int(round(true.stats["objective_units"]))
-    real_solver = cpsat._solver
+    real_solver = cpsat_search.make_solver
 
     def buggy(*args, **kwargs):
         return _DropsTheOptimum(real_solver(*args, **kwargs), units + 1)
 
-    monkeypatch.setattr(cpsat, "_solver", buggy)
+    monkeypatch.setattr(cpsat_search, "make_solver", buggy)
     r = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=30.0, use_hint=False)
     optpart.check(p, r)
     assert r.stats["cpsat_status"] == "OPTIMAL"          # the main search claims a proof ...

@@ -1,8 +1,7 @@
 """Helpers shared by the exact solvers ``cpsat`` and ``milp``.
 
-* :func:`durations` / :func:`transfer_table`: run time of every (node, device) pair and
-  transfer time of every (edge, device pair), in seconds, computed exactly as the
-  evaluator does (``time / speed``, ``latency + bytes / bandwidth``).
+* re-exported for the solvers: the time tables of :mod:`.exact_times`, the bounds of
+  :mod:`.exact_bounds` and the replay :func:`~optpart.schedule.replay.tighten_schedule`.
 * :class:`TimeGrid`: the integer time grid CP-SAT needs. When every duration and
   transfer is an integer multiple of ``1 / scale`` for a small ``scale`` (STG: integer
   times and free links, scale 1) the grid is exact. Otherwise quantities are rounded
@@ -13,12 +12,6 @@
   nodes, and links unchanged by swapping them), for symmetry breaking.
 * :func:`relabel`: a placement with devices of each class renumbered in order of first
   use, the form symmetry breaking keeps.
-* :func:`tighten_schedule`: earliest start times in seconds for a placement and a
-  per-device order, which never start a node later than the order's own schedule.
-* :func:`heads_tails`: longest paths before/after every node at the fastest allowed speed.
-* :func:`reachability`: which node pairs the DAG orders (bitsets as Python ints).
-* :func:`window_cuts`: node sets whose work must fit between a common head and tail
-  (energetic lower-bound rows for the exact models' relaxations).
 * :class:`Budget`, :func:`heuristic_start`, :func:`fallback`: the wall-clock budget of a
   call, the heuristic's answer every exact solver starts from (and never does worse
   than), and that answer returned when the exact model does not fit the budget.
@@ -33,10 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..evaluate import canonical_schedule, problem_lower_bound
-from ..paths import bottom_levels_csr, top_levels_csr
 from ..problem import Problem
 from ..result import Status
+from ..schedule.replay import tighten_schedule
 from .base import Solution, SolverError
+from .exact_bounds import (comm_lower_bound, heads_tails, heads_tails_comm, min_transfer, reachability,
+                           window_bound, window_cuts)
+from .exact_times import durations, transfer_table, uniform_transfers
 
 __all__ = [
     "durations",
@@ -57,38 +53,14 @@ __all__ = [
     "window_bound",
     "Budget",
     "solve_within",
+    "unlimited",
     "OutOfTime",
     "heuristic_start",
+    "start_from_heuristic",
+    "too_big",
     "solution_makespan",
     "fallback",
 ]
-
-
-def durations(problem: Problem) -> np.ndarray:
-    """``n x k`` run times in seconds; ``inf`` where the node may not run on the device."""
-    dur = problem.time[:, None] / problem.device_speed[None, :]
-    return np.where(problem.allowed, dur, np.inf)
-
-
-def transfer_table(problem: Problem) -> np.ndarray:
-    """``m x k x k`` transfer times in seconds of every edge between every device pair (0 on one device)."""
-    k = problem.n_devices
-    lat = problem.latency
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_byte = np.where(np.isinf(problem.bandwidth), 0.0, 1.0 / problem.bandwidth)
-    c = lat[None, :, :] + problem.edge_bytes[:, None, None] * per_byte[None, :, :]
-    c[:, np.arange(k), np.arange(k)] = 0.0
-    return c
-
-
-def uniform_transfers(comm: np.ndarray) -> np.ndarray:
-    """Per edge, True when its transfer time is the same between every pair of distinct devices."""
-    k = comm.shape[1] if comm.ndim == 3 else 0
-    if comm.shape[0] == 0 or k < 2:
-        return np.ones(comm.shape[0], dtype=bool)
-    off = ~np.eye(k, dtype=bool)
-    vals = comm[:, off]
-    return (vals == vals[:, :1]).all(axis=1)
 
 
 @dataclass(frozen=True)
@@ -279,251 +251,6 @@ def relabel(placement: np.ndarray, classes: list[list[int]], order: np.ndarray) 
     return out
 
 
-def tighten_schedule(problem: Problem, placement: np.ndarray, key: np.ndarray,
-                     key_end: np.ndarray) -> np.ndarray:
-    """Earliest start times (seconds) keeping, on every device, the order of a given schedule.
-
-    ``key``/``key_end`` are any valid schedule's starts and finishes (in any unit); nodes
-    are taken by ``(start, finish, topological position)``, so predecessors and earlier
-    nodes of the same device come first (a zero-time node sharing its start with a longer
-    one on its device runs before it). Every start is as early as the precedence,
-    transfers and the device order allow; if ``key`` (scaled) was itself a valid
-    schedule with durations and transfers at least the real ones, no start increases.
-    """
-    n = problem.n_nodes
-    rank = problem.topo_rank
-    # Take nodes by (start, finish, rank) among those whose predecessors are done: the
-    # sorted order itself when the key is a valid schedule, and still topological when a
-    # solver's tolerance puts a successor a hair before its predecessor.
-    import heapq
-    ks = np.asarray(key, dtype=np.float64).tolist()
-    ke = np.asarray(key_end, dtype=np.float64).tolist()
-    rk = rank.tolist()
-    out_ptr = problem.out_ptr.tolist()
-    succ = problem.edge_dst[problem.out_edges].tolist()
-    indeg = np.diff(problem.in_ptr).tolist()
-    heap = [(ks[v], ke[v], rk[v], v) for v in range(n) if indeg[v] == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        v = heapq.heappop(heap)[3]
-        order.append(v)
-        for i in range(out_ptr[v], out_ptr[v + 1]):
-            w = succ[i]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(heap, (ks[w], ke[w], rk[w], w))
-    placement = np.asarray(placement, dtype=np.int64)
-    dur = problem.duration(placement).tolist()
-    comm = problem.transfer_times(placement)
-    in_ptr = problem.in_ptr.tolist()
-    pred = problem.edge_src[problem.in_edges].tolist()
-    pcomm = comm[problem.in_edges].tolist()
-    place = placement.tolist()
-    free = [0.0] * problem.n_devices
-    start = [0.0] * n
-    finish = [0.0] * n
-    for v in order:
-        s = free[place[v]]
-        for i in range(in_ptr[v], in_ptr[v + 1]):
-            r = finish[pred[i]] + pcomm[i]
-            if r > s:
-                s = r
-        start[v] = s
-        finish[v] = s + dur[v]
-        free[place[v]] = finish[v]
-    return np.asarray(start, dtype=np.float64)
-
-
-def heads_tails(problem: Problem, min_dur: list) -> tuple[list, list]:
-    """Longest path ending just before each node (head) and starting just after it (tail).
-
-    ``min_dur`` is each node's smallest possible duration (any unit); communication is 0.
-    """
-    topo = problem.topo.tolist()
-    out_ptr = problem.out_ptr.tolist()
-    succ = problem.edge_dst[problem.out_edges].tolist()
-    head = top_levels_csr(topo, out_ptr, succ, min_dur)
-    bottom = bottom_levels_csr(topo, out_ptr, succ, min_dur, [0] * len(succ))
-    tail = [max((bottom[succ[i]] for i in range(out_ptr[v], out_ptr[v + 1])), default=0)
-            for v in range(problem.n_nodes)]
-    return head, tail
-
-
-def min_transfer(problem: Problem, comm: np.ndarray) -> list:
-    """Per edge, the cheapest transfer between two *different* devices (0 with one device)."""
-    k = problem.n_devices
-    if k < 2 or comm.size == 0:
-        return [0] * problem.n_edges
-    off = ~np.eye(k, dtype=bool)
-    return comm[:, off].min(axis=1).tolist()
-
-
-def _one_machine(items: list) -> float:
-    """Earliest end of jobs ``(release, length)`` run one after another (Jackson's rule,
-    exact for 1|r_j|C_max: take them by release)."""
-    t = 0
-    for r, p in sorted(items):
-        t = max(t, r) + p
-    return t
-
-
-def _comm_level(ready: list) -> float:
-    """Lower bound on when a node can start, from its predecessors ``(finish bound, length,
-    release, transfer)``: a predecessor on another device delivers at ``finish + transfer``;
-    those on the node's device run one after another. The best split keeps the latest
-    deliveries local, so only prefixes of the order by remote delivery need checking."""
-    if not ready:
-        return 0
-    if len(ready) > 64:  # keep it linear on wide joins: the communication-free bound
-        return max(f for f, _, _, _ in ready)
-    order = sorted(ready, key=lambda x: -(x[0] + x[3]))
-    best = order[0][0] + order[0][3]  # everything remote
-    local: list = []
-    for j, (fin, p, rel, c) in enumerate(order):
-        local.append((rel, p))
-        serial = max(_one_machine(local), max(f for f, _, _, _ in order[: j + 1]))
-        remote = order[j + 1][0] + order[j + 1][3] if j + 1 < len(order) else 0
-        best = min(best, max(serial, remote))
-    return best
-
-
-def heads_tails_comm(problem: Problem, min_dur: list, min_comm: list) -> tuple[list, list]:
-    """Heads and tails that count communication (any unit; valid lower bounds).
-
-    ``head(w)``: no schedule starts ``w`` earlier. Each predecessor ``u`` either sits on
-    another device, and its data arrives no sooner than ``head(u) + dur(u) + c(u, w)``
-    (``c`` the cheapest transfer between two devices), or on ``w``'s device, where such
-    predecessors run one after another (a one-machine bound with release dates). The
-    minimum over all splits is the bound (see :func:`_comm_level`); tails are the mirror
-    image. This is the standard duplication-free reasoning of scheduling with
-    communication delays (e.g. Kruatrachue and Lewis 1988; Sinnen, "Task Scheduling for
-    Parallel Systems", Wiley 2007, ch. 4), never above the optimum; tested against brute
-    force in tests/test_exact_bounds.py.
-    """
-    n = problem.n_nodes
-    topo = problem.topo.tolist()
-    in_ptr, out_ptr = problem.in_ptr.tolist(), problem.out_ptr.tolist()
-    in_edges, out_edges = problem.in_edges.tolist(), problem.out_edges.tolist()
-    src, dst = problem.edge_src.tolist(), problem.edge_dst.tolist()
-    head = [0] * n
-    for w in topo:
-        ready = []
-        for i in range(in_ptr[w], in_ptr[w + 1]):
-            e = in_edges[i]
-            u = src[e]
-            ready.append((head[u] + min_dur[u], min_dur[u], head[u], min_comm[e]))
-        head[w] = _comm_level(ready)
-    tail = [0] * n
-    for u in reversed(topo):
-        ready = []
-        for i in range(out_ptr[u], out_ptr[u + 1]):
-            e = out_edges[i]
-            w = dst[e]
-            ready.append((tail[w] + min_dur[w], min_dur[w], tail[w], min_comm[e]))
-        tail[u] = _comm_level(ready)
-    return head, tail
-
-
-def comm_lower_bound(problem: Problem) -> float:
-    """A lower bound on the makespan in seconds from :func:`heads_tails_comm`."""
-    if problem.n_nodes == 0:
-        return 0.0
-    dur = durations(problem)
-    min_dur = np.where(problem.allowed, dur, np.inf).min(axis=1).tolist()
-    head, tail = heads_tails_comm(problem, min_dur, min_transfer(problem, transfer_table(problem)))
-    return max(h + d + t for h, d, t in zip(head, min_dur, tail))
-
-
-def window_cuts(head: list, tail: list, min_dur: list, k: int, lb: float, max_cuts: int = 32,
-                max_thresholds: int = 48, rounds: int = 3,
-                above: float | None = None) -> list[tuple[float, float, list]]:
-    """Energetic windows ``(h, t, a)`` with ``h + t <= lb``, a valid lower bound of the makespan ``M``.
-
-    A node ``v`` starts at or after ``head_v`` and ends by ``M - tail_v``, so at most
-    ``a_v = max(0, h - head_v) + max(0, t - tail_v)`` of its run lies outside the window
-    ``[h, M - t]`` (non-empty since ``M >= lb >= h + t``). Hence on every device ``d``
-    ``sum_{v on d} max(0, dur(v, d) - a_v) <= M - h - t``, and summed over the devices
-    ``sum_v max(0, p(v) - a_v) <= k (M - h - t)``: rows valid for every placement that
-    lift a relaxation above the plain work bound ``sum p / k`` when work waits behind a
-    long head or before a long tail. Sets with ``a_v = 0`` (all nodes with head >= ``h``
-    and tail >= ``t``) give the bound of Fernandez and Bussell ("Bounds on the number of
-    processors and time for multiprocessor optimal schedules", IEEE TC 22(8), 1973); the
-    partial overlaps are the energetic reasoning of Baptiste, Le Pape and Nuijten
-    ("Constraint-Based Scheduling", Kluwer 2001, ch. 3) with ``M`` in the deadlines.
-    Heads and tails may count communication (:func:`heads_tails_comm`): any valid heads
-    and tails keep the rows valid.
-
-    Candidates ``h`` (``t``) are the breakpoints ``head_v`` and ``head_v + min_dur_v``
-    (tails alike), at most ``max_thresholds`` each, evenly spaced. The ``max_cuts``
-    windows with the largest constant bound ``h + t + sum max(0, min_dur_v - a_v) / k``
-    that beats ``above`` (default ``sum min_dur / k``; pass ``lb`` to keep only windows
-    whose constant bound lifts it) are returned, best first. A window's bound, once above
-    ``lb``, is itself a valid ``lb``; ``rounds`` passes use it to admit wider windows.
-    """
-    n = len(min_dur)
-    if n == 0 or k < 1:
-        return []
-    hd = np.asarray(head, dtype=np.float64)
-    tl = np.asarray(tail, dtype=np.float64)
-    md = np.asarray(min_dur, dtype=np.float64)
-    base = float(md.sum()) / k if above is None else float(above)
-
-    def thresholds(vals: np.ndarray) -> list:
-        u = np.unique(np.concatenate([[0.0], vals, vals + md]))
-        if u.size > max_thresholds:
-            u = u[np.unique(np.linspace(0, u.size - 1, max_thresholds).round().astype(np.int64))]
-        return u.tolist()
-
-    th_h, th_t = thresholds(hd), thresholds(tl)
-    seen: dict = {}
-    for _ in range(max(1, rounds)):
-        top = float(lb)
-        for h in th_h:
-            if h > top:
-                break
-            ah = np.maximum(0.0, h - hd)
-            for t in th_t:
-                if h + t > top:
-                    break
-                if (h, t) in seen:
-                    continue
-                a = ah + np.maximum(0.0, t - tl)
-                val = h + t + float(np.maximum(0.0, md - a).sum()) / k
-                if val > base * (1 + 1e-12) + 1e-12:
-                    seen[h, t] = (val, a)
-        best_val = max((v for v, _ in seen.values()), default=0.0)
-        if best_val <= lb * (1 + 1e-12):
-            break
-        lb = best_val * (1 - 1e-12)  # a valid bound, a hair lower against rounding
-    best = sorted(seen.items(), key=lambda kv: (-kv[1][0], kv[0]))[:max_cuts]
-    return [(h, t, a.tolist()) for (h, t), (_, a) in best]
-
-
-def window_bound(head: list, tail: list, min_dur: list, k: int, lb: float) -> float:
-    """The best constant bound of :func:`window_cuts` (``lb`` when no window beats it)."""
-    cuts = window_cuts(head, tail, min_dur, k, lb, max_cuts=1)
-    if not cuts:
-        return float(lb)
-    h, t, a = cuts[0]
-    return max(float(lb), h + t + sum(max(0.0, d - x) for d, x in zip(min_dur, a)) / k)
-
-
-def reachability(problem: Problem) -> list[int]:
-    """Descendants of every node as a Python-int bitset (bit ``w`` set when a path ``v -> w`` exists)."""
-    n = problem.n_nodes
-    out_ptr = problem.out_ptr.tolist()
-    succ = problem.edge_dst[problem.out_edges].tolist()
-    desc = [0] * n
-    for v in problem.topo[::-1].tolist():
-        bits = 0
-        for i in range(out_ptr[v], out_ptr[v + 1]):
-            w = succ[i]
-            bits |= desc[w] | (1 << w)
-        desc[v] = bits
-    return desc
-
-
 class Budget:
     """The wall-clock budget of one solver call: every phase asks what is left.
 
@@ -562,6 +289,8 @@ def solve_within(solver, model, seconds: float) -> int:
     t0 = _time.perf_counter()
 
     def run(budget_s: float) -> int:
+        if unlimited(budget_s):  # no wall limit: CP-SAT's own limits (deterministic time) only
+            return solver.solve(model)
         budget_s = max(0.05, float(budget_s))
         solver.parameters.max_time_in_seconds = 1.2 * budget_s + 0.5
         timer = threading.Timer(budget_s, solver.stop_search)
@@ -586,6 +315,26 @@ def solve_within(solver, model, seconds: float) -> int:
                           f"({type(exc).__name__}: {exc})") from None
 
 
+#: Wall budgets from this many seconds on (about 31 years) count as no limit: a thread timer
+#: cannot wait that long (``threading.TIMEOUT_MAX``), and no run does.
+UNLIMITED_S = 1e9
+
+
+def unlimited(seconds: float) -> bool:
+    """True when ``seconds`` is no wall limit at all (``inf`` or a huge value).
+
+    Parameters
+    ----------
+    seconds : float
+        A time budget in seconds.
+
+    Returns
+    -------
+    bool
+    """
+    return not math.isfinite(float(seconds)) or float(seconds) >= UNLIMITED_S
+
+
 class OutOfTime(Exception):
     """Raised inside model building when the budget runs out; the caller falls back."""
 
@@ -598,6 +347,66 @@ def heuristic_start(problem: Problem, *, time_limit: float, seed: int, memory_mo
     """
     from . import pardnn
     return pardnn.solve(problem, time_limit=max(float(time_limit), 1e-3), seed=seed, memory_model=memory_model)
+
+
+def start_from_heuristic(problem: Problem, stats: dict, *, time_limit: float, seed: int,
+                         memory_model: str) -> Solution:
+    """:func:`heuristic_start`, with its makespan recorded as ``stats["heuristic_makespan"]``.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    stats : dict
+        The call's statistics (updated when the heuristic placed every node).
+    time_limit : float
+        Seconds for the heuristic's improvement phases.
+    seed : int
+        The heuristic's seed.
+    memory_model : str
+        The memory model its placement must respect.
+
+    Returns
+    -------
+    Solution
+        The heuristic's answer, the exact solver's incumbent.
+    """
+    incumbent = heuristic_start(problem, time_limit=time_limit, seed=seed, memory_model=memory_model)
+    ms = solution_makespan(problem, incumbent)
+    if np.isfinite(ms):  # inf: the heuristic found no placement
+        stats["heuristic_makespan"] = ms
+    return incumbent
+
+
+def too_big(name: str, terms: int, rate: float, cap: int, budget: "Budget", reserve: float,
+            what: str = "exact model") -> str | None:
+    """Why a model of ``terms`` terms is not built within the budget (None: build it).
+
+    Parameters
+    ----------
+    name : str
+        The solver, for the message.
+    terms : int
+        Estimated variables plus constraint terms.
+    rate : float
+        Terms built per second.
+    cap : int
+        The most terms ever built (a memory guard).
+    budget : Budget
+        The call's budget; building may use half of what is left after ``reserve``.
+    reserve : float
+        Seconds kept for decoding and scoring.
+    what : str
+        The model's name, for the message.
+
+    Returns
+    -------
+    str or None
+    """
+    if terms <= cap and terms / rate <= 0.5 * (budget.left() - reserve):
+        return None
+    return (f"{name}: {what} not built: about {terms:,} terms would take about {terms / rate:.1f} s to build, "
+            f"more than the {budget.limit_s:g} s time limit allows" + (f" (cap {cap:,} terms)" if terms > cap else ""))
 
 
 def solution_makespan(problem: Problem, sol: Solution) -> float:

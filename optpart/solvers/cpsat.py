@@ -10,7 +10,7 @@ The model (built in :mod:`optpart.solvers.cpsat_model`, one function per family)
   ``apart[e]`` with uniform links, per-pair terms otherwise).
 * Static memory: ``sum_v memory(v) x[v, d] <= memory(d)`` per device. Peak memory
   (``memory_model="peak"`` on a graph with the param/output/temp split): one cumulative
-  per device over tensor lifetimes (see ``_add_peak_memory``).
+  per device over tensor lifetimes (see :func:`optpart.solvers.cpsat_peak.add_peak_memory`).
 * Objective: the makespan. Redundant rows: device loads, total load, heads and tails,
   the generic lower bound; symmetry breaking within classes of interchangeable devices.
 
@@ -56,17 +56,17 @@ CP 2023; Pisinger, Ropke, "Large neighborhood search", Handbook of Metaheuristic
 
 from __future__ import annotations
 
-import time as _time
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..errors import SolverError
+from ..evaluate import canonical_schedule
 from ..problem import Problem
 from ..result import Status
+from ..schedule.replay import integer_schedule
 from . import _exact_common as xc
 from . import cpsat_decode as dec
 from . import cpsat_model as cm
+from . import cpsat_search as cs
 from .base import Solution
 from .spec import Option, SolverSpec
 
@@ -86,8 +86,6 @@ MAX_TERMS = 3_000_000
 #: Share of the remaining search time kept for the confirmation of a proof: a confirmation
 #: re-proves from scratch without presolve, so it needs a fair share (it had 10% before).
 CONFIRM_SHARE = 0.25
-#: Share of the search budget (wall and deterministic) first given to the plain CP search.
-CP_FIRST_SHARE = 0.5
 #: Graphs from this size on give ``LNS_SHARE`` of the search budget to LNS (option ``lns``).
 LNS_MIN_NODES = 100
 LNS_SHARE = 0.5
@@ -182,22 +180,17 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # 1. The incumbent: the heuristic's placement and schedule.
     incumbent = None
     if use_hint:
-        incumbent = xc.heuristic_start(problem, time_limit=HEURISTIC_SHARE * budget.limit_s, seed=seed,
-                                       memory_model="peak" if peak else "static")
-        ms = xc.solution_makespan(problem, incumbent)
-        if np.isfinite(ms):  # inf: the heuristic found no placement
-            stats["heuristic_makespan"] = ms
+        incumbent = xc.start_from_heuristic(problem, stats, time_limit=HEURISTIC_SHARE * budget.limit_s, seed=seed,
+                                            memory_model="peak" if peak else "static")
 
     # 2. Size the model before building it.
     size = cm.estimate_size(problem, peak)
     stats["model_terms_estimate"] = size
     reserve = 0.2 + 2e-5 * (n + problem.n_edges)  # decoding and scoring
-    if size > MAX_TERMS or size / BUILD_RATE > 0.5 * (budget.left() - reserve):
+    why = xc.too_big("cpsat", size, BUILD_RATE, MAX_TERMS, budget, reserve)
+    if why is not None:
         stats["stop_reason"] = "model not built"
-        return xc.fallback(problem, incumbent, memory_model,
-                           f"cpsat: exact model not built: about {size:,} terms would take about "
-                           f"{size / BUILD_RATE:.1f} s to build, more than the {budget.limit_s:g} s time limit allows"
-                           + (f" (cap {MAX_TERMS:,} terms)" if size > MAX_TERMS else ""), stats)
+        return xc.fallback(problem, incumbent, memory_model, why, stats)
 
     # 3. Data, model, hint.
     inc_ms = xc.solution_makespan(problem, incumbent) if incumbent is not None else float("inf")
@@ -227,13 +220,13 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # unless LNS rounds are asked for explicitly.
     use_lns = lns and not data.pooled and (n >= LNS_MIN_NODES if lns_rounds is None else lns_rounds > 0)
     share = (1 - CONFIRM_SHARE if confirm else 1.0) * (1 - LNS_SHARE if use_lns else 1.0)
-    search = _search(problem, data, mv, search_left * share, seed, deterministic, workers, log,
+    search = cs.search(problem, data, mv, search_left * share, seed, deterministic, workers, log,
                      deterministic_time, stats)
     solver, name = search.solver, search.name
     bound_valid = not peak or (data.grid.exact and not dec.has_instants(problem))
     confirmed, better = None, None
     if name in ("OPTIMAL", "INFEASIBLE"):
-        confirmed, better = (_confirm(problem, data, mv, solver, name, budget, reserve, search.dtime,
+        confirmed, better = (cs.confirm(problem, data, mv, solver, name, budget, reserve, search.dtime,
                                       confirm_deterministic_time, seed, log, stats) if confirm else (False, None))
     if name == "INFEASIBLE":
         return _infeasible(problem, incumbent, memory_model, stats, confirmed,
@@ -241,7 +234,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     cp_bound = data.grid.bound_seconds(search.bound_units) if bound_valid else 0.0
     if name == "OPTIMAL" and not confirmed:
         cp_bound = 0.0  # an unconfirmed proof gives no bound either
-    sol = _values(problem, data, mv, solver) if name in ("OPTIMAL", "FEASIBLE") else None
+    sol = cs.values(problem, data, mv, solver) if name in ("OPTIMAL", "FEASIBLE") else None
     if better is not None:  # the confirmation refuted the proof with a shorter schedule
         sol = better
     if use_lns and name != "OPTIMAL" and budget.left() > reserve + 0.2:
@@ -299,182 +292,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                     lower_bound=bound, message=message, stats=stats, memory_model=memory_model)
 
 
-def _solver(seed: int, deterministic: bool, workers: int, log: bool, deterministic_time: float | None,
-            portfolio: bool = True):
-    """A CP-SAT solver with our parameters, including the presolve workaround of or-tools#5293.
-
-    ``portfolio=False``: the plain constraint-programming search (one worker, no LP
-    relaxation: ``linearization_level = 0``), which follows the model's decision
-    strategy with clause learning; see :func:`_search` for why it runs first.
-    """
-    from ortools.sat.python import cp_model
-    solver = cp_model.CpSolver()
-    params = solver.parameters
-    if deterministic_time is not None:
-        params.max_deterministic_time = float(deterministic_time)
-    params.random_seed = int(seed)
-    params.num_workers = int(workers)
-    if not portfolio:
-        _cp_search(params)
-    elif deterministic:
-        # One thread running CP-SAT's portfolio of subsolvers interleaved in deterministic
-        # batches: identical results run after run, and far stronger than one plain worker.
-        params.num_workers = 1
-        params.interleave_search = True
-    # google/or-tools#5293: presolve's inclusion detection can remove feasible solutions
-    # and lead to a false optimality proof; turning it off is the reported workaround.
-    params.presolve_inclusion_work_limit = 0
-    params.log_search_progress = bool(log)
-    return solver
-
-
-def _cp_search(params) -> None:
-    """One worker, no interleaving, no LP relaxation: deterministic by construction."""
-    params.num_workers = 1
-    params.interleave_search = False
-    params.linearization_level = 0
-
-
-@dataclass
-class _Search:
-    """What the search phases found: the solver holding the best solution (None: none),
-    CP-SAT's status name, the best proven bound in grid units, deterministic seconds used."""
-
-    solver: object
-    name: str
-    bound_units: float
-    dtime: float
-
-
-def _search(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, seconds: float, seed: int,
-            deterministic: bool, workers: int, log: bool, deterministic_time: float | None,
-            stats: dict) -> _Search:
-    """The search, in two phases sharing ``seconds`` (and ``deterministic_time``).
-
-    1. ``CP_FIRST_SHARE`` of the budget to the plain CP search (:func:`_cp_search`).
-    2. When that did not end the search, CP-SAT's portfolio (interleaved on one thread
-       when ``deterministic``) with the rest, hinted with phase 1's best schedule.
-
-    Why: on layered and fork-join graphs with communication the LP relaxation stays at
-    the communication-aware critical path (docs/exact.md), so proofs come from search,
-    not from the bound: CP-SAT's log shows the bound flat until the ``no_lp`` subsolver
-    finds the optimum and closes the tree within a second. Interleaved on one thread,
-    that subsolver gets about an eighth of the time; run alone it proves 50-node layered
-    graphs in 0.3-1.0 deterministic s instead of 2.4-2.8, and 50-node fork-join graphs in
-    under 0.2 (docs/exact.md, "Measured"). The portfolio stays as the second phase for
-    what the plain search does not close (LP-based bounds, CP-SAT's own LNS).
-    """
-    phase1 = None if deterministic_time is None else CP_FIRST_SHARE * deterministic_time
-    solver = _solver(seed, deterministic, workers, log, phase1, portfolio=False)
-    t0 = _time.perf_counter()
-    code = xc.solve_within(solver, mv.model, CP_FIRST_SHARE * seconds)
-    name = solver.status_name(code)
-    if name == "MODEL_INVALID":
-        raise SolverError(f"cpsat built an invalid model for '{problem.name}': {mv.model.validate()}")
-    bound, dtime = float(solver.best_objective_bound), float(solver.deterministic_time)
-    branches = int(solver.num_branches)
-    phases = [f"cp search: {name}"]
-    best = solver if name in ("OPTIMAL", "FEASIBLE") else None
-    rest = seconds - (_time.perf_counter() - t0)
-    rest_dtime = None if deterministic_time is None else deterministic_time - dtime
-    if name not in ("OPTIMAL", "INFEASIBLE") and rest > 0.05 and (rest_dtime is None or rest_dtime > 1e-3):
-        if best is not None:  # phase 1's best schedule is the portfolio's hint and upper end
-            place, units = _values(problem, data, mv, best)
-            mv.model.clear_hints()
-            cm.add_hint(mv.model, data, mv, place, units)
-            mv.model.add(mv.makespan <= int(round(best.objective_value)))
-        second = _solver(seed, deterministic, workers, log, rest_dtime)
-        code = xc.solve_within(second, mv.model, rest)
-        name2 = second.status_name(code)
-        phases.append(f"portfolio: {name2}")
-        dtime += float(second.deterministic_time)
-        branches += int(second.num_branches)
-        if name2 in ("OPTIMAL", "INFEASIBLE") or (name2 == "FEASIBLE" and (
-                best is None or second.objective_value < best.objective_value)):
-            best = second
-        if name2 in ("OPTIMAL", "INFEASIBLE"):
-            name = name2
-        elif best is not None:
-            name = "FEASIBLE"
-        bound = max(bound, float(second.best_objective_bound))
-        if name2 == "MODEL_INVALID":
-            raise SolverError(f"cpsat built an invalid model for '{problem.name}': {mv.model.validate()}")
-    stats["cpsat_status"] = name
-    stats["search_phases"] = phases
-    if deterministic:  # wall times stay out of results; search counters repeat only in deterministic mode
-        stats["deterministic_seconds"] = round(dtime, 3)
-        stats["branches"] = branches
-    return _Search(best, name, bound, dtime)
-
-
-def _confirm(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, solver, name: str, budget: xc.Budget,
-             reserve: float, search_dtime: float, confirm_dtime: float | None, seed: int,
-             log: bool, stats: dict) -> tuple[bool, tuple | None]:
-    """Re-solve independently, with presolve off: ``(confirmed, better solution or None)``.
-
-    After an optimum ``z``: the same optimisation, hinted with CP-SAT's solution, must end
-    ``OPTIMAL`` at ``z`` (a lower value means the first proof was false, and its solution
-    is returned). After an infeasibility: the model itself must come back ``INFEASIBLE``.
-
-    Why it can cost more than the proof: it proves the optimum again from scratch, without
-    presolve's probing and domain reductions, and (before this revision) ran CP-SAT's
-    interleaved portfolio, whose LP and LNS subsolvers cannot help a proof that comes from
-    search and took most of its time, after the search had used 90% of the wall budget.
-    Now it runs the plain CP search first (half its budget), then the portfolio, and gets
-    ``CONFIRM_SHARE`` of the search's wall time at least. The budget is deterministic:
-    ``confirm_dtime``, default three times the search's deterministic seconds, at least 10.
-    """
-    from ortools.sat.python import cp_model
-    check = mv.model.clone()
-    check.clear_hints()
-    z = None
-    if name == "OPTIMAL":
-        z = int(round(solver.objective_value))
-        if z <= int(check.proto.variables[mv.makespan.index].domain[0]):
-            stats["confirmation"] = "trivial (the makespan's lower end meets the optimum)"
-            return True, None
-        for v in range(problem.n_nodes):
-            check.add_hint(check.get_int_var_from_proto_index(mv.S[v].index), int(solver.value(mv.S[v])))
-        for (v, d), lit in mv.x.items():
-            if data.leader[v] == v:
-                check.add_hint(check.get_bool_var_from_proto_index(lit.index), int(solver.boolean_value(lit)))
-    dtime = confirm_dtime if confirm_dtime is not None else max(10.0, 3.0 * float(search_dtime))
-    used, parts = 0.0, []
-    result, confirmer = "UNKNOWN", None
-    for portfolio, share in ((False, 0.5), (True, 1.0)):
-        left = budget.left() - reserve
-        if left <= 0.05 or dtime - used <= 1e-3:
-            break
-        confirmer = cp_model.CpSolver()
-        params = confirmer.parameters
-        params.cp_model_presolve = False
-        params.num_workers = 1
-        if portfolio:
-            params.interleave_search = True
-        else:
-            _cp_search(params)
-        params.random_seed = int(seed) + 1
-        params.max_deterministic_time = float(share * (dtime - used) if not portfolio else dtime - used)
-        params.log_search_progress = bool(log)
-        code = xc.solve_within(confirmer, check, share * left)
-        result = confirmer.status_name(code)
-        used += float(confirmer.deterministic_time)
-        parts.append(f"{'portfolio' if portfolio else 'cp search'} {result}")
-        if result in ("OPTIMAL", "INFEASIBLE") or (
-                z is not None and result == "FEASIBLE" and int(round(confirmer.objective_value)) < z):
-            break
-    if confirmer is None:
-        stats["confirmation"] = "no time left"
-        return False, None
-    stats["confirmation"] = f"{result} in {used:.2f} deterministic s ({', '.join(parts)})"
-    if z is None:
-        return result == "INFEASIBLE", None
-    if result in ("OPTIMAL", "FEASIBLE") and int(round(confirmer.objective_value)) < z:
-        stats["confirmation"] += ": found a better solution, the proof was false"
-        return False, _values(problem, data, mv, confirmer)
-    return result == "OPTIMAL" and int(round(confirmer.objective_value)) == z, None
-
-
 def _infeasible(problem: Problem, incumbent: Solution | None, memory_model: str, stats: dict,
                 confirmed: bool | None, exact: bool) -> Solution:
     """CP-SAT says no placement fits: claim it only when confirmed and the rows are exact."""
@@ -502,7 +319,9 @@ def _choose_hint(problem: Problem, data: cm.CpData, incumbent: Solution | None,
                         ([(np.asarray(hint, dtype=np.int64), None)] if hint is not None else []):
         if not cm.fits_rows(problem, place, data.mem, no_rows if data.peak else data.cap):
             continue
-        units = cm.integer_schedule(problem, place, start, data.dur, data.comm)
+        if start is None:
+            start = canonical_schedule(problem, place)[0]
+        units = integer_schedule(problem, place, start, data.dur, data.comm)
         ms = int((units + data.dur[np.arange(problem.n_nodes), place]).max())
         if best is None or ms < best[0]:
             best = (ms, place, units)
@@ -511,20 +330,6 @@ def _choose_hint(problem: Problem, data: cm.CpData, incumbent: Solution | None,
     _, place, units = best
     # Relabel devices of each class to first-use order; the schedule is unchanged by it.
     return xc.relabel(place, data.classes, problem.topo), units
-
-
-def _values(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, solver) -> tuple[np.ndarray, np.ndarray]:
-    """CP-SAT's placement and integer starts (pooled schedules get their devices here)."""
-    n, k = problem.n_nodes, problem.n_devices
-    s_int = np.array([solver.value(mv.S[v]) for v in range(n)], dtype=np.int64)
-    if data.pooled:
-        place, s_int = dec.colour(problem, s_int.astype(np.float64), data.dur[:, 0].tolist())
-        return place, np.asarray(s_int, dtype=np.int64)
-    place = np.empty(n, dtype=np.int64)
-    allowed = problem.allowed
-    for v in range(n):
-        place[v] = next(d for d in range(k) if allowed[v, d] and solver.boolean_value(mv.x[v, d]))
-    return place, s_int
 
 
 def _decode(problem: Problem, data: cm.CpData, place: np.ndarray, s_int: np.ndarray, stats: dict

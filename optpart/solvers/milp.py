@@ -39,10 +39,6 @@ communication delays on parallel systems", IEEE TPDS 26(1), 2015.
 
 from __future__ import annotations
 
-import os
-import re
-import tempfile
-import warnings
 
 import numpy as np
 
@@ -54,6 +50,7 @@ from ..result import Status
 from .base import Solution
 from .spec import Option, SolverSpec
 from . import _exact_common as xc
+from . import milp_backend as mback
 from . import milp_model as mb
 from . import milp_time_indexed as ti
 
@@ -133,8 +130,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     -------
     Solution
     """
-    import pulp
-
     budget = xc.Budget(DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit))
     limit = budget.limit_s
     if backend not in ("highs", "cbc"):
@@ -145,7 +140,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         raise SolverError(f"milp: memory_model={memory_model!r} must be 'static' or 'peak'")
     if formulation not in ("big-m", "time-indexed"):
         raise SolverError(f"milp: formulation={formulation!r} must be 'big-m' or 'time-indexed'")
-    n, k = problem.n_nodes, problem.n_devices
+    n = problem.n_nodes
     if n == 0:
         return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0),
                         memory_model=memory_model, stats={"stop_reason": "proven optimal"})
@@ -159,21 +154,17 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     #    does not fit the liveness model).
     incumbent = None
     if use_hint or not claims:
-        incumbent = xc.heuristic_start(problem, time_limit=HEURISTIC_SHARE * limit, seed=seed,
-                                       memory_model=memory_model if problem.has_split else "static")
-        ms = xc.solution_makespan(problem, incumbent)
-        if np.isfinite(ms):  # inf: the heuristic found no placement
-            stats["heuristic_makespan"] = ms
+        incumbent = xc.start_from_heuristic(problem, stats, time_limit=HEURISTIC_SHARE * limit, seed=seed,
+                                            memory_model=memory_model if problem.has_split else "static")
 
     # 2. Size the model before building it: the order rows of unordered pairs dominate.
     reserve = 0.2 + 2e-5 * (n + problem.n_edges)
     n_terms = _estimate_terms(problem)
     stats["model_terms_estimate"] = n_terms
-    if n_terms > MAX_TERMS or n_terms / BUILD_RATE > 0.5 * (budget.left() - reserve):
+    why = xc.too_big("milp", n_terms, BUILD_RATE, MAX_TERMS, budget, reserve)
+    if why is not None:
         stats["stop_reason"] = "model not built"
-        return xc.fallback(problem, incumbent, memory_model,
-                           f"milp: exact model not built: about {n_terms:,} terms would take about "
-                           f"{n_terms / BUILD_RATE:.1f} s to build, more than the {limit:g} s time limit allows", stats)
+        return xc.fallback(problem, incumbent, memory_model, why, stats)
     allowed = problem.allowed
     dur = xc.durations(problem)
     comm = xc.transfer_table(problem)
@@ -196,12 +187,10 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
             ti_size = ti.check_size(problem, dur, comm, H)  # SolverError when it cannot be built
             n_terms = ti_size.terms(problem)
             stats.update(model_terms_estimate=n_terms, start_binaries=ti_size.binaries, time_scale=ti_size.scale)
-            if n_terms > MAX_TERMS or n_terms / BUILD_RATE > 0.5 * (budget.left() - reserve):
+            why = xc.too_big("milp", n_terms, BUILD_RATE, MAX_TERMS, budget, reserve, "time-indexed model")
+            if why is not None:
                 stats["stop_reason"] = "model not built"
-                return xc.fallback(problem, incumbent, memory_model,
-                                   f"milp: time-indexed model not built: about {n_terms:,} terms would take about "
-                                   f"{n_terms / BUILD_RATE:.1f} s to build, more than the {limit:g} s time limit "
-                                   "allows", stats)
+                return xc.fallback(problem, incumbent, memory_model, why, stats)
             mm = ti.build(problem, dur, ti_size, lb_s, budget, reserve)
         else:
             mm = mb.build(problem, dur, comm, H, lb_s, budget, reserve, window_cuts=window_cuts)
@@ -220,58 +209,18 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # The backend's own model transfer happens inside the call: keep time for it.
     remaining = max(0.1, budget.left() - reserve - n_terms / (4 * BUILD_RATE))
     n_threads = 1 if deterministic else int(threads)
+    time_arg = None if xc.unlimited(remaining) else remaining  # None: the backend's own no-limit
     stats.update(unordered_pairs=n_pairs, horizon=H)
     warm_values = None
     if hint_ok:
         warm_values = _warm_values(problem, hint_p, hint_start, x, S, M, aparts, orders)
         if mm.extra_warm is not None:
             warm_values.update(mm.extra_warm(hint_p, hint_start))
-    if backend == "highs":
-        if not log:
-            _silence_highs_banner()
-        # HiGHS keeps one thread pool per process, sized by the first run; a later run
-        # asking for another thread count fails unless the pool is reset first.
-        import highspy
-        if hasattr(highspy.Highs, "resetGlobalScheduler"):
-            highspy.Highs.resetGlobalScheduler(True)
-        solver = _WarmHiGHS(warm_values, msg=bool(log), timeLimit=remaining, threads=n_threads, gapRel=0.0,
-                            gapAbs=0.0, random_seed=int(seed) % 2**31, mip_feasibility_tolerance=1e-9)
-        prob.solve(solver)
-        h = prob.solverModel
-        info = h.getInfo()
-        model_status = h.modelStatusToString(h.getModelStatus())
-        has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
-        bound = float(info.mip_dual_bound)
-        proven = model_status == "Optimal"
-        # Every variable is bounded, so "infeasible or unbounded" means infeasible.
-        infeasible = model_status in ("Infeasible", "Primal infeasible or unbounded")
-        stats.update(model_status=model_status, nodes=int(info.mip_node_count), warm_start=solver.warm_used)
-        if np.isfinite(info.mip_gap):
-            stats["mip_gap"] = float(info.mip_gap)
-    else:
-        if warm_values is not None:
-            for var, val in warm_values.items():
-                var.setInitialValue(val)
-        fd, log_path = tempfile.mkstemp(suffix=".log", prefix="optpart_cbc_")
-        os.close(fd)
-        try:
-            with warnings.catch_warnings():  # PuLP 3.3 deprecates the bundled CBC it still ships
-                warnings.simplefilter("ignore", DeprecationWarning)
-                solver = pulp.PULP_CBC_CMD(msg=bool(log), timeLimit=remaining, threads=n_threads, gapRel=0.0,
-                                           gapAbs=0.0, logPath=log_path, warmStart=warm_values is not None,
-                                           options=[f"randomSeed {int(seed) % 2**31 + 1}"])
-            prob.solve(solver)
-            with open(log_path) as fh:
-                text = fh.read()
-        finally:
-            os.unlink(log_path)
-        model_status = pulp.LpStatus[prob.status]
-        has_solution = prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
-        proven = prob.sol_status == pulp.LpSolutionOptimal
-        infeasible = (prob.sol_status == pulp.LpSolutionInfeasible
-                      or (prob.status == pulp.LpStatusInfeasible and not has_solution))
-        bound = _cbc_bound(text)
-        stats.update(model_status=model_status, sol_status=prob.sol_status)
+    run = mback.run_highs if backend == "highs" else mback.run_cbc
+    out = run(prob, warm_values, time_arg, n_threads, seed, log)
+    stats.update(out.stats)
+    model_status, has_solution, proven, infeasible, bound = (out.model_status, out.has_solution, out.proven,
+                                                             out.infeasible, out.bound)
     stats["stop_reason"] = ("proven optimal" if proven else "proven infeasible" if infeasible else "time limit")
     if not claims:
         bound, proven = float("-inf"), False
@@ -287,45 +236,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         return xc.fallback(problem, incumbent, memory_model,
                            f"milp: the MILP ({backend}) found no solution ({model_status}; time limit "
                            f"{limit:g} s for the call)", stats, lower_bound=max(lb, 0.0))
-
-    place = np.empty(n, dtype=np.int64)
-    for v in range(n):
-        vals = [(x[v, d].varValue or 0.0, -d) for d in range(k) if allowed[v, d]]
-        place[v] = -max(vals)[1]
-    if not _fits(problem, place):
-        raise SolverError(f"milp ({backend}) returned a placement that breaks memory or constraints on "
-                          f"'{problem.name}' (solver tolerance)")
-    key = np.array([S[v].varValue or 0.0 for v in range(n)], dtype=np.float64)
-    start = xc.tighten_schedule(problem, place, key, key + problem.duration(place))
-    real_ms = float((start + problem.duration(place)).max())
-    obj = float(pulp.value(M)) if M.varValue is not None else real_ms
-    if not claims and overflow_message(problem, place, start, start + problem.duration(place), "peak"):
-        # Static rows do not bound liveness: a placement over capacity under peak is never returned.
-        stats["milp_breaks_peak"] = True
-        return xc.fallback(problem, incumbent, memory_model,
-                           "milp: the MILP's placement (static memory rows) breaks peak memory", stats)
-    if proven and not np.isfinite(bound):
-        bound = obj
-    bound = bound - 1e-9 * max(abs(bound), 1.0) if np.isfinite(bound) else 0.0
-    message = ""
-    inc_ms = xc.solution_makespan(problem, incumbent) if incumbent is not None else float("inf")
-    if inc_ms < real_ms - 1e-12 * max(real_ms, 1.0):
-        stats["from_heuristic"] = True
-        place, start, real_ms = np.asarray(incumbent.placement, dtype=np.int64), incumbent.start, inc_ms
-        message = "the MILP found nothing better than the heuristic's schedule"
-    bound = max(0.0, min(bound, real_ms))
-    claim = proven and real_ms <= bound + 9e-7 * max(real_ms, 1e-12)
-    if proven and not claim:
-        message = "; ".join(m for m in (message, f"the backend proved its optimum {obj:.9g}, but the "
-                                        f"recomputed makespan is {real_ms:.9g}") if m)
-    if not claims:
-        message = "; ".join(m for m in (message, "static memory rows under the peak model: no proof or bound "
-                                        "claimed") if m)
-    if stats["stop_reason"] == "time limit":
-        message = "; ".join(m for m in (message, f"stopped by the time limit ({limit:g} s for the call)") if m)
-    stats["objective"] = obj
-    return Solution(Status.OPTIMAL if claim else Status.FEASIBLE, placement=place, start=start,
-                    lower_bound=bound, message=message, stats=stats, memory_model=memory_model)
+    return _answer(problem, mm, incumbent, memory_model, backend, claims, proven, bound, limit, stats)
 
 
 def root_lp_bound(problem: Problem, *, window_cuts: bool = True, horizon: float | None = None,
@@ -355,7 +266,7 @@ def root_lp_bound(problem: Problem, *, window_cuts: bool = True, horizon: float 
         mm = mb.build(problem, dur, comm, horizon, lb_s, window_cuts=window_cuts)
     for var in mm.prob.variables():
         var.cat = pulp.LpContinuous
-    _silence_highs_banner()
+    mback.silence_highs_banner()
     mm.prob.solve(pulp.HiGHS(msg=False, threads=1))
     if mm.prob.status != pulp.LpStatusOptimal:
         raise SolverError(f"milp: the LP relaxation of '{problem.name}' did not solve "
@@ -434,75 +345,62 @@ def _export(prob, path: str) -> None:
         raise SolverError(f"milp: option export_model={path!r}: {exc.strerror or exc}") from None
 
 
-def _make_warm_highs():
-    import pulp
-
-    class WarmHiGHS(pulp.HiGHS):
-        """PuLP's HiGHS interface plus a warm start through ``Highs.setSolution``."""
-
-        def __init__(self, warm: dict | None, **kwargs):
-            super().__init__(**kwargs)
-            self.warm = warm
-            self.warm_used = False
-
-        def callSolver(self, lp):  # noqa: N802 - PuLP's name
-            if self.warm:
-                import highspy
-                values = [0.0] * lp.solverModel.getNumCol()
-                for var, val in self.warm.items():
-                    values[var.index] = float(val)
-                sol = highspy.HighsSolution()
-                sol.col_value = values
-                sol.value_valid = True
-                status = lp.solverModel.setSolution(sol)
-                self.warm_used = status == highspy.HighsStatus.kOk
-            lp.solverModel.run()
-
-    return WarmHiGHS
-
-
-def _WarmHiGHS(warm, **kwargs):  # noqa: N802 - reads as the class it builds
-    return _make_warm_highs()(warm, **kwargs)
-
-
-_BANNER_DONE = False
-
-
-def _silence_highs_banner() -> None:
-    """HiGHS prints a banner on stdout when the process creates its first solver object;
-    create that first object with stdout pointed at /dev/null."""
-    global _BANNER_DONE
-    if _BANNER_DONE:
-        return
-    _BANNER_DONE = True
-    import sys
-    import highspy
-    try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError):
-        return
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def _fits(problem: Problem, placement: np.ndarray) -> bool:
     """Constraints kept and static memory within every capacity (the MILP's own rows)."""
     return problem.respects_constraints(placement) and bool(
         np.all(fits(static_memory(problem, placement), problem.device_memory)))
 
 
-def _cbc_bound(log_text: str) -> float:
-    """CBC's best bound from its log ("best possible" or an optimal objective), else -inf."""
-    found = re.findall(r"best possible\s+(-?[0-9.eE+-]+)", log_text)
-    if found:
-        return float(found[-1])
-    found = re.findall(r"Objective value:\s+(-?[0-9.eE+-]+)", log_text)
-    if found and "Optimal solution found" in log_text:
-        return float(found[-1])
-    return float("-inf")
+
+
+def _answer(problem: Problem, mm, incumbent: Solution | None, memory_model: str, backend: str, claims: bool,
+            proven: bool, bound: float, limit: float, stats: dict) -> Solution:
+    """The backend's solution as a Solution: placement, tightened schedule, bound and claim.
+
+    The placement is re-checked against the static rows and, under peak, against liveness
+    (a placement over capacity is never returned); the schedule is the placement's order
+    replayed (:func:`~optpart.schedule.replay.tighten_schedule`); the heuristic's schedule
+    wins when shorter; ``optimal`` needs the backend's proof *and* the replayed makespan at
+    the bound.
+    """
+    import pulp
+    n, k, allowed = problem.n_nodes, problem.n_devices, problem.allowed
+    x, S, M = mm.x, mm.S, mm.M
+    place = np.empty(n, dtype=np.int64)
+    for v in range(n):
+        vals = [(x[v, d].varValue or 0.0, -d) for d in range(k) if allowed[v, d]]
+        place[v] = -max(vals)[1]
+    if not _fits(problem, place):
+        raise SolverError(f"milp ({backend}) returned a placement that breaks memory or constraints on "
+                          f"'{problem.name}' (solver tolerance)")
+    key = np.array([S[v].varValue or 0.0 for v in range(n)], dtype=np.float64)
+    start = xc.tighten_schedule(problem, place, key, key + problem.duration(place))
+    real_ms = float((start + problem.duration(place)).max())
+    obj = float(pulp.value(M)) if M.varValue is not None else real_ms
+    if not claims and overflow_message(problem, place, start, start + problem.duration(place), "peak"):
+        # Static rows do not bound liveness: a placement over capacity under peak is never returned.
+        stats["milp_breaks_peak"] = True
+        return xc.fallback(problem, incumbent, memory_model,
+                           "milp: the MILP's placement (static memory rows) breaks peak memory", stats)
+    if proven and not np.isfinite(bound):
+        bound = obj
+    bound = bound - 1e-9 * max(abs(bound), 1.0) if np.isfinite(bound) else 0.0
+    message = ""
+    inc_ms = xc.solution_makespan(problem, incumbent) if incumbent is not None else float("inf")
+    if inc_ms < real_ms - 1e-12 * max(real_ms, 1.0):
+        stats["from_heuristic"] = True
+        place, start, real_ms = np.asarray(incumbent.placement, dtype=np.int64), incumbent.start, inc_ms
+        message = "the MILP found nothing better than the heuristic's schedule"
+    bound = max(0.0, min(bound, real_ms))
+    claim = proven and real_ms <= bound + 9e-7 * max(real_ms, 1e-12)
+    if proven and not claim:
+        message = "; ".join(m for m in (message, f"the backend proved its optimum {obj:.9g}, but the "
+                                        f"recomputed makespan is {real_ms:.9g}") if m)
+    if not claims:
+        message = "; ".join(m for m in (message, "static memory rows under the peak model: no proof or bound "
+                                        "claimed") if m)
+    if stats["stop_reason"] == "time limit":
+        message = "; ".join(m for m in (message, f"stopped by the time limit ({limit:g} s for the call)") if m)
+    stats["objective"] = obj
+    return Solution(Status.OPTIMAL if claim else Status.FEASIBLE, placement=place, start=start,
+                    lower_bound=bound, message=message, stats=stats, memory_model=memory_model)

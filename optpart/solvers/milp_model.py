@@ -77,7 +77,7 @@ def build(problem: Problem, dur: np.ndarray, comm: np.ndarray, horizon: float, l
     if budget is not None and budget.left() < reserve + 0.5:
         raise xc.OutOfTime("the time limit ran out while building the model (precedence rows)")
     _add_order(problem, mm, p, head, tail, leader)
-    _add_memory_and_loads(problem, mm, dur)
+    add_memory_and_loads(problem, mm.prob, mm.x, mm.M, dur)
     if window_cuts:
         lb_c = max(lb_s, max(h + d + t for h, d, t in zip(head, min_dur, tail)))
         _add_windows(problem, mm, dur, xc.window_cuts(head, tail, min_dur, k, lb_c))
@@ -143,10 +143,25 @@ def _add_order(problem: Problem, mm: MilpModel, p, head: list, tail: list, leade
             mm.orders.append((i, j, y, same))
 
 
-def _add_memory_and_loads(problem: Problem, mm: MilpModel, dur: np.ndarray) -> None:
-    """Static memory rows where they can bind; each device's load and the total load below the makespan."""
+def add_memory_and_loads(problem: Problem, prob, x: dict, M, dur: np.ndarray, work_row: bool = True) -> None:
+    """Static memory rows where they can bind, each device's load (and the total load) below the makespan.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    prob : pulp.LpProblem
+        The model the rows go into.
+    x : dict
+        ``x[v, d]``: the assignment binaries of allowed pairs.
+    M : pulp.LpVariable
+        The makespan.
+    dur : ndarray
+        ``n x k`` run times in the model's time unit.
+    work_row : bool
+        Also add ``sum of all work <= k M``.
+    """
     import pulp
-    prob, x, M = mm.prob, mm.x, mm.M
     n, k, allowed = problem.n_nodes, problem.n_devices, problem.allowed
     cap = problem.device_memory
     for d in range(k):
@@ -156,7 +171,8 @@ def _add_memory_and_loads(problem: Problem, mm: MilpModel, dur: np.ndarray) -> N
         terms = [float(dur[v, d]) * x[v, d] for v in nodes if dur[v, d] > 0]
         if terms:
             prob += pulp.lpSum(terms) <= M, f"load_{d}"
-    prob += pulp.lpSum(float(dur[v, d]) * x[v, d] for (v, d) in x) <= k * M, "work"
+    if work_row:
+        prob += pulp.lpSum(float(dur[v, d]) * x[v, d] for (v, d) in x) <= k * M, "work"
 
 
 def _add_windows(problem: Problem, mm: MilpModel, dur: np.ndarray, cuts: list) -> None:

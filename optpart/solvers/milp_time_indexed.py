@@ -46,7 +46,7 @@ import numpy as np
 from ..errors import SolverError
 from ..problem import Problem
 from . import _exact_common as xc
-from .milp_model import MilpModel, _safe, _var
+from .milp_model import MilpModel, _safe, _var, add_memory_and_loads
 
 __all__ = ["MAX_BINARIES", "TimeIndexedSize", "build", "check_size"]
 
@@ -200,15 +200,7 @@ def build(problem: Problem, dur: np.ndarray, size: TimeIndexedSize, lb_s: float,
                     if term is not None:
                         rhs.append(term)
                 prob += zw <= pulp.lpSum(rhs), f"prec_{e}_{d}_{t}"
-    # Static memory and loads, as in the big-M model.
-    cap = problem.device_memory
-    for d in range(k):
-        nodes = [v for v in range(n) if allowed[v, d]]
-        if np.isfinite(cap[d]) and float(problem.memory[nodes].sum()) > cap[d]:
-            prob += pulp.lpSum(float(problem.memory[v]) * x[v, d] for v in nodes) <= float(cap[d]), f"mem_{d}"
-        terms = [float(dur[v, d]) * x[v, d] for v in nodes if dur[v, d] > 0]
-        if terms:
-            prob += pulp.lpSum(terms) <= M, f"load_{d}"
+    add_memory_and_loads(problem, prob, x, M, dur, work_row=False)  # as in the big-M model
 
     def warm(place: np.ndarray, start: np.ndarray) -> dict:
         """Values of the time-indexed variables for a schedule (starts rounded to the grid)."""
