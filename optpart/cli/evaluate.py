@@ -16,6 +16,7 @@ from ..errors import FormatError
 from ..formats import read_text, result_to_json
 from ..formats.optpart_json import result_from_dict
 from ..judge import judge
+from ..pipeline import add_micro_batch_argument, pipelined_for_result
 from .common import add_device_arguments, load_problem_for_result, format_summary
 
 
@@ -27,6 +28,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise FormatError(f"{args.result}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(doc, dict):
         raise FormatError(f"{args.result}: a result is a JSON object")
+    problem = pipelined_for_result(problem, args.micro_batches, doc)
     result = result_from_dict(doc, problem)
     verdict = judge(problem, doc, result, trust_bound=args.trust_bound)
     if args.json:
@@ -59,6 +61,7 @@ def register(sub) -> None:
     p.add_argument("problem")
     p.add_argument("result")
     add_device_arguments(p)
+    add_micro_batch_argument(p, "default: the result's own options.micro_batches, else 1")
     p.add_argument("--trust-bound", action="store_true",
                    help="accept a stated lower bound (and so an optimal claim) the evaluator cannot check")
     p.add_argument("--json", action="store_true", help="print the recomputed result with a 'verdict' field")
