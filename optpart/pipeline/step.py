@@ -12,8 +12,9 @@ whole batch) into :class:`PipelineStep`, which knows
   ``param_bytes`` never scale and are held once; gradients sent to a once-per-step node are
   parameter-sized and do not scale);
 * the **unrolled problem**: ``M`` copies of every per-micro-batch node (ids ``v@mb<i>``),
-  one of every once-per-step node, gradient edges from every micro-batch into the update
-  (gradient accumulation), and every copy of a node colocated with the others (one placement
+  one of every once-per-step node, gradient accumulation as a chain (copy ``i`` of a node that
+  feeds an update has an edge to copy ``i + 1``, the last copy to the update, so the running
+  sum is handed on and the update follows the last micro-batch), and every copy of a node colocated with the others (one placement
   for all micro-batches). The evaluator, the checker and ``optpart evaluate`` judge a
   pipelined result on this problem with the ordinary rules, so memory counts the
   micro-batches in flight exactly as the liveness model of section 3 says.
@@ -73,7 +74,9 @@ def check_micro_batches(micro_batches, problem: Problem | None = None) -> int:
             value = int(value.strip())
         except ValueError:
             raise ProblemError(f"--micro-batches must be an integer >= 1, got {micro_batches!r}") from None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if isinstance(value, bool):
+        raise ProblemError(f"--micro-batches must be an integer >= 1, got {micro_batches!r}")
+    if not isinstance(value, numbers.Integral):
         if isinstance(value, numbers.Real) and float(value).is_integer():
             value = int(value)
         else:
@@ -235,11 +238,18 @@ class PipelineStep:
         # a node without the split holds `memory` as param_bytes: once, unscaled
         src, dst, eb = [], [], []
         es, ed = p.edge_src, p.edge_dst
+        both = per[es] & per[ed]
+        into = per[es] & self.once[ed]
+        # gradient accumulation: copy i of a gradient producer hands its sum to copy i + 1, the
+        # last copy to the update (the accumulator lives one hop, not M gradients at once)
+        grad = np.unique(es[into])
+        grad_bytes = np.zeros(p.n_nodes)
+        np.maximum.at(grad_bytes, es[into], self.edge_bytes[into])
         for i in range(m):
-            both = per[es] & per[ed]
             src.append(task_of[i, es[both]]); dst.append(task_of[i, ed[both]]); eb.append(self.edge_bytes[both])
-            into = per[es] & self.once[ed]
-            src.append(task_of[i, es[into]]); dst.append(task_of[i, ed[into]]); eb.append(self.edge_bytes[into])
+            if i + 1 < m:
+                src.append(task_of[i, grad]); dst.append(task_of[i + 1, grad]); eb.append(grad_bytes[grad])
+        src.append(task_of[m - 1, es[into]]); dst.append(task_of[m - 1, ed[into]]); eb.append(self.edge_bytes[into])
         oo = self.once[es] & self.once[ed]
         src.append(task_of[0, es[oo]]); dst.append(task_of[0, ed[oo]]); eb.append(self.edge_bytes[oo])
         meta_rows = None
