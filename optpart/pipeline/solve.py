@@ -4,8 +4,8 @@
 ``optpart solve FILE --micro-batches M`` run:
 
 * ``heuristic`` (the default): candidate placements are the stage-contiguous placements of
-  :mod:`optpart.pipeline.stages` (every device, and fewer stages when the model is small
-  enough), plus the ordinary heuristic's placement of the one-step problem. Every candidate
+  :mod:`optpart.pipeline.stages` (over every device and over half of them), plus the ordinary
+  heuristic's placement of the one-step problem (or the hint, when one is given). Every candidate
   is scheduled by :func:`schedule_placement`, and the fastest schedule that fits memory wins.
 * ``gpipe`` / ``1f1b``: the baseline orders, on the hint placement when one is given,
   else on the stage-contiguous placement over every device.
@@ -134,20 +134,23 @@ def schedule_placement(step: PipelineStep, placement: np.ndarray, memory_model: 
 
 def _candidate_placements(step: PipelineStep, solver: str, hint, memory_model: str, time_limit, seed: int,
                           options: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
+    """Placements to schedule: the hint; stage-contiguous ones (heuristic: over every device
+    and over half of them; baselines without a hint: every device); the one-step solver's
+    placement (any solver but the baselines, unless a hint replaces it)."""
     from ..solvers.registry import solve as solve_one
 
     p = step.base
     out: list[tuple[str, np.ndarray]] = []
     if hint is not None:
         out.append(("hint", np.asarray(hint, dtype=np.int64)))
-    if solver in ("heuristic", *BASELINES) and hint is None:
-        for s in range(p.n_devices, 0, -1):
+    counts = [p.n_devices] if solver in BASELINES else \
+        sorted({p.n_devices, max(1, p.n_devices // 2)}, reverse=True) if solver == "heuristic" else []
+    if not (solver in BASELINES and hint is not None):
+        for s in counts:
             pl = stage_placement(step, s)
             if p.respects_constraints(pl) and not any(np.array_equal(pl, q) for _, q in out):
                 out.append((f"stages:{s}", pl))
-            if solver in BASELINES:
-                break
-    if solver not in BASELINES:
+    if solver not in BASELINES and hint is None:
         one = solve_one(p, solver, memory_model=memory_model, time_limit=time_limit, seed=seed, **options)
         if one.placement is not None:
             out.append((f"{solver}:one-step", np.asarray(one.placement, dtype=np.int64)))
@@ -172,7 +175,8 @@ def solve_pipelined(problem: Problem, micro_batches: int, solver: str = "heurist
     time_limit, seed, options
         Passed to the one-step solver that proposes a placement.
     hint
-        A base placement (device index per node) to schedule instead of the candidates.
+        A base placement (device index per node): scheduled as a candidate, in place of the
+        one-step solver's placement (baselines: in place of the stage-contiguous one).
 
     Returns
     -------
