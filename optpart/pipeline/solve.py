@@ -5,7 +5,9 @@
 
 * ``heuristic`` (the default): candidate placements are the stage-contiguous placements of
   :mod:`optpart.pipeline.stages` (over every device and over half of them), plus the ordinary
-  heuristic's placement of the one-step problem (or the hint, when one is given). Every candidate
+  heuristic's placement of the one-step problem (or the hint, when one is given), and the
+  stage-contiguous placement whose cuts :func:`~optpart.pipeline.search.refine_cuts` moved
+  against the schedule (``12 x effort`` schedule evaluations). Every candidate
   is scheduled by :func:`schedule_placement`, and the fastest schedule that fits memory wins.
 * ``gpipe`` / ``1f1b``: the baseline orders, on the hint placement when one is given,
   else on the stage-contiguous placement over every device.
@@ -36,6 +38,7 @@ from ..memory import fits
 from ..problem import Problem
 from ..result import Result, Status
 from .orders import gpipe_schedule, list_schedule, one_f_one_b_schedule, priorities, sequence_schedule
+from .search import refine_cuts
 from .stages import stage_placement
 from .step import PipelineStep
 
@@ -43,6 +46,10 @@ __all__ = ["solve_pipelined", "schedule_placement", "BASELINES"]
 
 #: Baseline orders of the pipelined step.
 BASELINES = ("gpipe", "1f1b")
+
+#: Exact solvers: they solve the unrolled step itself (its colocation of copies keeps one
+#: placement for all micro-batches), seeded with the pipelined heuristic's answer.
+EXACT = ("cpsat", "milp")
 
 
 def _memory_of(result: Result) -> np.ndarray:
@@ -150,6 +157,11 @@ def _candidate_placements(step: PipelineStep, solver: str, hint, memory_model: s
             pl = stage_placement(step, s)
             if p.respects_constraints(pl) and not any(np.array_equal(pl, q) for _, q in out):
                 out.append((f"stages:{s}", pl))
+    if solver == "heuristic":
+        budget = max(4, int(round(12 * float(options.get("effort", 1.0)))))
+        refined, _ = refine_cuts(step, p.n_devices, memory_model, budget=budget)
+        if p.respects_constraints(refined) and not any(np.array_equal(refined, q) for _, q in out):
+            out.append((f"stages:{p.n_devices}+refined", refined))
     if solver not in BASELINES and hint is None:
         one = solve_one(p, solver, memory_model=memory_model, time_limit=time_limit, seed=seed, **options)
         if one.placement is not None:
@@ -201,6 +213,8 @@ def solve_pipelined(problem: Problem, micro_batches: int, solver: str = "heurist
         hint = _normalize_hint(problem, hint)
     if solver in BASELINES and options:
         raise SolverError(f"solver '{solver}' takes no options, got {', '.join(sorted(options))}")
+    if solver in EXACT:
+        return _solve_exact(step, solver, memory_model, time_limit, seed, options, hint, t0)
     best: Result | None = None
     best_from, best_orders = "", {}
     for label, placement in _candidate_placements(step, solver, hint, memory_model, time_limit, seed, options):
@@ -226,6 +240,36 @@ def solve_pipelined(problem: Problem, micro_batches: int, solver: str = "heurist
     best.stats.update(placement=best_from, orders=best_orders, work=step.work(),
                       speedup=step.work() / best.makespan if best.makespan > 0 else float("inf"))
     return best
+
+
+def _solve_exact(step: PipelineStep, solver: str, memory_model: str, time_limit, seed: int,
+                 options: dict[str, Any], hint, t0: float) -> Result:
+    """An exact solver on the unrolled step, hinted with the pipelined heuristic's result.
+
+    Its ``optimal`` is a proof for the pipelined step (the unrolled step is that step). When it
+    finds nothing better than the heuristic, the heuristic's result is returned, saying so."""
+    from ..solvers.registry import solve as solve_one
+
+    seed_result = solve_pipelined(step.base, step.micro_batches, "heuristic", memory_model=memory_model,
+                                  seed=seed, hint=hint)
+    start_hint = seed_result.placement if seed_result.ok else None
+    r = solve_one(step.unrolled(), solver, memory_model=memory_model, time_limit=time_limit, seed=seed,
+                  hint=start_hint, **options)
+    record = {"micro_batches": step.micro_batches}
+    if not r.ok or (seed_result.ok and r.makespan > seed_result.makespan + time_tolerance(r.makespan)):
+        if seed_result.ok:
+            seed_result.message = (f"{solver} found no better schedule ({r.status.value}); "
+                                   "the pipelined heuristic's answer")
+            seed_result.lower_bound = max(seed_result.lower_bound, r.lower_bound if r.status.value != "infeasible"
+                                          else seed_result.lower_bound)
+            seed_result.wall_seconds = _time.perf_counter() - t0
+            return seed_result
+        r.options.update(record)
+        return r
+    r.options.update(record, schedule=solver)
+    r.wall_seconds = _time.perf_counter() - t0
+    r.stats.update(work=step.work(), speedup=step.work() / r.makespan if r.makespan > 0 else float("inf"))
+    return r
 
 
 def evaluate_bound(problem: Problem) -> float:

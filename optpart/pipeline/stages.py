@@ -19,7 +19,7 @@ import numpy as np
 
 from .step import PipelineStep
 
-__all__ = ["anchors", "forward_order", "stage_placement", "balanced_cuts"]
+__all__ = ["anchors", "forward_order", "stage_placement", "balanced_cuts", "position_weights", "cut_placement"]
 
 
 def forward_order(step: PipelineStep) -> np.ndarray:
@@ -143,14 +143,41 @@ def stage_placement(step: PipelineStep, n_stages: int | None = None,
     p = step.base
     s = p.n_devices if n_stages is None else max(1, min(int(n_stages), p.n_devices))
     anchor = anchors(step)
+    weight = position_weights(step, anchor, extra_weight)
+    return cut_placement(step, anchor, balanced_cuts(weight, s))
+
+
+def position_weights(step: PipelineStep, anchor: np.ndarray, extra_weight: np.ndarray | None = None) -> np.ndarray:
+    """Work anchored at every forward position: a node's time over the step (``M`` copies of a
+    per-micro-batch node, one of a once node), plus ``extra_weight``."""
+    p = step.base
     n_fwd = int(anchor.max()) + 1 if anchor.size else 0
     per = np.where(step.once, 1.0, float(step.micro_batches))
     w = step.time * per / p.device_speed.mean()
     if extra_weight is not None:
         w = w + np.asarray(extra_weight, dtype=np.float64)
-    weight = np.bincount(anchor, weights=w, minlength=n_fwd)
-    stage = balanced_cuts(weight, s)
-    placement = stage[anchor].astype(np.int64)
+    return np.bincount(anchor, weights=w, minlength=n_fwd)
+
+
+def cut_placement(step: PipelineStep, anchor: np.ndarray, stage: np.ndarray) -> np.ndarray:
+    """Device per base node from a stage per forward position (stage ``s`` on device ``s``).
+
+    Parameters
+    ----------
+    step
+        The pipelined step.
+    anchor
+        :func:`anchors` of the step.
+    stage
+        Stage (device index) per forward position.
+
+    Returns
+    -------
+    numpy.ndarray
+        Device index per base node; pinned nodes (and their groups) keep their pin.
+    """
+    p = step.base
+    placement = np.asarray(stage, dtype=np.int64)[anchor]
     pinned = np.flatnonzero(p.pin >= 0)
     placement[pinned] = p.pin[pinned]
     for grp in p.groups:
