@@ -142,4 +142,6 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
     given = any(getattr(args, a, None) is not None for a in _DEVICE_FLAGS)
     if given or problem.n_devices == 0 or problem.links is None:
         problem = apply_device_arguments(problem, args)
-    return problem
+    from ..pipeline import pipelined_for_result  # a pipelined result is over the unrolled step
+
+    return pipelined_for_result(problem, getattr(args, "micro_batches", None), result_path)

@@ -16,7 +16,7 @@ from ..errors import FormatError
 from ..formats import read_text, result_to_json
 from ..formats.optpart_json import result_from_dict
 from ..judge import judge
-from ..pipeline import add_micro_batch_argument, pipelined_for_result
+from ..pipeline import add_micro_batch_argument
 from .common import add_device_arguments, load_problem_for_result, format_summary
 
 
@@ -28,7 +28,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise FormatError(f"{args.result}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(doc, dict):
         raise FormatError(f"{args.result}: a result is a JSON object")
-    problem = pipelined_for_result(problem, args.micro_batches, doc)
     result = result_from_dict(doc, problem)
     verdict = judge(problem, doc, result, trust_bound=args.trust_bound)
     if args.json:

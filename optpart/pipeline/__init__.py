@@ -13,8 +13,9 @@ heuristic, the GPipe and 1F1B baselines, or any solver's placement with a found 
 
 from .solve import BASELINES, baseline_schedule, schedule_placement, solve_pipelined
 from .stages import stage_placement
-from .step import SEP, PipelineStep, add_micro_batch_argument, check_micro_batches, pipelined_for_result
+from .cli_hooks import add_micro_batch_argument, micro_batches_in_result, pipelined_for_result
+from .step import SEP, PipelineStep, check_micro_batches
 
 __all__ = ["PipelineStep", "check_micro_batches", "solve_pipelined", "schedule_placement",
            "baseline_schedule", "stage_placement", "BASELINES", "SEP", "add_micro_batch_argument",
-           "pipelined_for_result"]
+           "pipelined_for_result", "micro_batches_in_result"]

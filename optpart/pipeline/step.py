@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import ProblemError
 from ..problem import Constraints, Problem
 
-__all__ = ["PipelineStep", "check_micro_batches", "add_micro_batch_argument", "pipelined_for_result", "once_mask", "backward_mask", "SEP"]
+__all__ = ["PipelineStep", "check_micro_batches", "once_mask", "backward_mask", "SEP"]
 
 #: Separator between a node id and its micro-batch index in the unrolled problem.
 SEP = "@mb"
@@ -277,41 +277,3 @@ class PipelineStep:
         per = ~self.once
         return float(self.time[per].sum() * self.micro_batches + self.time[self.once].sum())
 
-
-def add_micro_batch_argument(parser, default_help: str = "default 1: one step of the whole batch") -> None:
-    """Add ``--micro-batches M`` to a command (validated later by :func:`check_micro_batches`).
-
-    Parameters
-    ----------
-    parser
-        An argparse (sub)parser.
-    default_help
-        What happens without the flag.
-    """
-    parser.add_argument("--micro-batches", "-M", metavar="M", default=None,
-                        help="pipeline one step as M micro-batches through one placement, the schedule "
-                             f"found (docs/model.md section 7; {default_help})")
-
-
-def pipelined_for_result(problem: Problem, micro_batches, doc: dict | None = None) -> Problem:
-    """The problem a result is judged on: the unrolled step for ``M > 1``, else ``problem``.
-
-    Parameters
-    ----------
-    problem
-        One step of the whole batch.
-    micro_batches
-        The command line's ``--micro-batches`` (``None``: not given).
-    doc
-        The result file's JSON; without the flag its ``options.micro_batches`` is used.
-
-    Returns
-    -------
-    Problem
-        ``problem`` itself when ``M`` is 1.
-    """
-    if micro_batches is None:
-        opts = (doc or {}).get("options") if isinstance(doc, dict) else None
-        micro_batches = opts.get("micro_batches", 1) if isinstance(opts, dict) else 1
-    m = check_micro_batches(micro_batches, problem)
-    return problem if m == 1 else PipelineStep(problem, m).unrolled()
