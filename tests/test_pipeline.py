@@ -158,3 +158,20 @@ def test_cpsat_proves_a_tiny_pipelined_step():
     assert c.status.value == "optimal" and c.makespan == pytest.approx(6.0)
     assert c.makespan <= h.makespan and c.options["micro_batches"] == 2
     assert optpart.violations(PipelineStep(p, 2).unrolled(), c) == []
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_generated_steps_valid_within_memory_and_never_worse(seed):
+    """Generated training graphs (no phase labels: every node per micro-batch), finite memory."""
+    from optpart.generators import training_graph
+
+    p = training_graph(5, seed=seed, k=3, memory_slack=1.5)
+    for m in (2, 5):
+        step = PipelineStep(p, m)
+        r = optpart.solve(p, micro_batches=m, effort=0.2)
+        assert r.ok and optpart.violations(step.unrolled(), r) == []
+        assert np.all(r.memory_peak <= p.device_memory)
+        for order in ("gpipe", "1f1b"):
+            b = optpart.solve(p, order, micro_batches=m)
+            if b.ok:
+                assert r.makespan <= b.makespan * (1 + 1e-9)
