@@ -189,7 +189,8 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
         problem = apply_device_arguments(problem, args)
     else:
         _check_result_devices(problem, problem_path, result_path)
-    return problem
+    from ..pipeline import pipelined_for_result  # a pipelined result is over the unrolled step
+    return pipelined_for_result(problem, getattr(args, "micro_batches", None), result_path)
 
 
 def _check_result_devices(problem: Problem, problem_path: str, result_path: str) -> None:

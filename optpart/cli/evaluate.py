@@ -18,6 +18,7 @@ from ..errors import FormatError
 from ..formats import read_text, result_to_json
 from ..formats.optpart_json import result_from_dict
 from ..judge import judge
+from ..pipeline import add_micro_batch_argument
 from .common import add_device_arguments, load_problem_for_result, format_summary
 
 
@@ -57,6 +58,7 @@ def register(sub) -> None:
     p.add_argument("problem")
     p.add_argument("result")
     add_device_arguments(p)
+    add_micro_batch_argument(p, "default: the result's own options.micro_batches, else 1")
     p.add_argument("--trust-bound", action="store_true",
                    help="accept a stated lower bound (and so an optimal claim) the evaluator cannot check: "
                         "listed as a note, not as 'not verifiable'")

@@ -12,6 +12,7 @@ from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solve, solv
 from ..solvers.spec import MEMORY_MODELS
 from .common import add_device_arguments, apply_device_arguments, format_summary, parse_option, time_argument
 from ..text import safe
+from ..pipeline import PipelineStep, add_micro_batch_argument, check_micro_batches
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
@@ -26,10 +27,13 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         bar.stage("reading")
         problem = apply_device_arguments(load(args.file), args)
         options = dict(parse_option(o) for o in args.option or [])
+        micro_batches = check_micro_batches(args.micro_batches, problem)
         bar.stage(f"solving with {safe(args.solver)}"
                   + (f" (time limit {args.time_limit:g} s)" if args.time_limit else ""))
         result = solve(problem, args.solver, memory_model=args.memory_model, time_limit=args.time_limit,
-                       seed=args.seed, **options)
+                       seed=args.seed, micro_batches=micro_batches, **options)
+        if micro_batches > 1:  # the result is over the unrolled step (docs/model.md section 7)
+            problem = PipelineStep(problem, micro_batches).unrolled()
         if args.out:
             bar.stage("writing")
             save_result(result, problem, args.out)
@@ -54,6 +58,7 @@ def register(sub) -> None:
                    help=f"memory model the placement must respect (default {DEFAULT_MEMORY_MODEL}: liveness; "
                         "equal to static on graphs without the param/output/temp split); see docs/model.md")
     add_device_arguments(p)
+    add_micro_batch_argument(p)
     p.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
                    help="time the solver may use: seconds, or with a unit (90s, 5m, 1h); default: none (solver's own "
                         "budget, see optpart solvers NAME)")

@@ -1,0 +1,279 @@
+"""The pipelined step: one training step of ``M`` micro-batches on one placement.
+
+``docs/model.md`` section 7 fixes the meaning; this module turns a problem (one step of the
+whole batch) into :class:`PipelineStep`, which knows
+
+* which nodes run **once per step** (the optimizer updates and everything downstream of them)
+  and which run **once per micro-batch** (forward and backward operators);
+* which per-micro-batch nodes belong to the **backward** pass (labelled ``phase: backward``,
+  or downstream of such a node), used by the GPipe and 1F1B orders;
+* the per-micro-batch costs (the documented rule: time, ``output_bytes``, ``temp_bytes`` and
+  edge bytes scale by ``1/M`` unless the file says its costs are already per micro-batch;
+  ``param_bytes`` never scale and are held once; gradients sent to a once-per-step node are
+  parameter-sized and do not scale);
+* the **unrolled problem**: ``M`` copies of every per-micro-batch node (ids ``v@mb<i>``),
+  one of every once-per-step node, gradient accumulation as a chain (copy ``i`` of a node that
+  feeds an update has an edge to copy ``i + 1``, the last copy to the update, so the running
+  sum is handed on and the update follows the last micro-batch), and every copy of a node colocated with the others (one placement
+  for all micro-batches). The evaluator, the checker and ``optpart evaluate`` judge a
+  pipelined result on this problem with the ordinary rules, so memory counts the
+  micro-batches in flight exactly as the liveness model of section 3 says.
+
+The unrolled problem is built only to score and judge; the schedulers of
+:mod:`optpart.pipeline.orders` work on the base arrays with task ids ``i * n + v``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ProblemError
+from ..problem import Constraints, Problem
+
+__all__ = ["PipelineStep", "check_micro_batches", "once_mask", "backward_mask", "SEP"]
+
+#: Separator between a node id and its micro-batch index in the unrolled problem.
+SEP = "@mb"
+
+#: Most tasks (node copies plus edge copies) an unrolled step may have: beyond it the step of
+#: ``M`` micro-batches is refused with one line instead of exhausting memory.
+MAX_UNROLLED = 20_000_000
+
+#: ``phase`` / ``op`` values that mark a once-per-step (optimizer) node.
+_ONCE_PHASES = ("optimizer", "update")
+
+
+def check_micro_batches(micro_batches, problem: Problem | None = None) -> int:
+    """Validate a micro-batch count: an integer >= 1, not above the batch when it is known.
+
+    Parameters
+    ----------
+    micro_batches
+        The requested count (int, or an integral string from the command line; ``None``, a
+        flag not given, is 1).
+    problem
+        When given and its ``meta`` holds ``batch_size``, ``M`` may not exceed it and must
+        divide it (a micro-batch is an equal share of the batch).
+
+    Returns
+    -------
+    int
+        The count.
+
+    Raises
+    ------
+    ProblemError
+        With one line naming ``--micro-batches`` and the offending value.
+    """
+    value = 1 if micro_batches is None else micro_batches
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ProblemError(f"--micro-batches must be an integer >= 1, got {micro_batches!r}") from None
+    if isinstance(value, bool):
+        raise ProblemError(f"--micro-batches must be an integer >= 1, got {micro_batches!r}")
+    if not isinstance(value, numbers.Integral):
+        if isinstance(value, numbers.Real) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise ProblemError(f"--micro-batches must be an integer >= 1, got {micro_batches!r}")
+    value = int(value)
+    if value < 1:
+        raise ProblemError(f"--micro-batches must be an integer >= 1, got {value}")
+    batch = (problem.meta or {}).get("batch_size") if problem is not None else None
+    if isinstance(batch, numbers.Integral) and not isinstance(batch, bool) and batch >= 1:
+        if value > batch:
+            raise ProblemError(f"--micro-batches {value} is larger than the batch ({batch} samples)")
+        if batch % value:
+            raise ProblemError(f"--micro-batches {value} does not divide the batch of {batch} samples "
+                               "into equal micro-batches")
+    return value
+
+
+def _meta_value(problem: Problem, v: int, key: str) -> str:
+    if problem.node_meta is None:
+        return ""
+    x = problem.node_meta[v].get(key, "")
+    return x if isinstance(x, str) else ""
+
+
+def once_mask(problem: Problem) -> np.ndarray:
+    """Nodes that run once per step: optimizer nodes and everything downstream of them.
+
+    A node is an optimizer node when its ``phase`` is ``optimizer`` or its ``op`` starts with
+    ``optimizer`` (what the torch importer writes, one ``optimizer.update`` per parameter).
+    Downstream nodes must follow the last micro-batch's update, so they run once too.
+    """
+    n = problem.n_nodes
+    once = np.zeros(n, dtype=bool)
+    for v in range(n):
+        phase = _meta_value(problem, v, "phase").lower()
+        op = _meta_value(problem, v, "op").lower()
+        once[v] = phase in _ONCE_PHASES or op.startswith("optimizer")
+    return _downstream(problem, once)
+
+
+def backward_mask(problem: Problem) -> np.ndarray:
+    """Nodes labelled ``phase: backward`` and every node downstream of one."""
+    n = problem.n_nodes
+    bwd = np.array([_meta_value(problem, v, "phase").lower() == "backward" for v in range(n)], dtype=bool)
+    return _downstream(problem, bwd)
+
+
+def _downstream(problem: Problem, mask: np.ndarray) -> np.ndarray:
+    out = mask.copy()
+    src, dst = problem.edge_src, problem.edge_dst
+    for v in problem.topo.tolist():
+        if out[v]:
+            continue
+        ins = problem.in_edges[problem.in_ptr[v]:problem.in_ptr[v + 1]]
+        if ins.size and out[src[ins]].any():
+            out[v] = True
+    del dst
+    return out
+
+
+def _per_micro_batch_file(problem: Problem) -> bool:
+    """True when the file states that its costs are already those of one micro-batch."""
+    return bool((problem.meta or {}).get("per_micro_batch", False))
+
+
+@dataclass
+class PipelineStep:
+    """A step of ``micro_batches`` micro-batches over ``base`` (see the module docstring).
+
+    Attributes
+    ----------
+    base : Problem
+        The problem as given (one step of the whole batch).
+    micro_batches : int
+        ``M``.
+    once : numpy.ndarray
+        Boolean per base node: runs once per step.
+    backward : numpy.ndarray
+        Boolean per base node: belongs to the backward pass.
+    time, output_bytes, temp_bytes, edge_bytes : numpy.ndarray
+        Per-micro-batch costs of the base nodes and edges (once-per-step nodes unscaled).
+    """
+
+    base: Problem
+    micro_batches: int
+    once: np.ndarray = field(init=False)
+    backward: np.ndarray = field(init=False)
+    time: np.ndarray = field(init=False)
+    output_bytes: np.ndarray = field(init=False)
+    temp_bytes: np.ndarray = field(init=False)
+    edge_bytes: np.ndarray = field(init=False)
+    _unrolled: Problem | None = field(init=False, default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        p, m = self.base, check_micro_batches(self.micro_batches, self.base)
+        self.micro_batches = m
+        size = m * (p.n_nodes + p.n_edges)
+        if size > MAX_UNROLLED:
+            raise ProblemError(f"--micro-batches {m}: the step of {m} micro-batches of '{p.name}' has about "
+                               f"{size:.3g} node and edge copies, more than the {MAX_UNROLLED:.3g} optpart "
+                               "unrolls; use fewer micro-batches")
+        self.once = once_mask(p)
+        self.backward = backward_mask(p) & ~self.once
+        scale = 1.0 if _per_micro_batch_file(p) else 1.0 / m
+        per = ~self.once
+        self.time = np.where(per, p.time * scale, p.time)
+        # a node whose output feeds a once-per-step node sends a parameter-sized gradient
+        grad = np.zeros(p.n_nodes, dtype=bool)
+        to_once = self.once[p.edge_dst] & per[p.edge_src]
+        grad[p.edge_src[to_once]] = True
+        self.output_bytes = np.where(per & ~grad, p.output_bytes * scale, p.output_bytes)
+        self.temp_bytes = np.where(per, p.temp_bytes * scale, p.temp_bytes)
+        self.edge_bytes = np.where(per[p.edge_src] & per[p.edge_dst], p.edge_bytes * scale, p.edge_bytes)
+
+    # ------------------------------------------------------------------ tasks
+    @property
+    def n_tasks(self) -> int:
+        """Nodes of the unrolled step: ``M`` per per-micro-batch node, one per once node."""
+        return int((~self.once).sum()) * self.micro_batches + int(self.once.sum())
+
+    def task_index(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(node, micro_batch, task_of)`` of the unrolled problem's node order.
+
+        Unrolled node ``t`` is copy ``micro_batch[t]`` of base node ``node[t]`` (once nodes
+        have micro-batch ``M - 1``, the last); ``task_of[i, v]`` is the unrolled index of copy
+        ``i`` of ``v`` (for once nodes the same index for every ``i``). Order: micro-batch 0's
+        copies in base order, then micro-batch 1's, ..., then the once nodes.
+        """
+        p, m = self.base, self.micro_batches
+        per = np.flatnonzero(~self.once)
+        one = np.flatnonzero(self.once)
+        node = np.concatenate([np.tile(per, m), one]).astype(np.int64)
+        mb = np.concatenate([np.repeat(np.arange(m), per.size), np.full(one.size, m - 1)]).astype(np.int64)
+        task_of = np.empty((m, p.n_nodes), dtype=np.int64)
+        for i in range(m):
+            task_of[i, per] = i * per.size + np.arange(per.size)
+        task_of[:, one] = m * per.size + np.arange(one.size)
+        return node, mb, task_of
+
+    def tile(self, placement: np.ndarray) -> np.ndarray:
+        """A base placement as the unrolled problem's placement (every copy on its node's device)."""
+        node, _, _ = self.task_index()
+        return np.asarray(placement, dtype=np.int64)[node]
+
+    def unrolled(self) -> Problem:
+        """The unrolled problem (cached): what a pipelined result is scored and judged on."""
+        if self._unrolled is None:
+            self._unrolled = self._build_unrolled()
+        return self._unrolled
+
+    def _build_unrolled(self) -> Problem:
+        p, m = self.base, self.micro_batches
+        node, mb, task_of = self.task_index()
+        per = ~self.once
+        ids = [p.node_ids[v] + (f"{SEP}{i}" if per[v] else "") for v, i in zip(node.tolist(), mb.tolist())]
+        # param_bytes are held once: by copy 0 of a per-micro-batch node, or by the once node
+        first = (mb == 0) | self.once[node]
+        param = np.where(first, p.param_bytes[node], 0.0)
+        # a node without the split holds `memory` as param_bytes: once, unscaled
+        src, dst, eb = [], [], []
+        es, ed = p.edge_src, p.edge_dst
+        both = per[es] & per[ed]
+        into = per[es] & self.once[ed]
+        # gradient accumulation: copy i of a gradient producer hands its sum to copy i + 1, the
+        # last copy to the update (the accumulator lives one hop, not M gradients at once)
+        grad = np.unique(es[into])
+        grad_bytes = np.zeros(p.n_nodes)
+        np.maximum.at(grad_bytes, es[into], self.edge_bytes[into])
+        for i in range(m):
+            src.append(task_of[i, es[both]]); dst.append(task_of[i, ed[both]]); eb.append(self.edge_bytes[both])
+            if i + 1 < m:
+                src.append(task_of[i, grad]); dst.append(task_of[i + 1, grad]); eb.append(grad_bytes[grad])
+        src.append(task_of[m - 1, es[into]]); dst.append(task_of[m - 1, ed[into]]); eb.append(self.edge_bytes[into])
+        oo = self.once[es] & self.once[ed]
+        src.append(task_of[0, es[oo]]); dst.append(task_of[0, ed[oo]]); eb.append(self.edge_bytes[oo])
+        meta_rows = None
+        if p.node_meta is not None:
+            meta_rows = [dict(p.node_meta[v], micro_batch=i) if per[v] else dict(p.node_meta[v])
+                         for v, i in zip(node.tolist(), mb.tolist())]
+        c = p.constraints
+        copies = lambda nid: ([nid] if self.once[p.node_index[nid]]
+                              else [f"{nid}{SEP}{i}" for i in range(m)])
+        colocate = [[x for nid in grp for x in copies(nid)] for grp in c.colocate]
+        colocate += [[f"{p.node_ids[v]}{SEP}{i}" for i in range(m)]
+                     for v in np.flatnonzero(per).tolist()] if m > 1 else []
+        pin = {x: d for nid, d in c.pin.items() for x in copies(nid)}
+        forbid = {x: ds for nid, ds in c.forbid.items() for x in copies(nid)}
+        meta = dict(p.meta, micro_batches=m, pipelined_from=p.name)
+        return Problem.from_arrays(
+            ids, self.time[node], None, np.concatenate(src), np.concatenate(dst), np.concatenate(eb),
+            devices=p.devices if p.has_devices else None, links=p.links,
+            constraints=Constraints(pin=pin, colocate=tuple(map(tuple, colocate)), forbid=forbid),
+            param_bytes=param, output_bytes=self.output_bytes[node], temp_bytes=self.temp_bytes[node],
+            node_meta=meta_rows, name=f"{p.name}", meta=meta, copy=False)
+
+    def work(self) -> float:
+        """Total run time of the step at speed 1 (every micro-batch, once nodes once)."""
+        per = ~self.once
+        return float(self.time[per].sum() * self.micro_batches + self.time[self.once].sum())
+
