@@ -160,9 +160,7 @@ def planted_grid(sizes: list[int], seeds: list[int], ks=(2, 4, 8)):
                     for seed in seeds:
                         p = planted_dag(n, k, ccr=ccr, seed=seed)
                         if cap != 1.05:
-                            meta = p.meta
-                            p = p.with_memory_scale(cap / 1.05)
-                            p.meta = meta
+                            p = p.with_memory_scale(cap / 1.05)  # keeps meta (the planted optimum)
                         yield n, k, ccr, cap, seed, p
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "FormatError",
     "SolverError",
     "ScheduleError",
+    "RecordError",
 ]
 
 
@@ -35,3 +36,10 @@ class SolverError(OptpartError):
 
 class ScheduleError(OptpartError):
     """A result breaks the rules of the model (raised by :func:`optpart.check`)."""
+
+
+class RecordError(ProblemError, FormatError):
+    """A JSON-shaped record (node, edge, device, links, constraints) is malformed: an
+    unknown or missing field, a value of the wrong type. One error for
+    :meth:`optpart.Problem.build` (a :class:`ProblemError`) and the JSON format (a
+    :class:`FormatError`), so both catch it as they always did."""

@@ -28,9 +28,9 @@ import numpy as np
 
 from .errors import OptpartError
 from .memory import fits
+from .model.screening import live_at_start, running_need
 from .problem import Device, Links, Problem
 from .result import Result
-from .solvers.pardnn.peak import live_at_start, running_need
 from .solvers.registry import get_solver, solve
 
 __all__ = ["FitResult", "capacity_lower_bound", "devices_lower_bound", "min_capacity", "min_devices", "on_devices"]
@@ -86,7 +86,7 @@ def capacity_lower_bound(problem: Problem, devices: int, memory_model: str | Non
     """Bytes per device that any placement on ``devices`` equal devices needs (proven).
 
     Static: the largest node or colocation group, and the total over ``devices``. Peak:
-    the largest running need (:func:`optpart.solvers.pardnn.peak.running_need`: what is
+    the largest running need (:func:`optpart.model.screening.running_need`: what is
     surely live when a node starts), the parameters over ``devices`` (held all step), and
     the parameters of the nodes pinned to one device.
     """

@@ -102,7 +102,8 @@ def test_duplicates_and_self_loops_are_named():
 
 
 def test_copy_false_keeps_the_readers_lists_and_copy_true_does_not():
-    ids, meta = ["a", "b"], [{"op": "x"}, {"op": "y"}]
+    from optpart.model.frozen import FrozenList  # what the readers build (a frozen problem's lists)
+    ids, meta = FrozenList(["a", "b"]), FrozenList([{"op": "x"}, {"op": "y"}])
     p = Problem.from_arrays(ids, np.ones(2), np.ones(2), [0], [1], node_meta=meta, copy=False)
     assert p.node_ids is ids and p.node_meta is meta
     q = Problem.from_arrays(ids, np.ones(2), np.ones(2), [0], [1], node_meta=meta)

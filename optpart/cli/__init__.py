@@ -43,7 +43,7 @@ COMMAND_MODULES: list[str] = [
     "optpart.cli.info",
     "optpart.cli.solvers",
     "optpart.cli.fit",
-    "optpart.bench.commands",
+    "optpart.cli.bench",
     "optpart.cli.import_",
     "optpart.cli.show",
     "optpart.cli.export",

@@ -88,10 +88,7 @@ def _load(path: Path) -> Problem:
     del data  # the text of a big graph is hundreds of MB: free it before building the problem
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if fmt == PROBLEM_FORMAT:
-        problem = problem_from_dict(doc)
-        if "name" not in doc:
-            problem.name = _stem(path)
-        return problem
+        return problem_from_dict(doc, name=_stem(path))
     if fmt == RESULT_FORMAT:
         raise FormatError(f"{path} is a result file; give the problem file instead")
     if fmt is None and looks_like_dnn_partitioning(doc):

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 import math
-from operator import itemgetter
 from typing import Any, Mapping
 
 import numpy as np
 
 from ..errors import FormatError, ProblemError
-from ._io import _orjson
-from ..limits import check_devices
-from ..problem import Constraints, Device, LinkOverride, Links, Problem
+from ..model import records
+from ..model.constraints import Constraints
+from ..model.devices import Links
+from ..model.problem import Problem
 from ..result import Result, Status
+from ._io import _orjson
 
 __all__ = [
     "PROBLEM_FORMAT",
@@ -36,7 +37,6 @@ __all__ = [
 PROBLEM_FORMAT = "optpart-problem"
 RESULT_FORMAT = "optpart-result"
 VERSION = 1
-_NODE_FIELDS = ("id", "time", "memory", "param_bytes", "output_bytes", "temp_bytes")
 
 
 # ---------------------------------------------------------------------- reading
@@ -60,75 +60,30 @@ def _short(x: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _number(value: Any, what: str, allow_inf: bool = False) -> float:
-    if isinstance(value, str) and allow_inf and value.strip().lower() in ("inf", "infinity"):
-        return math.inf
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProblemError(f"{what} must be a number, got {_short(value)}")
-    try:
-        x = float(value)
-    except OverflowError:
-        raise ProblemError(f"{what} is {_short(value)}; it is beyond the float range (at most about 1.8e308)") from None
-    if math.isnan(x) or x < 0 or (math.isinf(x) and not allow_inf):
-        raise ProblemError(f"{what} is {value!r}; it must be a finite number >= 0")
-    return x
+#: The fields of an optpart-problem document.
+DOCUMENT_FIELDS = ("format", "version", "name", "nodes", "edges", "devices", "links", "constraints", "meta")
+
+# The record readers, under the names the other formats (npz, networkx) import.
+_devices_from_list = records.read_devices
+_links_from_dict = records.read_links
+_constraints_from_dict = records.read_constraints
 
 
-def _column(items: list, key: str, what: str, ids: list[str] | None = None, default=None) -> list:
-    try:
-        if default is None:
-            return list(map(itemgetter(key), items))
-        return [item.get(key, default) for item in items]
-    except (KeyError, TypeError, AttributeError):
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise FormatError(f"{what} at position {i} must be a JSON object, got {_short(item)}") from None
-            if default is None and key not in item:
-                who = f"'{ids[i]}'" if ids else f"at position {i}"
-                raise FormatError(f"{what} {who} has no field '{key}'") from None
-        raise
+def problem_from_dict(doc: Mapping[str, Any], name: str | None = None) -> Problem:
+    """Build a :class:`Problem` from a parsed optpart-problem document.
 
+    The records are read by :mod:`optpart.model.records`, the reader
+    :meth:`Problem.build` uses, so both accept and refuse the same things.
 
-_NUMBER_TYPES = frozenset((int, float))
-
-
-def _numeric_column(values: list, key: str, ids: list[str] | None = None, name_of=None) -> np.ndarray:
-    """A list of JSON numbers as float64; bools, strings, nulls and integers beyond the
-    float range are refused naming the node (``ids``) or item (``name_of(i)``); the types
-    are checked in one pass over the column."""
-    if name_of is None:
-        name_of = lambda i: f"node '{ids[i]}'"  # noqa: E731
-    if not _NUMBER_TYPES.issuperset(set(map(type, values))):
-        for i, x in enumerate(values):
-            if type(x) not in _NUMBER_TYPES:
-                raise ProblemError(f"{name_of(i)} has {key}={_short(x)}; it must be a number")
-    try:
-        return np.asarray(values, dtype=np.float64)
-    except OverflowError:
-        for i, x in enumerate(values):
-            if isinstance(x, int) and abs(x) > 1.7e308:
-                raise ProblemError(f"{name_of(i)} has {key}={_short(x)}; it is beyond the float range "
-                                   "(at most about 1.8e308)") from None
-        raise
-
-
-def _node_meta(nodes: list, known: frozenset) -> list[dict]:
-    """Per-node metadata (the keys that are not model fields, in the node's own order). When
-    every node has the keys of the first in the same order (the usual case), the values are
-    picked with ``itemgetter``, without a Python loop per key."""
-    first = tuple(nodes[0]) if nodes else ()
-    extra = [k for k in first if k not in known]
-    if extra and all(map(first.__eq__, map(tuple, nodes))):  # same keys in the same order
-        if len(extra) == 1:
-            key = extra[0]
-            return [{key: v} for v in map(itemgetter(key), nodes)]
-        return [dict(zip(extra, vals)) for vals in map(itemgetter(*extra), nodes)]
-    return [{k: v for k, v in nd.items() if k not in known} for nd in nodes]
-
-
-def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
-    """Build a :class:`Problem` from a parsed optpart-problem document."""
+    Parameters
+    ----------
+    doc : mapping
+        The parsed JSON document.
+    name : str, optional
+        The name to use when the document has none (the file's stem); default ``"problem"``.
+    """
     _check_header(doc, PROBLEM_FORMAT)
+    records.check_keys(doc, DOCUMENT_FIELDS, "the optpart-problem document")
     nodes = doc.get("nodes")
     if nodes is None:
         raise FormatError("missing field 'nodes' (a list of {\"id\", \"time\", \"memory\"} objects)")
@@ -138,135 +93,20 @@ def problem_from_dict(doc: Mapping[str, Any]) -> Problem:
     edges = doc.get("edges", [])
     if not isinstance(edges, list):
         raise FormatError("field 'edges' must be a list of {\"src\", \"dst\", \"bytes\"} objects")
-    raw_ids = _column(nodes, "id", "node")
-    id_types = set(map(type, raw_ids))
-    if id_types == {str}:
-        ids = raw_ids
-    else:
-        for i, nid in enumerate(raw_ids):
-            if type(nid) not in (str, int):
-                raise FormatError(f"node at position {i} has id {_short(nid)}; ids are strings")
-        ids = [str(x) for x in raw_ids]
-    time = _numeric_column(_column(nodes, "time", "node", ids), "time", ids)
-    present = set().union(*map(dict.keys, nodes))  # every key any node has, in one C pass
-    split = {}
-    for key in ("param_bytes", "output_bytes", "temp_bytes"):
-        if key in present:
-            split[key] = _numeric_column(_column(nodes, key, "node", ids, default=math.nan), key, ids)
-    if split:  # NaN: not given for this node; Problem.from_arrays fills it (docs/model.md section 3)
-        memory = _numeric_column(_column(nodes, "memory", "node", ids, default=math.nan), "memory", ids)
-    else:
-        memory = _numeric_column(_column(nodes, "memory", "node", ids), "memory", ids)
-    known = frozenset(_NODE_FIELDS)
-    node_meta = None
-    if not known.issuperset(present):
-        node_meta = _node_meta(nodes, known)
-    index = dict(zip(ids, range(len(ids))))
-    src_ids = _column(edges, "src", "edge")
-    dst_ids = _column(edges, "dst", "edge")
-    try:
-        if set(map(type, src_ids)) | set(map(type, dst_ids)) <= {str}:
-            src = list(map(index.__getitem__, src_ids))
-            dst = list(map(index.__getitem__, dst_ids))
-        else:
-            src = [index[str(s)] for s in src_ids]
-            dst = [index[str(t)] for t in dst_ids]
-    except KeyError:
-        for e, (s, t) in enumerate(zip(src_ids, dst_ids)):
-            for end in (s, t):
-                if str(end) not in index:
-                    raise ProblemError(f"edge '{s}' -> '{t}' names unknown node '{end}'") from None
-        raise
-    byte_values = _numeric_column(_column(edges, "bytes", "edge", default=0), "bytes",
-                                  name_of=lambda e: f"edge '{src_ids[e]}' -> '{dst_ids[e]}'")
-    devices = _devices_from_list(doc["devices"]) if "devices" in doc else None
-    links = _links_from_dict(doc["links"]) if "links" in doc else None
-    constraints = _constraints_from_dict(doc.get("constraints") or {})
+    columns = records.graph_columns(nodes, edges)
+    devices = records.read_devices(doc["devices"]) if "devices" in doc else None
+    links = records.read_links(doc["links"]) if "links" in doc else None
+    constraints = records.read_constraints(doc.get("constraints") or {})
     if (constraints.pin or constraints.forbid) and devices is None:
         raise ProblemError("pin/forbid constraints name devices, but the problem has no 'devices'")
     meta = doc.get("meta", {})
     if not isinstance(meta, dict):
         raise FormatError(f"field 'meta' must be a JSON object, got {_short(meta)}")
-    name = doc.get("name", "problem")
-    if not isinstance(name, str):
-        raise FormatError(f"field 'name' must be a string, got {_short(name)}")
-    return Problem.from_arrays(
-        ids, time, memory, src, dst, byte_values,
-        devices=devices, links=links, constraints=constraints,
-        param_bytes=split.get("param_bytes"), output_bytes=split.get("output_bytes"),
-        temp_bytes=split.get("temp_bytes"), node_meta=node_meta,
-        name=name, meta=meta, copy=False,  # ids and node_meta were built above: no second copy
-    )
-
-
-def _devices_from_list(items: Any) -> list[Device]:
-    """The ``devices`` field: a list of ``{"id", "memory", "speed"}`` objects."""
-    if not isinstance(items, list):
-        raise FormatError(f"field 'devices' must be a list of {{\"id\", \"memory\", \"speed\"}} objects, "
-                          f"got {type(items).__name__}")
-    check_devices(len(items), "field 'devices': device count")
-    devices = []
-    for i, d in enumerate(items):
-        if not isinstance(d, dict) or "id" not in d:
-            raise FormatError(f"device at position {i} needs an 'id'")
-        if isinstance(d["id"], bool) or not isinstance(d["id"], (str, int)):
-            raise FormatError(f"device at position {i} has id {_short(d['id'])}; ids are strings")
-        if "memory" not in d:
-            raise FormatError(f"device '{d['id']}' has no field 'memory' (bytes, or \"inf\")")
-        devices.append(Device(str(d["id"]), _number(d["memory"], f"device '{d['id']}' memory", True),
-                              _speed(d.get("speed", 1.0), d["id"])))
-    return devices
-
-
-def _speed(value: Any, did: Any) -> float:
-    s = _number(value, f"device '{did}' speed")
-    if s <= 0:
-        raise ProblemError(f"device '{did}' has speed={value!r}; it must be > 0")
-    return s
-
-
-def _links_from_dict(doc: Any) -> Links:
-    if not isinstance(doc, dict):
-        raise FormatError("field 'links' must be an object with 'latency', 'bandwidth' and optional 'pairs'")
-    lat = _number(doc.get("latency", 0.0), "links latency")
-    bw = _number(doc.get("bandwidth", "inf"), "links bandwidth", allow_inf=True)
-    unknown = set(doc) - {"latency", "bandwidth", "pairs"}
-    if unknown:
-        raise FormatError(f"unknown field(s) in 'links': {', '.join(sorted(map(str, unknown)))}; "
-                          "known: latency, bandwidth, pairs")
-    if not isinstance(doc.get("pairs", []), list):
-        raise FormatError("field 'links.pairs' must be a list of {\"src\", \"dst\", \"latency\", \"bandwidth\"} objects")
-    pairs = []
-    for i, pr in enumerate(doc.get("pairs", [])):
-        if not isinstance(pr, dict) or "src" not in pr or "dst" not in pr:
-            raise FormatError(f"link pair at position {i} needs 'src' and 'dst'")
-        what = f"link '{pr['src']}' -> '{pr['dst']}'"
-        pairs.append(LinkOverride(str(pr["src"]), str(pr["dst"]),
-                                  _number(pr.get("latency", lat), f"{what} latency"),
-                                  _number(pr.get("bandwidth", bw), f"{what} bandwidth", allow_inf=True)))
-    return Links(lat, bw, tuple(pairs))
-
-
-def _constraints_from_dict(doc: Any) -> Constraints:
-    if not isinstance(doc, dict):
-        raise FormatError("field 'constraints' must be an object with 'pin', 'colocate', 'forbid'")
-    unknown = set(doc) - {"pin", "colocate", "forbid"}
-    if unknown:
-        raise FormatError(f"unknown constraint kind(s) {sorted(unknown)}; known: pin, colocate, forbid")
-    pin = doc.get("pin", {})
-    colocate = doc.get("colocate", [])
-    forbid = doc.get("forbid", {})
-    if not isinstance(pin, dict):
-        raise FormatError("constraints 'pin' must map node ids to device ids")
-    if not isinstance(colocate, list) or not all(isinstance(g, list) for g in colocate):
-        raise FormatError("constraints 'colocate' must be a list of lists of node ids")
-    if not isinstance(forbid, dict) or not all(isinstance(v, list) for v in forbid.values()):
-        raise FormatError("constraints 'forbid' must map node ids to lists of device ids")
-    return Constraints(
-        pin={str(k): str(v) for k, v in pin.items()},
-        colocate=tuple(tuple(str(x) for x in g) for g in colocate),
-        forbid={str(k): tuple(str(x) for x in v) for k, v in forbid.items()},
-    )
+    doc_name = doc.get("name", name if name is not None else "problem")
+    if not isinstance(doc_name, str):
+        raise FormatError(f"field 'name' must be a string, got {_short(doc_name)}")
+    return Problem.from_arrays(**columns, devices=devices, links=links, constraints=constraints,
+                               name=doc_name, meta=meta)
 
 
 # ---------------------------------------------------------------------- writing

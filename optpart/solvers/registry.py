@@ -7,8 +7,8 @@ name is an error that lists the known ones; a solver whose optional dependency i
 missing says which extra to install. No silent fallbacks.
 
 What a solver accepts and guarantees is its module's ``SPEC``
-(:class:`~optpart.solvers.spec.SolverSpec`); until a module declares one, the
-registry's :data:`FALLBACK_SPECS` entry (written from today's signature) stands in.
+(:class:`~optpart.solvers.spec.SolverSpec`), the one source of truth: the registry
+keeps no copy of it.
 :func:`solve` validates every option against the spec, runs the solver under a
 memory model it guarantees, and checks the requested model with the evaluator
 (docs/model.md section 3). Arguments a solver does not use (``hint``,
@@ -33,9 +33,9 @@ from ..bounds import problem_lower_bound
 from ..problem import Problem
 from ..result import Result, Status
 from .base import finalize
-from .spec import MEMORY_MODELS, Option, SolverSpec
+from .spec import MEMORY_MODELS, SolverSpec
 
-__all__ = ["SolverInfo", "SOLVERS", "FALLBACK_SPECS", "DEFAULT_SOLVER", "DEFAULT_MEMORY_MODEL", "solver_names",
+__all__ = ["SolverInfo", "SOLVERS", "DEFAULT_SOLVER", "DEFAULT_MEMORY_MODEL", "solver_names",
            "available_solvers", "solver_info", "solver_spec", "get_solver", "solve"]
 
 #: The solver used when none is named (CLI, :func:`solve`, bench).
@@ -121,48 +121,35 @@ def get_solver(name: str):
     return importlib.import_module(info.module).solve
 
 
-def _spec(*options: Option, models: tuple[str, ...] = ("static",), hint: bool = False,
-          time_limit: bool = False) -> SolverSpec:
-    return SolverSpec(options=options, memory_models=models, uses_hint=hint, uses_time_limit=time_limit)
-
-
-#: Specs written from each solver's signature, used until its module declares ``SPEC``.
-FALLBACK_SPECS: dict[str, SolverSpec] = {
-    "heuristic": _spec(Option("effort", float, 1.0, "search effort (more tries, more refinement)", min=0),
-                       models=("static", "peak"), hint=True, time_limit=True),
-    "cpsat": _spec(Option("workers", int, 4, "CP-SAT search workers", min=1),
-                   Option("deterministic", bool, True, "deterministic time limit (reproducible runs)"),
-                   Option("log", bool, False, "print the CP-SAT search log"),
-                   Option("use_hint", bool, True, "seed the search with a heuristic placement"),
-                   Option("parameters", dict, None, "raw CP-SAT parameters, e.g. {\"max_deterministic_time\": 5}",
-                          allow_none=True),
-                   models=("static", "peak"), hint=True, time_limit=True),
-    "milp": _spec(Option("backend", str, "highs", "MILP backend", choices=("highs", "cbc")),
-                  Option("threads", int, 2, "backend threads", min=1),
-                  Option("deterministic", bool, True, "deterministic backend settings"),
-                  Option("log", bool, False, "print the backend log"),
-                  Option("use_hint", bool, True, "seed the search with a heuristic placement"),
-                  hint=True, time_limit=True),
-    "heft": _spec(Option("memory_aware", bool, True, "skip devices whose memory would overflow")),
-    "etf": _spec(),
-    "topo": _spec(Option("slack", float, 0.1, "spare share of each device's capacity", min=0)),
-    "metis": _spec(Option("ufactor", int, 30, "METIS load imbalance (1/1000)", min=1)),
-    "single": _spec(),
-}
-
-
 def solver_spec(name: str) -> SolverSpec:
-    """What solver ``name`` declares: its module's ``SPEC``, else the registry's fallback.
+    """What solver ``name`` declares: its module's ``SPEC``, the one source of truth.
 
-    Imports the solver's module when it is installed (the spec lives there); a solver
-    that is not installed reports its fallback.
+    Parameters
+    ----------
+    name : str
+        A registered solver name (or alias).
+
+    Returns
+    -------
+    SolverSpec
+        The options, memory models, hint and time-limit use the solver declares.
+
+    Raises
+    ------
+    SolverError
+        When the name is unknown, the module cannot be imported (a missing optional
+        dependency names the extra to install), or the module declares no ``SPEC``.
     """
     info = solver_info(name)
-    if info.installed:
-        spec = getattr(importlib.import_module(info.module), "SPEC", None)
-        if isinstance(spec, SolverSpec):
-            return spec
-    return FALLBACK_SPECS.get(info.name, SolverSpec())
+    try:
+        module = importlib.import_module(info.module)
+    except ImportError as exc:
+        hint = f"; pip install 'optpart[{info.extra}]'" if info.extra else ""
+        raise SolverError(f"solver '{info.name}' cannot be loaded ({exc}){hint}") from None
+    spec = getattr(module, "SPEC", None)
+    if not isinstance(spec, SolverSpec):
+        raise SolverError(f"solver module {info.module} declares no SPEC (a SolverSpec)")
+    return spec
 
 
 def _normalize_hint(problem: Problem, hint: Any) -> np.ndarray | None:

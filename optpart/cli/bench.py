@@ -44,9 +44,9 @@ def _solver_options(items: list[str] | None) -> dict[str, dict[str, Any]]:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from . import db as _db
-    from .report import format_report, summarize
-    from .sweep import iter_instances, plan_sweep, run_sweep
+    from ..bench import db as _db
+    from ..bench.report import format_report, summarize
+    from ..bench.sweep import iter_instances, plan_sweep, run_sweep
 
     files = iter_instances(args.instances)
     if not files:
@@ -74,8 +74,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from . import db as _db
-    from .report import format_report, summarize
+    from ..bench import db as _db
+    from ..bench.report import format_report, summarize
 
     text = format_report(summarize(_db.load_runs(args.db)), args.format)
     if args.out:
@@ -87,7 +87,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from . import plots
+    from ..bench import plots
 
     path = Path(args.source)
     if plots.is_sqlite(path):
@@ -95,7 +95,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     else:
         if not args.problem:
             raise OptpartError(f"{path} is a result file: give its problem with --problem FILE")
-        from ..cli.common import load_problem_for_result
+        from .common import load_problem_for_result
         from ..formats import load_result
 
         problem = load_problem_for_result(args, args.problem, args.source)
@@ -109,8 +109,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``bench``, ``report`` and ``plot`` to the ``optpart`` command."""
-    from ..cli.common import add_device_arguments
-    from .report import FORMATS
+    from .common import add_device_arguments
+    from ..bench.report import FORMATS
 
     p = subparsers.add_parser("bench", help="run solvers over instances x device counts x memory scales into SQLite",
                               description="Run the cross product of instances, solvers, device counts and memory "

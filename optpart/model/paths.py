@@ -1,0 +1,105 @@
+"""Longest paths in the DAG: top and bottom levels under any node and edge weights.
+
+The bottom level of ``v`` is the weight of the heaviest path that starts at ``v``:
+``bl(v) = w(v) + max over out-edges (v, x) of (c(v, x) + bl(x))``. It is the
+canonical schedule's priority (weights: run times and transfers under a placement),
+HEFT's upward rank (mean costs; Topcuoglu et al. 2002) and ParDNN's slicing key.
+The top level is the weight of the heaviest path that ends just before ``v``:
+``tl(v) = max over in-edges (u, v) of (tl(u) + w(u) + c(u, v))``; with zero edge weights
+``max(tl + w)`` is the critical-path lower bound. One sweep of a topological order,
+O(V + E), plain loops over integer ids. Integer weights give integer levels.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .problem import Problem
+
+__all__ = ["bottom_levels_csr", "bottom_levels_by_edge", "top_levels_csr", "mean_costs", "upward_rank",
+           "priority_order"]
+
+
+def bottom_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequence[int],
+                      node_weight: Sequence[float], out_weight: Sequence[float]) -> list[float]:
+    """Bottom levels from CSR lists: ``succ[i]``/``out_weight[i]`` for ``i`` in
+    ``out_ptr[v]:out_ptr[v+1]`` are the successors of ``v`` and their edge weights."""
+    bl = list(node_weight)
+    for v in reversed(topo):
+        best = 0
+        for i in range(out_ptr[v], out_ptr[v + 1]):
+            x = out_weight[i] + bl[succ[i]]
+            if x > best:
+                best = x
+        bl[v] = node_weight[v] + best
+    return bl
+
+
+def bottom_levels_by_edge(problem: Problem, node_weight: np.ndarray, edge_weight: np.ndarray) -> np.ndarray:
+    """Bottom levels of ``problem``'s nodes; ``edge_weight`` is indexed by edge id."""
+    levels = bottom_levels_csr(problem.topo.tolist(), problem.out_ptr.tolist(),
+                               problem.edge_dst[problem.out_edges].tolist(),
+                               np.asarray(node_weight, dtype=np.float64).tolist(),
+                               np.asarray(edge_weight, dtype=np.float64)[problem.out_edges].tolist())
+    return np.asarray(levels, dtype=np.float64)
+
+
+def top_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequence[int],
+                   node_weight: Sequence[float], out_weight: Sequence[float] | None = None) -> list[float]:
+    """Top levels from the same CSR lists; ``out_weight`` None means free edges."""
+    top = [0] * len(node_weight)
+    for v in topo:
+        tv = top[v] + node_weight[v]
+        for i in range(out_ptr[v], out_ptr[v + 1]):
+            w = succ[i]
+            x = tv if out_weight is None else tv + out_weight[i]
+            if x > top[w]:
+                top[w] = x
+    return top
+
+
+def mean_costs(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """HEFT's average costs: mean run time per node and mean transfer time per edge.
+
+    The node's mean is over the devices it may use of ``time / speed``; the edge's mean
+    is over ordered pairs of distinct devices of ``latency + bytes / bandwidth``
+    (Topcuoglu, Hariri, Wu, IEEE TPDS 13(3), 2002, section 4.1, which averages latency
+    and transfer rate). With one device communication is free. The one mean-cost
+    definition: HEFT, m-ETF and the heuristic's ranks all use it.
+    """
+    k = problem.n_devices
+    allowed = problem.allowed
+    inv_speed = 1.0 / problem.device_speed
+    if allowed.all():  # no restriction: one mean for every node (no n x k product)
+        wbar = problem.time * float(inv_speed.sum() / max(k, 1))
+    else:
+        counts = allowed.sum(axis=1)
+        wbar = problem.time * (allowed @ inv_speed) / np.maximum(counts, 1)
+    if k < 2:
+        return wbar, np.zeros(problem.n_edges)
+    off = ~np.eye(k, dtype=bool)
+    with np.errstate(divide="ignore"):
+        inv_bw = 1.0 / problem.bandwidth
+    mean_lat = float(problem.latency[off].mean())
+    mean_inv_bw = float(inv_bw[off].mean())
+    return wbar, mean_lat + problem.edge_bytes * mean_inv_bw
+
+
+def upward_rank(problem: Problem, wbar: np.ndarray | None = None, cbar: np.ndarray | None = None) -> np.ndarray:
+    """HEFT's upward rank, ``rank(v) = wbar(v) + max over successors w of (cbar(v, w) + rank(w))``:
+    the bottom level under :func:`mean_costs` (the one rank definition); O(V + E)."""
+    if wbar is None or cbar is None:
+        wbar, cbar = mean_costs(problem)
+    return bottom_levels_by_edge(problem, wbar, cbar)
+
+
+def priority_order(problem: Problem, priority: np.ndarray) -> np.ndarray:
+    """Nodes by decreasing ``priority``, ties by topological position.
+
+    For bottom levels (``bl(u) >= bl(w)`` on every edge) this is a topological order
+    even with zero-time nodes and free transfers.
+    """
+    return np.lexsort((problem.topo_rank, -np.asarray(priority, dtype=np.float64)))
