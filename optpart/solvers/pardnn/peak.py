@@ -51,10 +51,18 @@ from .memory import (
     project_constraints,
     repair_peak,
 )
-from .peak_proofs import live_at_start, peak_infeasibility, running_need  # re-exported (optpart.fit)
+from ...model.screening import infeasibility, live_at_start, running_need  # re-exported (old path)
 from .schedule import Graph, critical_chain, justify
 
 __all__ = ["eft_peak", "live_at_start", "peak_infeasibility", "running_need", "solve_peak"]
+
+
+
+def peak_infeasibility(problem: Problem) -> str | None:
+    """A proven reason that no placement fits under peak, or None: the model's one screen
+    (:func:`optpart.model.screening.infeasibility` under ``"peak"``), named for this module's callers."""
+    return infeasibility(problem, "peak")
+
 
 _WORK_PER_EFFORT = 300_000   # (nodes + edges) x schedule evaluations per unit of effort
 _MAX_EVALS_PER_EFFORT = 300
