@@ -230,8 +230,12 @@ TIME_RTOL = 1e-9
 
 
 def time_tolerance(scale: float) -> float:
-    """Slack allowed when comparing two times near ``scale`` seconds (float noise only)."""
-    return TIME_RTOL * max(1.0, abs(scale)) + 1e-12
+    """Slack allowed when comparing two times near ``scale`` seconds (float noise only).
+
+    Relative to ``scale`` with no absolute floor: operator times may be nanoseconds, and
+    an absolute slack of 1e-9 s would let two such nodes overlap (or a bound below the
+    makespan pass for a proof of optimality)."""
+    return TIME_RTOL * abs(scale)
 
 
 def _split_groups(problem: Problem, p: np.ndarray) -> np.ndarray:

@@ -190,7 +190,7 @@ def from_torch(
         problem = problem_from_traced(step, cost_model=cm, name=label, no_split=no_split)
         if check:
             bar.stage("checking aliasing")
-            problem.meta["aliasing_check"] = check_problem_order(problem, step)
+            problem = problem.with_meta(aliasing_check=check_problem_order(problem, step))
     if devices is not None:
         problem = problem.with_devices(devices, memory=memory)
     return problem

@@ -433,6 +433,12 @@ class Problem:
         q.name = str(name)
         return q._freeze()
 
+    def with_meta(self, **items: Any) -> "Problem":
+        """The same problem with ``items`` added to its metadata (arrays shared, not copied)."""
+        q = self._copy_graph()
+        q.meta = FrozenDict({**self.meta, **items})
+        return q._freeze()
+
     def _copy_graph(self) -> "Problem":
         """An unfrozen shallow copy (arrays shared: they are read-only)."""
         q = Problem()
