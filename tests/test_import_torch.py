@@ -218,6 +218,15 @@ def test_cli_imports_a_torch_factory(tmp_path, monkeypatch, capsys):
     assert "--path ." in capsys.readouterr().err
     # A file path works without --path.
     assert main(["import", str(tmp_path / "zoo_for_optpart_test.py") + ":mlp", "-o", str(out), "-q"]) == 0
+    # The user's module failing its own import, or failing to compile, is bad input naming the file and line.
+    (tmp_path / "zoo_needs_dep_test.py").write_text("import torch\nimport no_such_dependency_xyz\ndef mlp():\n    pass\n")
+    assert main(["import", "zoo_needs_dep_test:mlp", "--path", ".", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no_such_dependency_xyz" in err and "zoo_needs_dep_test.py, line 2" in err
+    assert "--path ." not in err
+    (tmp_path / "zoo_syntax_test.py").write_text("def mlp(:\n")
+    assert main(["import", str(tmp_path / "zoo_syntax_test.py") + ":mlp", "-o", str(out)]) == 2
+    assert "SyntaxError" in capsys.readouterr().err
 
 
 def test_cli_import_never_lets_the_working_directory_shadow_a_package(tmp_path, monkeypatch, capsys):

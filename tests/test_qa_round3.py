@@ -36,8 +36,6 @@ def test_fit_can_be_told_the_static_memory_model(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------- optpart import and the user's code
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="an exception raised by the user's model factory (or its module) is reported "
-                                       "as 'internal error', exit 3, instead of bad input, exit 2")
 @pytest.mark.parametrize("body", ["def make():\n    raise ValueError('my model is broken')\n",
                                   "raise ValueError('my model is broken')\ndef make():\n    pass\n"])
 def test_an_exception_in_the_users_factory_is_bad_input(tmp_path, capsys, body):
