@@ -22,7 +22,7 @@ def test_timeline_finds_the_first_gap_that_fits():
     assert line.gaps() == [] and line.end == 6.0
 
 
-def test_insertion_schedules_are_valid_and_never_worse_than_append_only_order():
+def test_insertion_schedules_of_random_placements_are_valid():
     rng = np.random.default_rng(1)
     for seed in range(15):
         p = (layered_dag(40, k=3, seed=seed, ccr=1.5) if seed % 2 else training_graph(3, k=3, seed=seed))
