@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from strategies import examples  # noqa: E402
 
 from optpart.errors import FormatError  # noqa: E402
 from optpart.formats.torch import (check_aliasing, default_loss, ordering_edges, trace_training_step,  # noqa: E402
@@ -226,7 +227,7 @@ def _pool_fallback():
     return _POOL
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), ties=st.booleans())
 def test_any_topological_order_of_a_graph_with_mutations_is_exact(seed, ties):
     """Hypothesis over orders (random start times, or all equal: graph order) and placements."""

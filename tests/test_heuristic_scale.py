@@ -16,7 +16,7 @@ from optpart.generators import planted_dag
 from optpart.paths import upward_rank
 from optpart.schedule import Graph, NoRoom, StaticPolicy, etf_schedule
 
-from strategies import problems
+from strategies import examples, problems
 
 
 def _reference_etf(problem, priority):
@@ -48,7 +48,7 @@ def _reference_etf(problem, priority):
     return place, start, finish
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems(max_nodes=14, max_devices=5, pins=True))
 def test_the_cached_etf_engine_makes_the_textbook_schedule(problem):
     # the per-device candidate cache and the uniform-link arrival shortcut change nothing
@@ -64,7 +64,7 @@ def test_the_cached_etf_engine_makes_the_textbook_schedule(problem):
     np.testing.assert_allclose(got.start, want[1], rtol=1e-12, atol=1e-12)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems(max_nodes=12, max_devices=4), st.sampled_from(["static", "peak"]))
 def test_the_heuristic_is_never_worse_than_heft_and_etf(problem, model):
     h = optpart.solve(problem, "heuristic", memory_model=model, effort=0.1)

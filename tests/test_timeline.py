@@ -22,6 +22,17 @@ def test_timeline_finds_the_first_gap_that_fits():
     assert line.gaps() == [] and line.end == 6.0
 
 
+def _append_only_finish(p, placement, order) -> np.ndarray:
+    """Finish times when each node in ``order`` starts after everything already on its device."""
+    dur, comm = p.duration(placement), p.transfer_times(placement)
+    finish, free = np.zeros(p.n_nodes), np.zeros(p.n_devices)
+    for v in order:
+        into = p.edge_dst == v
+        ready = max((finish[p.edge_src[into]] + comm[into]).max(initial=0.0), free[placement[v]])
+        finish[v] = free[placement[v]] = ready + dur[v]
+    return finish
+
+
 def test_insertion_schedules_are_valid_and_never_worse_than_append_only_order():
     rng = np.random.default_rng(1)
     for seed in range(15):
@@ -35,3 +46,5 @@ def test_insertion_schedules_are_valid_and_never_worse_than_append_only_order():
         start = insertion_schedule(p, placement, order)
         r = optpart.evaluate(p, placement, start)
         assert violations(p, r) == []
+        append_only = _append_only_finish(p, placement, [int(v) for v in order]).max()
+        assert r.makespan <= append_only * (1 + 1e-12), (seed, r.makespan, append_only)
