@@ -289,8 +289,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         effort = float(effort)
     except (TypeError, ValueError):
         raise SolverError(f"heuristic: effort={effort!r} must be a number >= 0") from None
-    if not effort >= 0:
-        raise SolverError(f"heuristic: effort={effort!r} must be a number >= 0")
+    if not 0 <= effort < float("inf"):
+        raise SolverError(f"heuristic: effort={effort!r} must be a finite number >= 0")
     t0 = _time.perf_counter()
     deadline = None if time_limit is None else t0 + _DEADLINE_SHARE * float(time_limit)
     if problem.n_nodes == 0:
@@ -306,8 +306,15 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         except ImportError:
             solve_peak = None
         if solve_peak is not None:
-            return solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=effort,
-                              deadline=deadline)
+            sol = solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=effort,
+                             deadline=deadline)
+            if effort > 0 and not sol.status.has_solution and sol.status is not Status.INFEASIBLE:
+                # more effort never loses what the constructions alone (effort 0) find
+                quick = solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=0.0,
+                                   deadline=deadline)
+                if quick.status.has_solution:
+                    return quick
+            return sol
     stats: dict = {}
     best = None
     rounds = 6 if memory_model == "peak" else 1
