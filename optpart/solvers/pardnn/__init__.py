@@ -120,8 +120,11 @@ def _pinned_overflow(problem: Problem, capacity: list[float]) -> str | None:
 
 
 def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float, hint, deadline,
-               seed: int = 0, stats: dict | None = None):
-    """Every construction within ``capacity`` (static), improved; (makespan, place, start, finish) or None."""
+               seed: int = 0, stats: dict | None = None, lower: float = 0.0):
+    """Every construction within ``capacity`` (static), improved; (makespan, place, start, finish) or None.
+
+    ``lower`` is a proven lower bound on the makespan: once a candidate meets it, the later
+    stages (priority variants, the seed method, the search) cannot beat it and are skipped."""
     stats = {} if stats is None else stats
     n, m = g.n, problem.n_edges
     size = max(1, n + m)
@@ -145,6 +148,13 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         constructions would pass it."""
         if deadline is not None and _time.perf_counter() + cost * unit[0] > deadline:
             stats.setdefault("stopped", f"time limit reached before {stage}")
+            return True
+        return False
+
+    def proven() -> bool:
+        """True (and say so) when a candidate already meets the lower bound: optimal."""
+        if found and lower > 0 and min(x[0] for x in found) <= lower + time_tolerance(lower):
+            stats.setdefault("proven_optimal", "a construction meets the lower bound; later stages skipped")
             return True
         return False
 
@@ -174,7 +184,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     # 3. other EFT priority orders, as many as the work budget pays for: rank_u + rank_d,
     #    then seeded noisy rank_u
     count = int(min(_NOISY_ORDERS * max(1.0, effort) + 1, _MAX_NOISY_ORDERS, effort * _VARIANT_WORK / size))
-    if count > 0 and not late("the EFT priority variants", 1.2):
+    if count > 0 and not proven() and not late("the EFT priority variants", 1.2):
         top, bottom = levels(g)
         rng = np.random.default_rng(seed)
         base = np.asarray(bottom)
@@ -186,7 +196,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             if rv is not None:
                 add(10 + tag, *rv)
     # 4. the seed method (phases 1-4; the ``pardnn`` baseline's placement)
-    if not (found and late("the seed method", 1.0)):
+    if not (found and (proven() or late("the seed method", 1.0))):
         place = pardnn_placement(problem, g, capacity, refine_evals=min(20, evals // 4), deadline=deadline,
                                  units=units())
         if place is not None:
@@ -223,7 +233,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)
     used = 0
-    if evals >= _MIN_EVALS and g.k > 1 and not late("the improvement", 0.5):
+    if evals >= _MIN_EVALS and g.k > 1 and not proven() and not late("the improvement", 0.5):
         unit_of, members, unit_mem = units()
         if g.n <= _JUSTIFIED_SCORE_NODES:
             new, used = iterated_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
@@ -317,9 +327,11 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
             return sol
     stats: dict = {}
     best = None
+    # the generic bounds cost O(n k) with constraints; on huge instances only the work bound
+    lb = problem_lower_bound(problem) if g.n * g.k <= _BOUND_SIZE else work_bound(problem)
     rounds = 6 if memory_model == "peak" else 1
     for _ in range(rounds):
-        best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats)
+        best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats, lower=lb)
         if best is None or memory_model == "static":
             break
         _, place, s, f = best
@@ -340,8 +352,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
                  "colocation group, and no forbidden devices)")
         return Solution(Status.UNKNOWN, message=msg, memory_model=memory_model, stats=stats)
     ms, place, s, f = best
-    # the generic bounds cost O(n k) with constraints; on huge instances only the work bound
-    lb = problem_lower_bound(problem) if g.n * g.k <= _BOUND_SIZE else work_bound(problem)
     status = Status.OPTIMAL if ms <= lb + time_tolerance(ms) else Status.FEASIBLE
     message = f"stopped early: {stats['stopped']}" if "stopped" in stats else ""
     return Solution(status, placement=np.asarray(place, dtype=np.int64), start=np.asarray(s),
