@@ -174,7 +174,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         add(1, *res)
     unit[0] = _time.perf_counter() - t0
     # 2. m-ETF's earliest-start construction (the ``etf`` baseline's schedule: never worse than it)
-    if not (found and late("the ETF construction", 1.5)):
+    if not (found and (proven() or late("the ETF construction", 1.5))):
         try:
             r = etf_schedule(g, upward_rank(g),
                              StaticPolicy(problem, capacity=capacity, solver="heuristic"))
