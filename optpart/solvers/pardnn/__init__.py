@@ -120,8 +120,11 @@ def _pinned_overflow(problem: Problem, capacity: list[float]) -> str | None:
 
 
 def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float, hint, deadline,
-               seed: int = 0, stats: dict | None = None):
-    """Every construction within ``capacity`` (static), improved; (makespan, place, start, finish) or None."""
+               seed: int = 0, stats: dict | None = None, lower: float = 0.0):
+    """Every construction within ``capacity`` (static), improved; (makespan, place, start, finish) or None.
+
+    ``lower`` is a proven lower bound on the makespan: once a candidate meets it, the later
+    stages (priority variants, the seed method, the search) cannot beat it and are skipped."""
     stats = {} if stats is None else stats
     n, m = g.n, problem.n_edges
     size = max(1, n + m)
@@ -148,6 +151,13 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             return True
         return False
 
+    def proven() -> bool:
+        """True (and say so) when a candidate already meets the lower bound: optimal."""
+        if found and lower > 0 and min(x[0] for x in found) <= lower + time_tolerance(lower):
+            stats.setdefault("proven_optimal", "a construction meets the lower bound; later stages skipped")
+            return True
+        return False
+
     def add(tag: int, place, s, f) -> None:
         if justify_all and not (found and late("a justification", 0.5)):
             s, f, ms = justify(g, place, s, f, jr)
@@ -164,7 +174,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         add(1, *res)
     unit[0] = _time.perf_counter() - t0
     # 2. m-ETF's earliest-start construction (the ``etf`` baseline's schedule: never worse than it)
-    if not (found and late("the ETF construction", 1.5)):
+    if not (found and (proven() or late("the ETF construction", 1.5))):
         try:
             r = etf_schedule(g, upward_rank(g),
                              StaticPolicy(problem, capacity=capacity, solver="heuristic"))
@@ -174,7 +184,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     # 3. other EFT priority orders, as many as the work budget pays for: rank_u + rank_d,
     #    then seeded noisy rank_u
     count = int(min(_NOISY_ORDERS * max(1.0, effort) + 1, _MAX_NOISY_ORDERS, effort * _VARIANT_WORK / size))
-    if count > 0 and not late("the EFT priority variants", 1.2):
+    if count > 0 and not proven() and not late("the EFT priority variants", 1.2):
         top, bottom = levels(g)
         rng = np.random.default_rng(seed)
         base = np.asarray(bottom)
@@ -186,7 +196,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             if rv is not None:
                 add(10 + tag, *rv)
     # 4. the seed method (phases 1-4; the ``pardnn`` baseline's placement)
-    if not (found and late("the seed method", 1.0)):
+    if not (found and (proven() or late("the seed method", 1.0))):
         place = pardnn_placement(problem, g, capacity, refine_evals=min(20, evals // 4), deadline=deadline,
                                  units=units())
         if place is not None:
@@ -223,7 +233,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)
     used = 0
-    if evals >= _MIN_EVALS and g.k > 1 and not late("the improvement", 0.5):
+    if evals >= _MIN_EVALS and g.k > 1 and not proven() and not late("the improvement", 0.5):
         unit_of, members, unit_mem = units()
         if g.n <= _JUSTIFIED_SCORE_NODES:
             new, used = iterated_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
@@ -289,8 +299,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         effort = float(effort)
     except (TypeError, ValueError):
         raise SolverError(f"heuristic: effort={effort!r} must be a number >= 0") from None
-    if not effort >= 0:
-        raise SolverError(f"heuristic: effort={effort!r} must be a number >= 0")
+    if not 0 <= effort < float("inf"):
+        raise SolverError(f"heuristic: effort={effort!r} must be a finite number >= 0")
     t0 = _time.perf_counter()
     deadline = None if time_limit is None else t0 + _DEADLINE_SHARE * float(time_limit)
     if problem.n_nodes == 0:
@@ -306,13 +316,22 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         except ImportError:
             solve_peak = None
         if solve_peak is not None:
-            return solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=effort,
-                              deadline=deadline)
+            sol = solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=effort,
+                             deadline=deadline)
+            if effort > 0 and not sol.status.has_solution and sol.status is not Status.INFEASIBLE:
+                # more effort never loses what the constructions alone (effort 0) find
+                quick = solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=0.0,
+                                   deadline=deadline)
+                if quick.status.has_solution:
+                    return quick
+            return sol
     stats: dict = {}
     best = None
+    # the generic bounds cost O(n k) with constraints; on huge instances only the work bound
+    lb = problem_lower_bound(problem) if g.n * g.k <= _BOUND_SIZE else work_bound(problem)
     rounds = 6 if memory_model == "peak" else 1
     for _ in range(rounds):
-        best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats)
+        best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats, lower=lb)
         if best is None or memory_model == "static":
             break
         _, place, s, f = best
@@ -333,8 +352,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
                  "colocation group, and no forbidden devices)")
         return Solution(Status.UNKNOWN, message=msg, memory_model=memory_model, stats=stats)
     ms, place, s, f = best
-    # the generic bounds cost O(n k) with constraints; on huge instances only the work bound
-    lb = problem_lower_bound(problem) if g.n * g.k <= _BOUND_SIZE else work_bound(problem)
     status = Status.OPTIMAL if ms <= lb + time_tolerance(ms) else Status.FEASIBLE
     message = f"stopped early: {stats['stopped']}" if "stopped" in stats else ""
     return Solution(status, placement=np.asarray(place, dtype=np.int64), start=np.asarray(s),
