@@ -23,7 +23,9 @@ orders (:func:`~optpart.schedule.replay.tighten_schedule`, in seconds, the model
 arithmetic) never delays a node; the replayed schedule is kept only when its makespan is
 shorter and it fits memory. Windows are taken where the incumbent's critical path runs
 (windows without a critical node are skipped) and slide by half a window; after a full
-pass without an improvement the window doubles (up to ``max_size``).
+pass without an improvement the window doubles (up to ``max_size``), and at that size the
+windows start small again with four times the deterministic budget (up to
+``MAX_WINDOW_DTIME``).
 
 Times are integers of ``1e-7`` of the incumbent's makespan, every quantity rounded down, so
 the incumbent itself is a solution of every window (``floor(a) + floor(b) <= floor(a + b)``);
@@ -50,10 +52,13 @@ __all__ = ["improve_windows", "schedule_tails"]
 
 #: Time units per incumbent makespan.
 RESOLUTION = 10**7
-#: Wall seconds a window may take at most (its deterministic budget usually ends it first).
+#: Wall seconds a window of ``WINDOW_DTIME`` may take at most (in proportion for larger
+#: budgets); its deterministic budget usually ends it first.
 WINDOW_WALL_S = 3.0
-#: CP-SAT deterministic seconds per window.
+#: CP-SAT deterministic seconds per window at first; after a pass without gain at the largest
+#: window size, windows start small again with four times the budget, up to the maximum.
 WINDOW_DTIME = 0.1
+MAX_WINDOW_DTIME = 1.6
 
 
 def schedule_tails(problem: Problem, place: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -120,7 +125,7 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
     size, max_size : int
         Nodes per window at first and at most (windows double after a pass without gain).
     window_dtime : float
-        CP-SAT deterministic seconds per window (the reproducible budget).
+        CP-SAT deterministic seconds per window at first (the reproducible budget).
     max_windows : int, optional
         Cap on the windows solved (tests); default until the budget ends.
     log : callable, optional
@@ -141,7 +146,7 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
     ms = float((start + problem.duration(place)).max())
     stats = {"window_solves": 0, "window_improvements": 0, "window_start_makespan": ms,
              "window_failed_memory": 0}
-    size = max(2, min(size, n))
+    size = size0 = max(2, min(size, n))
     cursor, since = 0, 0
     while (max_windows is None or stats["window_solves"] < max_windows) and budget.left() > reserve + 0.3:
         end = start + problem.duration(place)
@@ -153,10 +158,13 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
         win = order[cursor:cursor + size]
         cursor += max(1, size // 2)
         since += 1
-        if since > 2 * n // size + 2:  # a full pass without gain: wider windows
-            if size >= min(max_size, n):
+        if since > 2 * n // size + 2:  # a full pass without gain: wider windows, then deeper searches
+            if size < min(max_size, n):
+                size, since = min(max_size, n, 2 * size), 0
+            elif window_dtime < MAX_WINDOW_DTIME:
+                size, since, window_dtime = size0, 0, 4 * window_dtime
+            else:
                 break
-            size, since = min(max_size, n, 2 * size), 0
         if not crit[win].any():
             continue
         got = _solve_window(problem, place, start, end, tail, win, dur_s, comm_s, ms, budget, reserve,
@@ -300,7 +308,7 @@ def _solve_window(problem: Problem, place, start, end, tail, win, dur_s, comm_s,
     prm.random_seed = int(seed)
     prm.max_deterministic_time = float(dtime)
     prm.presolve_inclusion_work_limit = 0  # google/or-tools#5293
-    code = xc.solve_within(solver, m, min(budget.left() - reserve, WINDOW_WALL_S))
+    code = xc.solve_within(solver, m, min(budget.left() - reserve, WINDOW_WALL_S * dtime / WINDOW_DTIME))
     if solver.status_name(code) not in ("OPTIMAL", "FEASIBLE"):
         return None
     new_place = place.copy()
