@@ -20,7 +20,9 @@ the whole call ends within about ``time_limit + 2 s``):
 1. The incumbent: the ``heuristic`` solver's placement *and schedule* (called directly,
    with a share of the budget). The answer is never worse than it.
 2. The model size is estimated; when it cannot be built in the time left (or would need
-   gigabytes) the incumbent is returned with a message saying why.
+   gigabytes), or the graph has ``WINDOW_MIN_NODES`` nodes or more, the incumbent is
+   improved by windowed CP-SAT sub-solves (:mod:`optpart.solvers.lns_window`) and
+   returned with a message saying why (``lns=False``: the incumbent as it is).
 3. Build, hint (the incumbent's full schedule on the integer grid), solve with the
    workaround of google/or-tools#5293 (``presolve_inclusion_work_limit = 0``) in two
    phases (:func:`_search`): the plain CP search (one worker, no LP) with half the
