@@ -172,19 +172,9 @@ def test_lower_bounds_never_exceed_a_valid_makespan(data):
         assert bound <= r.makespan + 1e-9, name
 
 
-#: Known wrong answers of the exact solvers on scaled units, reported to their owner (exact);
-#: strict, so a fix shows. Each has a one-case regression test below.
-SCALED_XFAIL = {
-    "milp": ("bug reported to exact: optpart/solvers/milp.py lowers the proven bound by "
-             "1e-9 * max(|bound|, 1.0) before comparing, an absolute 1e-9 s floor larger than "
-             "nanosecond-scale makespans (times 2**-30 s), so a proven optimum is called feasible"),
-    "cpsat": ("bug reported to exact: cpsat proves 'infeasible' on one node of 2**-30 s on a device of "
-              "speed 2 (scale 1.0, exact_time=True: the half-nanosecond duration is not an integer)"),
-}
-
-
-# The nanosecond bugs of SCALED_XFAIL are pinned by the two strict xfails below; the
-# derandomized examples drawn here do not reach them.
+# Nanosecond-scale times (2**-30 s) are pinned by the two one-case tests below (once wrong
+# answers: an absolute 1e-9 floor in the exact grid and in milp's bound); the derandomized
+# examples drawn here do not reach them.
 @pytest.mark.parametrize(("solver", "scales"), [
     pytest.param(s, scaled, id=f"{s}-{'scaled' if scaled else 'unit'}")
     for s in EXACT for scaled in (False, True)])
@@ -208,7 +198,6 @@ def test_exact_solvers_agree_with_brute_force(solver, scales, data):
 
 
 @pytest.mark.skipif("cpsat" not in EXACT, reason="cpsat is not installed")
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=SCALED_XFAIL["cpsat"])
 def test_cpsat_places_a_nanosecond_node_on_a_fast_device():
     p = optpart.Problem.from_arrays(["a"], [2.0 ** -30], [73.0], [], [], [], devices=[Device("d0", 82.0, 2.0)])
     r = solve(p, "cpsat")
@@ -216,7 +205,6 @@ def test_cpsat_places_a_nanosecond_node_on_a_fast_device():
 
 
 @pytest.mark.skipif("milp" not in EXACT, reason="milp is not installed")
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=SCALED_XFAIL["milp"])
 def test_milp_proves_a_nanosecond_chain_optimal():
     u = 2.0 ** -30
     p = optpart.Problem.from_arrays(["a", "b"], [3 * u, 5 * u], [1.0, 1.0], [0], [1], [0.0],

@@ -81,8 +81,7 @@ class TimeGrid:
         """Seconds to units, rounded up (exact quantities are kept as they are)."""
         x = np.asarray(seconds, dtype=np.float64) * self.scale
         r = np.rint(x)
-        close = np.abs(x - r) <= 1e-9 * np.maximum(1.0, np.abs(x))
-        return np.where(close, r, np.ceil(x)).astype(np.int64)
+        return np.where(_close(x, r), r, np.ceil(x)).astype(np.int64)
 
     def bound_seconds(self, bound_units: float) -> float:
         """A valid lower bound in seconds from a lower bound in units of the rounded-up model."""
@@ -90,13 +89,20 @@ class TimeGrid:
         return max(0.0, b * (1 - 1e-12))
 
 
-_EXACT_SCALES = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 250, 256, 500, 1000,
-                 10**4, 10**5, 10**6)
+#: Candidate exact scales, ascending: round decimal ones, and every power of two up to
+#: 2**62 (binary fractions such as 2**-30 s, the nanosecond-scale times of traced graphs).
+_EXACT_SCALES = tuple(sorted({1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 250, 256, 500,
+                              1000, 10**4, 10**5, 10**6} | {2**j for j in range(63)}))
+
+
+def _close(x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Where ``x`` equals the integer ``r`` up to float noise, *relative* to ``x``: no
+    absolute floor, so a half unit (or 1e-10 of one) is never taken for zero."""
+    return np.abs(x - r) <= 1e-9 * np.abs(x)
 
 
 def _integral(x: np.ndarray) -> bool:
-    r = np.rint(x)
-    return bool((np.abs(x - r) <= 1e-9 * np.maximum(1.0, np.abs(x))).all())
+    return bool(_close(x, np.rint(x)).all())
 
 
 def time_grid(dur: np.ndarray, comm: np.ndarray, horizon_s: float, resolution: float = 2e-7,
@@ -140,12 +146,12 @@ def _slack(dur: np.ndarray, comm: np.ndarray, scale: float) -> float:
     n = dur.shape[0]
     x = np.where(np.isfinite(dur), dur, 0.0) * scale
     err_nodes = np.where(np.isfinite(dur), np.ceil(x) - x, 0.0)
-    err_nodes[np.abs(np.rint(x) - x) <= 1e-9 * np.maximum(1.0, np.abs(x))] = 0.0
+    err_nodes[_close(x, np.rint(x))] = 0.0
     total = float(err_nodes.max(axis=1).sum()) if n else 0.0
     if comm.size:
         y = comm * scale
         err = np.ceil(y) - y
-        err[np.abs(np.rint(y) - y) <= 1e-9 * np.maximum(1.0, np.abs(y))] = 0.0
+        err[_close(y, np.rint(y))] = 0.0
         per_edge = np.sort(err.reshape(comm.shape[0], -1).max(axis=1))[::-1]
         total += float(per_edge[: max(n - 1, 0)].sum())
     # Any path through the schedule (precedence and device order) visits each node once

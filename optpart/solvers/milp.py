@@ -18,7 +18,8 @@ Sinnen for scheduling with communication delays):
 * Static memory rows per device; lower-bound rows: each device's load, the total load
   over ``k``, heads and tails at the fastest speed on every start.
 
-Times stay in seconds (floats). The returned schedule keeps the MILP's placement and
+Times are in a power-of-two unit near the horizon (``milp_model.time_unit``: the
+backends' tolerances are absolute), converted back to seconds on the way out. The returned schedule keeps the MILP's placement and
 device orders with start times recomputed in seconds, which removes solver tolerances
 and never delays a node. Statuses are read from the backend itself, never from PuLP's
 ``LpStatus`` alone (a time-limited run is "Optimal" in PuLP's eyes): ``optimal`` only
@@ -179,8 +180,9 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     hint_ok = hint_p is not None
     if hint_ok:
         horizon = min(horizon, float((hint_start + problem.duration(hint_p)).max()))
-    horizon = max(horizon * (1 + 1e-9) + 1e-9, lb_s)
+    horizon = max(horizon * (1 + 1e-9), lb_s)
     H = horizon
+    unit = mb.time_unit(H) if formulation != "time-indexed" else 1.0
 
     try:
         if formulation == "time-indexed":
@@ -193,7 +195,9 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                 return xc.fallback(problem, incumbent, memory_model, why, stats)
             mm = ti.build(problem, dur, ti_size, lb_s, budget, reserve)
         else:
-            mm = mb.build(problem, dur, comm, H, lb_s, budget, reserve, window_cuts=window_cuts)
+            mm = mb.build(problem, dur / unit, comm / unit, H / unit, lb_s / unit, budget, reserve,
+                          window_cuts=window_cuts)
+            mm.unit = unit
     except xc.OutOfTime as exc:
         stats["stop_reason"] = "model not built"
         return xc.fallback(problem, incumbent, memory_model, f"milp: {exc}", stats)
@@ -213,14 +217,14 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     stats.update(unordered_pairs=n_pairs, horizon=H)
     warm_values = None
     if hint_ok:
-        warm_values = _warm_values(problem, hint_p, hint_start, x, S, M, aparts, orders)
+        warm_values = _warm_values(problem, hint_p, hint_start, x, S, M, aparts, orders, mm.unit)
         if mm.extra_warm is not None:
             warm_values.update(mm.extra_warm(hint_p, hint_start))
     run = mback.run_highs if backend == "highs" else mback.run_cbc
     out = run(prob, warm_values, time_arg, n_threads, seed, log)
     stats.update(out.stats)
     model_status, has_solution, proven, infeasible, bound = (out.model_status, out.has_solution, out.proven,
-                                                             out.infeasible, out.bound)
+                                                             out.infeasible, out.bound * mm.unit)
     stats["stop_reason"] = ("proven optimal" if proven else "proven infeasible" if infeasible else "time limit")
     if not claims:
         bound, proven = float("-inf"), False
@@ -232,7 +236,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if not has_solution:
         if backend == "highs" and model_status in ("Model error", "Solve error", "Load error", "Not Set"):
             raise SolverError(f"milp: HiGHS failed on '{problem.name}' ({model_status})")
-        lb = bound - 1e-9 * max(abs(bound), 1.0) if np.isfinite(bound) else 0.0
+        lb = bound * (1 - 1e-9) if np.isfinite(bound) else 0.0
         return xc.fallback(problem, incumbent, memory_model,
                            f"milp: the MILP ({backend}) found no solution ({model_status}; time limit "
                            f"{limit:g} s for the call)", stats, lower_bound=max(lb, 0.0))
@@ -259,11 +263,13 @@ def root_lp_bound(problem: Problem, *, window_cuts: bool = True, horizon: float 
         if comm.size:
             horizon += float(comm.reshape(comm.shape[0], -1).max(axis=1).sum())
     lb_s = problem_lower_bound(problem)
-    horizon = max(float(horizon) * (1 + 1e-9) + 1e-9, lb_s)
+    horizon = max(float(horizon) * (1 + 1e-9), lb_s)
     if formulation == "time-indexed":
         mm = ti.build(problem, dur, ti.check_size(problem, dur, comm, horizon), lb_s)
     else:
-        mm = mb.build(problem, dur, comm, horizon, lb_s, window_cuts=window_cuts)
+        unit = mb.time_unit(horizon)
+        mm = mb.build(problem, dur / unit, comm / unit, horizon / unit, lb_s / unit, window_cuts=window_cuts)
+        mm.unit = unit
     for var in mm.prob.variables():
         var.cat = pulp.LpContinuous
     mback.silence_highs_banner()
@@ -271,7 +277,7 @@ def root_lp_bound(problem: Problem, *, window_cuts: bool = True, horizon: float 
     if mm.prob.status != pulp.LpStatusOptimal:
         raise SolverError(f"milp: the LP relaxation of '{problem.name}' did not solve "
                           f"({pulp.LpStatus[mm.prob.status]})")
-    return float(pulp.value(mm.M))
+    return float(pulp.value(mm.M)) * mm.unit
 
 
 def _estimate_terms(problem: Problem) -> int:
@@ -314,14 +320,15 @@ def _choose_warm(problem: Problem, incumbent: Solution | None, hint: np.ndarray 
 
 
 def _warm_values(problem: Problem, place: np.ndarray, start: np.ndarray, x: dict, S: list, M,
-                 aparts: list, orders: list) -> dict:
-    """Every variable's value in the warm-start schedule (placement and start times)."""
+                 aparts: list, orders: list, unit: float = 1.0) -> dict:
+    """Every variable's value in the warm-start schedule (placement and start times in seconds;
+    ``unit``: seconds per model time unit)."""
     vals: dict = {}
     pl = place.tolist()
     for (v, d), var in x.items():
         vals[var] = 1.0 if pl[v] == d else 0.0
-    st = start.tolist()
-    fin = (start + problem.duration(place)).tolist()
+    st = (start / unit).tolist()
+    fin = ((start + problem.duration(place)) / unit).tolist()
     for v in range(problem.n_nodes):
         vals[S[v]] = st[v]
     vals[M] = max(fin)
@@ -373,10 +380,13 @@ def _answer(problem: Problem, mm, incumbent: Solution | None, memory_model: str,
     if not _fits(problem, place):
         raise SolverError(f"milp ({backend}) returned a placement that breaks memory or constraints on "
                           f"'{problem.name}' (solver tolerance)")
-    key = np.array([S[v].varValue or 0.0 for v in range(n)], dtype=np.float64)
+    # Starts snapped to 1e-7 of the horizon: backend noise (1e-16 above a zero start) must not
+    # put a zero-time node behind a long one that starts at the same time.
+    q = 1e-7 * mm.horizon
+    key = np.rint(np.array([S[v].varValue or 0.0 for v in range(n)], dtype=np.float64) / q) * q * mm.unit
     start = xc.tighten_schedule(problem, place, key, key + problem.duration(place))
     real_ms = float((start + problem.duration(place)).max())
-    obj = float(pulp.value(M)) if M.varValue is not None else real_ms
+    obj = float(pulp.value(M)) * mm.unit if M.varValue is not None else real_ms
     if not claims and overflow_message(problem, place, start, start + problem.duration(place), "peak"):
         # Static rows do not bound liveness: a placement over capacity under peak is never returned.
         stats["milp_breaks_peak"] = True
@@ -384,7 +394,7 @@ def _answer(problem: Problem, mm, incumbent: Solution | None, memory_model: str,
                            "milp: the MILP's placement (static memory rows) breaks peak memory", stats)
     if proven and not np.isfinite(bound):
         bound = obj
-    bound = bound - 1e-9 * max(abs(bound), 1.0) if np.isfinite(bound) else 0.0
+    bound = bound * (1 - 1e-9) if np.isfinite(bound) else 0.0  # relative: no absolute floor
     message = ""
     inc_ms = xc.solution_makespan(problem, incumbent) if incumbent is not None else float("inf")
     if inc_ms < real_ms - 1e-12 * max(real_ms, 1.0):

@@ -21,7 +21,29 @@ import numpy as np
 from ..problem import Problem
 from . import _exact_common as xc
 
-__all__ = ["MilpModel", "build"]
+__all__ = ["MilpModel", "build", "time_unit"]
+
+
+def time_unit(horizon_s: float) -> float:
+    """Seconds per MILP time unit: the power of two at or below ``horizon_s``.
+
+    The backends' tolerances are absolute (HiGHS: 1e-9 feasibility), so a model in seconds
+    of nanosecond-scale times would be all tolerance; in this unit the horizon lies in
+    [1, 2) and binary fractions (2**-30 s) stay exact.
+
+    Parameters
+    ----------
+    horizon_s : float
+        An upper bound of the makespan in seconds.
+
+    Returns
+    -------
+    float
+        The unit in seconds (1.0 when ``horizon_s`` is not a positive finite number).
+    """
+    if not (np.isfinite(horizon_s) and horizon_s > 0):
+        return 1.0
+    return float(2.0 ** np.floor(np.log2(horizon_s)))
 
 
 @dataclass
@@ -36,11 +58,13 @@ class MilpModel:
     orders: list   # (i, j, y, same or None) per unordered pair that may share a device
     horizon: float
     extra_warm: object = None  # (placement, start) -> values of formulation-specific variables
+    unit: float = 1.0  # seconds per model time unit (S, M and the horizon are in units)
 
 
 def build(problem: Problem, dur: np.ndarray, comm: np.ndarray, horizon: float, lb_s: float,
           budget: xc.Budget | None = None, reserve: float = 0.0, window_cuts: bool = True) -> MilpModel:
-    """The MILP for durations ``dur`` (n x k seconds), transfers ``comm`` and upper bound ``horizon``."""
+    """The MILP for durations ``dur`` (n x k), transfers ``comm`` and upper bound ``horizon``, all in
+    one time unit (the caller's: :func:`time_unit` seconds keeps the numbers near 1)."""
     import pulp
 
     n, k = problem.n_nodes, problem.n_devices
