@@ -20,7 +20,8 @@ from .judge import Verdict, judge
 from .formats import load, load_result, save, save_result
 from .problem import Constraints, Device, LinkOverride, Links, Problem
 from .result import Result, Status
-from .solvers import available_solvers, solve, solver_names
+from .api import solve
+from .solvers import available_solvers, solver_names
 from . import export  # noqa: E402,F401  (optpart.export.device_map(problem, result); docs/apply.md)
 
 __version__ = "0.1.0"

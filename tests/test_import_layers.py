@@ -39,8 +39,6 @@ ALLOWED: set[tuple[str, str]] = set()
 CIRCLE_ALLOWED: set[tuple[str, str]] = {
     # Result.to_json/to_dict write through the format's one writer (lazy); the writer builds Results.
     ("optpart.result", "optpart.formats"),
-    # solve(micro_batches=M) hands over to the pipelined solve (lazy), which calls solve per candidate.
-    ("optpart.solvers.registry", "optpart.pipeline"),
 }
 
 

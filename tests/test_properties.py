@@ -120,10 +120,6 @@ def test_checker_rejects_an_overfilled_device(data):
     assert any("holds" in v for v in violations(small, r))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "bug reported to model/plans: memory.fits allows MEMORY_RTOL=1e-9 of the capacity as float "
-    "noise, so integer byte counts that sum exactly (below 2**53) may exceed a GiB-scale device "
-    "by bytes (2 B on 2 GiB, 86 B on 80 GiB) and still be called feasible"))
 def test_checker_rejects_a_device_one_byte_over_a_gib_capacity():
     gib = 2.0 ** 30
     p = optpart.Problem.from_arrays(["a", "b"], [1.0, 1.0], [gib, gib], [], [], [],

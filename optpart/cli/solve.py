@@ -8,7 +8,8 @@ import sys
 from ..errors import OptpartError
 from ..formats import load, result_to_json, save_result
 from ..progress import progress, set_quiet
-from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solve, solver_names
+from ..api import solve
+from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solver_names
 from ..solvers.spec import MEMORY_MODELS
 from .common import add_device_arguments, apply_device_arguments, format_summary, parse_option, time_argument
 from ..text import safe

@@ -31,22 +31,43 @@ __all__ = ["MEMORY_RTOL", "as_placement", "fits", "static_memory", "peak_memory"
 MEMORY_RTOL = 1e-9
 
 
+#: Below this, float64 holds every integer exactly, so sums of integer byte counts are exact.
+EXACT_INTEGERS = 2.0 ** 53
+
+
 def fits(used, capacity):
-    """``used <= capacity`` up to float noise: the one memory-fit rule.
+    """``used <= capacity``, with float noise allowed only where floats make noise: the one memory-fit rule.
 
-    Works on scalars (returns bool) and numpy arrays (elementwise). Infinite
-    capacity holds anything.
+    Integer byte counts up to ``2**53`` add up exactly in float64, so where ``used`` and
+    ``capacity`` are both such integers the comparison is exact (one byte over a GiB device
+    does not fit). Elsewhere (fractional sizes, or beyond ``2**53``) a relative slack of
+    :data:`MEMORY_RTOL` of the capacity absorbs rounding in the sums. Infinite capacity holds
+    anything.
 
-    >>> fits(100.0, 100.0), fits(101.0, 100.0)
-    (True, False)
+    Parameters
+    ----------
+    used : float or array_like
+        Bytes a device holds (static sum or peak).
+    capacity : float or array_like
+        The device's memory, broadcast against ``used``.
+
+    Returns
+    -------
+    bool or numpy.ndarray
+        A bool for two scalars, else an elementwise bool array.
+
+    >>> fits(100.0, 100.0), fits(101.0, 100.0), fits(2.0 ** 31, 2.0 ** 31 - 1)
+    (True, False, False)
     """
-    if np.ndim(used) == 0 and np.ndim(capacity) == 0:
-        used, capacity = float(used), float(capacity)
-        return used <= capacity + MEMORY_RTOL * max(1.0, abs(capacity))
+    scalar = np.ndim(used) == 0 and np.ndim(capacity) == 0
     used = np.asarray(used, dtype=np.float64)
     capacity = np.asarray(capacity, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        return used <= capacity + MEMORY_RTOL * np.maximum(1.0, np.abs(capacity))
+        exact = ((np.abs(used) <= EXACT_INTEGERS) & (np.abs(capacity) <= EXACT_INTEGERS)
+                 & (used == np.floor(used)) & (capacity == np.floor(capacity)))
+        slack = np.where(exact, 0.0, MEMORY_RTOL * np.maximum(1.0, np.abs(capacity)))
+        ok = used <= capacity + slack
+    return bool(ok) if scalar else ok
 
 
 def as_placement(problem: Problem, placement) -> np.ndarray:

@@ -185,8 +185,7 @@ def _accepts(fn, name: str) -> bool:
 
 
 def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str = DEFAULT_MEMORY_MODEL,
-          time_limit: float | None = None, seed: int = 0, hint: Any = None, micro_batches: int = 1,
-          **options: Any) -> Result:
+          time_limit: float | None = None, seed: int = 0, hint: Any = None, **options: Any) -> Result:
     """Place ``problem`` with the named solver and return a checked, evaluated :class:`Result`.
 
     Parameters
@@ -209,10 +208,6 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
         Seed for any randomness; equal inputs and seed give equal results.
     hint : placement, Result or dict, optional
         A starting placement for solvers that take one (others ignore it, and say so).
-    micro_batches : int
-        ``M``: place one step of ``M`` micro-batches through one shared placement, the schedule
-        found (:func:`optpart.pipeline.solve_pipelined`, docs/model.md section 7; the solvers
-        ``gpipe`` and ``1f1b`` give the baseline orders). ``1`` (the default) is today's step.
     **options
         Solver-specific options, validated against the solver's spec (type, range,
         choices); an unknown one is an error listing the valid ones.
@@ -238,11 +233,9 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
     if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
                                    or math.isnan(time_limit) or not time_limit > 0):
         raise SolverError(f"time_limit={time_limit!r} must be a positive number of seconds")
-    if micro_batches != 1 or solver in ("gpipe", "1f1b"):
-        from ..pipeline import solve_pipelined
-
-        return solve_pipelined(problem, micro_batches, solver, memory_model=memory_model, time_limit=time_limit,
-                               seed=seed, hint=hint, **options)
+    if "micro_batches" in options or solver in ("gpipe", "1f1b"):
+        raise SolverError("micro-batches and the gpipe/1f1b orders are solved by optpart.solve "
+                          "(optpart.api.solve); optpart.solvers.solve places one step")
     info = solver_info(solver)
     fn = get_solver(solver)
     spec = solver_spec(solver)
