@@ -207,7 +207,8 @@ def test_many_devices_on_a_tiny_graph_stay_cheap():
     r = optpart.solve(p, "heuristic")
     optpart.check(p, r)
     assert r.makespan == 4.0 and len(set(r.placement.tolist())) == 1
-    assert 0 < r.stats["evaluations"] <= r.stats["evaluation_budget"], r.stats
+    assert r.stats["evaluations"] <= r.stats["evaluation_budget"], r.stats
+    assert r.stats.get("proven_optimal") or r.stats["evaluations"] > 0, r.stats  # heft meets the bound here
     exact = optpart.solve(p, "cpsat", **budget("cpsat"))
     assert exact.status is optpart.Status.OPTIMAL and exact.makespan == 4.0, exact.message
     assert exact.stats["symmetry_classes"] == [list(range(1024))]

@@ -383,7 +383,8 @@ def _answer(problem: Problem, mm, incumbent: Solution | None, memory_model: str,
     # Starts snapped to 1e-7 of the horizon: backend noise (1e-16 above a zero start) must not
     # put a zero-time node behind a long one that starts at the same time.
     q = 1e-7 * mm.horizon
-    key = np.rint(np.array([S[v].varValue or 0.0 for v in range(n)], dtype=np.float64) / q) * q * mm.unit
+    raw = np.array([S[v].varValue or 0.0 for v in range(n)], dtype=np.float64)
+    key = (np.rint(raw / q) * q if q > 0 else np.zeros(n)) * mm.unit  # horizon 0: every start is 0
     start = xc.tighten_schedule(problem, place, key, key + problem.duration(place))
     real_ms = float((start + problem.duration(place)).max())
     obj = float(pulp.value(M)) * mm.unit if M.varValue is not None else real_ms
