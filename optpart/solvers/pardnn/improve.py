@@ -131,6 +131,26 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
     def better(a: float, b: float) -> bool:
         return a < ms - tol * max(1.0, ms) or (a <= ms + tol * max(1.0, ms) and b < tot - tol * max(1.0, tot))
 
+    def attempt(moves: list[tuple[int, int]]) -> bool | None:
+        """Apply ``moves`` ((unit, device) pairs) and score the result: keep it when better
+        (True), else undo it (False); None when the budget is spent (nothing applied)."""
+        nonlocal ms, tot, s, f, order, evals
+        if not budget.take():
+            return None
+        evals += 1
+        back = [(u, unit_dev[u]) for u, _ in moves]
+        for u, d in moves:
+            move(u, d)
+        ms2, tot2, s2, f2 = score(g, place, justified, order)
+        if better(ms2, tot2):
+            ms, tot, s, f = ms2, tot2, s2, f2
+            if order is not None:
+                order = start_order(g, s)
+            return True
+        for u, a in reversed(back):
+            move(u, a)
+        return False
+
     while budget.left > 0:
         chain = critical_chain(g, place, s, f)
         chain_units: list[int] = []
@@ -153,21 +173,11 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
                     add = sum(unit_mem[u] for u in group if unit_dev[u] != d)
                     if not fits_memory(used[d] + add, capacity[d]):
                         continue
-                    if not budget.take():
+                    accepted = attempt([(u, d) for u in group if unit_dev[u] != d])
+                    if accepted is None:
                         return done()
-                    evals += 1
-                    back = [(u, unit_dev[u]) for u in group if unit_dev[u] != d]
-                    for u, _ in back:
-                        move(u, d)
-                    ms2, tot2, s2, f2 = score(g, place, justified, order)
-                    if better(ms2, tot2):
-                        ms, tot, s, f = ms2, tot2, s2, f2
-                        if order is not None:
-                            order = start_order(g, s)
-                        accepted = True
+                    if accepted:
                         break
-                    for u, a0 in reversed(back):
-                        move(u, a0)
                 if accepted:
                     break
             for u in units:
@@ -185,18 +195,11 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
                 for d in targets:
                     if d == a or not ok(u, d) or not fits(u, d):
                         continue
-                    if not budget.take():
+                    accepted = attempt([(u, d)])
+                    if accepted is None:
                         return done()
-                    evals += 1
-                    move(u, d)
-                    ms2, tot2, s2, f2 = score(g, place, justified, order)
-                    if better(ms2, tot2):
-                        ms, tot, s, f = ms2, tot2, s2, f2
-                        if order is not None:
-                            order = start_order(g, s)
-                        accepted = True
+                    if accepted:
                         break
-                    move(u, a)
                 if accepted:
                     break
             if accepted:
@@ -216,20 +219,11 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
                     continue
                 if not (fits(u, b, unit_mem[w]) and fits(w, a, unit_mem[u])):
                     continue
-                if not budget.take():
+                accepted = attempt([(u, b), (w, a)])
+                if accepted is None:
                     return done()
-                evals += 1
-                move(u, b)
-                move(w, a)
-                ms2, tot2, s2, f2 = score(g, place, justified, order)
-                if better(ms2, tot2):
-                    ms, tot, s, f = ms2, tot2, s2, f2
-                    if order is not None:
-                        order = start_order(g, s)
-                    accepted = True
+                if accepted:
                     break
-                move(w, b)
-                move(u, a)
             if accepted:
                 break
         if not accepted:
