@@ -279,7 +279,8 @@ def iterated_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: li
     best_ms, best_tot, _, _ = score(g, best, justified)
     k, n_units = g.k, len(members)
     strength = max(2, n_units // 8)
-    while used < max_evals and (deadline is None or _time.perf_counter() < deadline):
+    while used + 2 <= max_evals and (deadline is None or _time.perf_counter() < deadline):
+        # each round: a hill climb of at most ``max_evals - used - 1`` evaluations, then one score
         cand = list(best)
         mem = [0.0] * k
         for u in range(n_units):
@@ -309,7 +310,7 @@ def iterated_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: li
                     cand[v] = d
                 for v in members[w]:
                     cand[v] = a
-        cand, more = local_search(g, cand, allowed, unit_of, members, unit_mem, capacity, max_evals - used,
+        cand, more = local_search(g, cand, allowed, unit_of, members, unit_mem, capacity, max_evals - used - 1,
                                   deadline, justified=justified, keep_order=keep_order)
         used += more + 1
         ms, tot, _, _ = score(g, cand, justified)
