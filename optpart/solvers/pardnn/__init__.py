@@ -89,7 +89,27 @@ _DEADLINE_SHARE = 0.5      # share of the time limit the search may use (the res
 
 def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_evals: int = 20,
                      deadline: float | None = None, units=None) -> list[int] | None:
-    """Phases 1-4: slicing, merging and mapping, refinement, memory step. None if stuck."""
+    """Phases 1-4: slicing, merging and mapping, refinement, memory step. None if stuck.
+
+    Parameters
+    ----------
+    problem : Problem
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    capacity : list of float
+        Bytes usable per device (static model).
+    refine_evals : int
+        Schedule evaluations for phase 3 (0: no refinement).
+    deadline : float, optional
+        ``time.perf_counter()`` value after which refinement stops.
+    units : tuple, optional
+        ``(unit_of, members, unit_memory)`` from :func:`memory_units` (built when None).
+
+    Returns
+    -------
+    list of int or None
+        Device of every node within ``capacity``, or None when the memory step is stuck.
+    """
     top, bottom = levels(g)
     _, paths = slice_paths(g, bottom)
     place = map_clusters(g, top, paths, problem.allowed, problem.memory.tolist(), capacity)

@@ -39,7 +39,24 @@ __all__ = ["score", "local_search", "iterated_search"]
 def score(g: Graph, place: list[int], justified: bool = False, order: list[int] | None = None
           ) -> tuple[float, float, list[float], list[float]]:
     """(makespan, sum of finishes, start, finish) of the insertion schedule of ``place`` in
-    ``order`` (default: bottom-level order), double-justified when ``justified``."""
+    ``order`` (default: bottom-level order), double-justified when ``justified``.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        Device of every node.
+    justified : bool
+        Double-justify the schedule (three replays instead of one).
+    order : list of int, optional
+        A topological order to replay (default: decreasing bottom level under ``place``).
+
+    Returns
+    -------
+    tuple
+        ``(makespan, sum of finishes, start, finish)``.
+    """
     if order is None:
         order = priority_order(g, bottom_levels(g, place))
     s, f = list_schedule(g, place, order)
@@ -49,7 +66,19 @@ def score(g: Graph, place: list[int], justified: bool = False, order: list[int] 
 
 
 def start_order(g: Graph, start: list[float]) -> list[int]:
-    """Nodes by start time, ties by topological position: a topological order."""
+    """Nodes by start time, ties by topological position: a topological order.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    start : list of float
+        Start time of every node.
+
+    Returns
+    -------
+    list of int
+    """
     return np.lexsort((g.rank, np.asarray(start))).tolist()
 
 
@@ -82,6 +111,41 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
     instead of its own bottom-level order: that keeps what a better scheduler (the EFT
     construction) found about the order, which the bottom-level order may lose; ``start``
     gives the incumbent schedule. ``out`` (a dict) receives the final ``start``/``finish``.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        The starting placement (not modified).
+    allowed : numpy.ndarray
+        ``(n, k)`` bool: may node ``v`` use device ``d``.
+    unit_of, members, unit_mem : list
+        The memory units (:func:`.memory.memory_units`): unit of each node, nodes of each
+        unit, bytes of each unit.
+    capacity : list of float
+        Bytes usable per device (static model).
+    max_evals : int
+        Schedule evaluations at most (the deterministic budget).
+    deadline : float, optional
+        ``time.perf_counter()`` value after which no evaluation starts.
+    mode : {"all", "neighbors"}
+        Phase 6 or phase 3 (above).
+    swaps : bool
+        Try swaps of two units when no move pays.
+    justified : bool
+        Score double-justified schedules.
+    keep_order : bool
+        Score by replaying the incumbent's start order.
+    start : list of float, optional
+        The incumbent's start times (with ``keep_order``).
+    out : dict, optional
+        Receives ``start``, ``finish`` and ``makespan`` of the result.
+
+    Returns
+    -------
+    tuple
+        ``(place, evaluations used)``.
     """
     k = g.k
     place = list(place)
@@ -272,7 +336,34 @@ def iterated_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: li
                     justified: bool = False, keep_order: bool = False) -> tuple[list[int], int]:
     """Iterated local search (Lourenco, Martin, Stuetzle, 2003): hill-climb, then repeatedly
     move a few random units to random allowed devices with room and hill-climb again,
-    keeping the best placement; until ``max_evals`` evaluations. Seeded, so deterministic."""
+    keeping the best placement; until ``max_evals`` evaluations. Seeded, so deterministic.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        The starting placement (not modified).
+    allowed : numpy.ndarray
+        ``(n, k)`` bool: may node ``v`` use device ``d``.
+    unit_of, members, unit_mem : list
+        The memory units (:func:`.memory.memory_units`).
+    capacity : list of float
+        Bytes usable per device (static model).
+    max_evals : int
+        Schedule evaluations at most, every round's hill climb and score included.
+    deadline : float, optional
+        ``time.perf_counter()`` value after which no round starts.
+    seed : int
+        Seed of the perturbations.
+    justified, keep_order : bool
+        As in :func:`local_search`.
+
+    Returns
+    -------
+    tuple
+        ``(best placement, evaluations used)``.
+    """
     rng = np.random.default_rng(seed)
     best, used = local_search(g, place, allowed, unit_of, members, unit_mem, capacity, max_evals, deadline,
                               justified=justified, keep_order=keep_order)
