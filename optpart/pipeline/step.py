@@ -133,6 +133,16 @@ def once_mask(problem: Problem) -> np.ndarray:
     A node is an optimizer node when its ``phase`` is ``optimizer`` or its ``op`` starts with
     ``optimizer`` (what the torch importer writes, one ``optimizer.update`` per parameter).
     Downstream nodes must follow the last micro-batch's update, so they run once too.
+
+    Parameters
+    ----------
+    problem
+        One step of the whole batch, with node metadata ``phase`` / ``op``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean per node: runs once per step.
     """
     n = problem.n_nodes
     once = np.zeros(n, dtype=bool)
@@ -144,7 +154,18 @@ def once_mask(problem: Problem) -> np.ndarray:
 
 
 def backward_mask(problem: Problem) -> np.ndarray:
-    """Nodes labelled ``phase: backward`` and every node downstream of one."""
+    """Nodes labelled ``phase: backward`` and every node downstream of one.
+
+    Parameters
+    ----------
+    problem
+        One step of the whole batch, with node metadata ``phase``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean per node: belongs to the backward pass.
+    """
     n = problem.n_nodes
     bwd = np.array([_meta_value(problem, v, "phase").lower() == "backward" for v in range(n)], dtype=bool)
     return _downstream(problem, bwd)
@@ -246,7 +267,18 @@ class PipelineStep:
         return node, mb, task_of
 
     def tile(self, placement: np.ndarray) -> np.ndarray:
-        """A base placement as the unrolled problem's placement (every copy on its node's device)."""
+        """A base placement as the unrolled problem's placement (every copy on its node's device).
+
+        Parameters
+        ----------
+        placement
+            Device index per base node.
+
+        Returns
+        -------
+        numpy.ndarray
+            Device index per unrolled node (every copy on its node's device).
+        """
         node, _, _ = self.task_index()
         return np.asarray(placement, dtype=np.int64)[node]
 
