@@ -328,7 +328,8 @@ class PipelineStep:
         meta = {key: value for key, value in p.meta.items() if key not in RECORD_KEYS}
         meta.update(micro_batches=m, pipelined_from=p.name)  # the unrolled step is not pipelined again
         return Problem.from_arrays(
-            ids, self.time[node], None, np.concatenate(src), np.concatenate(dst), np.concatenate(eb),
+            ids, self.time[node], p.memory[node] if m == 1 else None,  # M = 1: the file's own static memory
+            np.concatenate(src), np.concatenate(dst), np.concatenate(eb),
             devices=p.devices if p.has_devices else None, links=p.links,
             constraints=Constraints(pin=pin, colocate=tuple(map(tuple, colocate)), forbid=forbid),
             param_bytes=param, output_bytes=self.output_bytes[node], temp_bytes=self.temp_bytes[node],
