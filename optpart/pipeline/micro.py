@@ -104,13 +104,13 @@ def split_micro_batch(inputs: Any, targets: Any, micro_batches: Any) -> tuple[An
         equal parts (one line naming the input and the sizes).
     """
     m = check_micro_batches(micro_batches)
+    if m == 1:  # the whole batch, untouched (no batch dimension is looked for)
+        return inputs, targets, MicroBatch(1, 0, 0)
     found: list[tuple[str, Any]] = []
     _leaves(inputs, "inputs", found)
     _leaves(targets, "targets", found)
     batched = [(path, int(t.shape[0])) for path, t in found if t.dim() >= 1]
     if not batched:
-        if m == 1:
-            return inputs, targets, MicroBatch(1, 0, 0)
         raise FormatError(f"--micro-batches {m}: no input tensor has a batch dimension to split")
     first_path, batch = batched[0]
     for path, size in batched[1:]:
