@@ -8,11 +8,22 @@ next to its stage-contiguous placements. Each device has the file's suggested ca
 
 Columns: makespan; speed-up = the step's total work on one device of speed 1 / makespan;
 the largest and smallest peak memory over the devices (liveness model, micro-batches in
-flight); the placement and order that won; status. The last part checks the target of
-issue 25: GPT-2's bundled step, M = 8, 4 devices of 3 GiB, at least 2.5x faster than its
-total work on one device, judged valid by the evaluator (``optpart evaluate``'s judge).
+flight); the placement and order that won; status.
 
-    nice -n 10 python benchmarks/pipeline.py                       # every model, M 1..16, K 2/4/8
+The headline (printed first, :func:`headline`): GPT-2's bundled step (batch 4 x 1024 tokens)
+on 4 devices of 3 GiB, M = 1, 2, 4, 8, four methods on the same devices: optpart's pipelined
+placement and schedule (``optpart.solve(..., micro_batches=M)``), GPipe and 1F1B (their fixed
+orders on the stage-contiguous placement), and the single-batch placement (the one-step
+heuristic's placement, scheduled for M micro-batches by :func:`schedule_placement`; at M = 1
+the ordinary step). Every result is written as result JSON and judged by
+:func:`optpart.judge.judge` (what ``optpart evaluate`` runs) on the unrolled step under the
+peak model: makespan per step and per sample, the largest peak memory against the capacity.
+
+The last part checks the target of issue 25: GPT-2's bundled step, M = 8, 4 devices of
+3 GiB, at least 2.5x faster than its total work on one device, judged valid.
+
+    nice -n 10 python benchmarks/pipeline.py                       # headline, every model, M 1..16, K 2/4/8
+    nice -n 10 python benchmarks/pipeline.py --headline-only       # the headline table and the target
     nice -n 10 python benchmarks/pipeline.py --models gpt2 --k 4 --m 1 8
 """
 
@@ -30,7 +41,7 @@ import optpart
 from optpart.formats import result_to_json
 from optpart.formats.optpart_json import result_from_dict
 from optpart.judge import judge
-from optpart.pipeline import PipelineStep
+from optpart.pipeline import PipelineStep, schedule_placement
 from optpart.units import format_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +72,45 @@ def row(name: str, p: optpart.Problem, k: int, m: int, hint, effort: float) -> t
             r.status.value, f"{wall:.1f}"], r
 
 
+def judged(problem: optpart.Problem, r: optpart.Result, m: int) -> str:
+    """``valid`` or ``INVALID: ...``: the result file of ``r`` judged on its (unrolled) step."""
+    target_problem = problem if m == 1 else PipelineStep(problem, m).unrolled()
+    doc = json.loads(result_to_json(r, target_problem))
+    verdict = judge(target_problem, doc, result_from_dict(doc, target_problem))
+    return "valid" if verdict.valid else "INVALID: " + "; ".join(verdict.false_claims[:2])
+
+
+#: Samples per step of the bundled GPT-2 instance (instances/README.md: batch 4 x 1024 tokens).
+GPT2_BATCH = 4
+
+
+def headline(effort: float, k: int = 4, memory: str = "3GiB", ms: tuple[int, ...] = (1, 2, 4, 8)) -> str:
+    """The headline table: GPT-2, ``k`` devices of ``memory``, ours vs GPipe vs 1F1B vs the
+    single-batch placement for every M in ``ms`` (see the module docstring)."""
+    p = optpart.load(model_file("gpt2")).with_devices(k, memory=memory)
+    one = optpart.solve(p, effort=effort)
+    cap = float(p.device_memory.max())
+    rows = []
+    for m in ms:
+        step = PipelineStep(p, m)
+        runs = [("optpart pipelined", one if m == 1 else optpart.solve(p, micro_batches=m, hint=one.placement)),
+                ("GPipe", optpart.solve(p, "gpipe", micro_batches=m)),
+                ("1F1B", optpart.solve(p, "1f1b", micro_batches=m)),
+                ("single-batch placement", one if m == 1 else schedule_placement(step, one.placement)[0])]
+        for method, r in runs:
+            if r is None or not r.ok:
+                rows.append([m, method, "-", "-", "-", "-", "no schedule fits" if r is None else r.status.value])
+                continue
+            peak = float(r.memory_peak.max())
+            rows.append([m, method, f"{r.makespan * 1e3:.1f} ms", f"{r.makespan / GPT2_BATCH * 1e3:.1f} ms",
+                         f"{step.work() / r.makespan:.2f}x",
+                         f"{format_bytes(peak)} / {format_bytes(cap)} ({peak / cap:.0%})", judged(p, r, m)])
+    return (f"headline: GPT-2 bundled step ({GPT2_BATCH} samples x 1024 tokens), {k} devices of {memory}, "
+            f"peak memory model; one device would take {float(p.time.sum()) * 1e3:.1f} ms\n"
+            + table(rows, ["M", "method", "makespan / step", "per sample", "speed-up vs 1 device",
+                           "peak max / capacity", "judge (peak)"]))
+
+
 def target(effort: float) -> int:
     """GPT-2, M = 8, 4 x 3 GiB: >= 2.5x over one device's work, valid under the judge."""
     p = optpart.load(model_file("gpt2")).with_devices(4, memory="3GiB")
@@ -86,7 +136,11 @@ def main() -> int:
     ap.add_argument("--k", nargs="+", type=int, default=[2, 4, 8])
     ap.add_argument("--m", nargs="+", type=int, default=[1, 2, 4, 8, 16])
     ap.add_argument("--effort", type=float, default=1.0, help="effort of the one-step heuristic")
+    ap.add_argument("--headline-only", action="store_true", help="only the headline table and the target")
     args = ap.parse_args()
+    print(headline(args.effort), flush=True)
+    if args.headline_only:
+        return target(args.effort)
     rows = []
     for name in args.models:
         base = optpart.load(model_file(name))

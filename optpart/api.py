@@ -19,7 +19,7 @@ PIPELINE_ORDERS = ("gpipe", "1f1b")
 
 
 def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str = DEFAULT_MEMORY_MODEL,
-          time_limit: float | None = None, seed: int = 0, hint: Any = None, micro_batches: int = 1,
+          time_limit: float | None = None, seed: int = 0, hint: Any = None, micro_batches: int | None = None,
           **options: Any) -> Result:
     """Place ``problem`` with the named solver and return a checked, evaluated :class:`Result`.
 
@@ -38,10 +38,12 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
         Seed for any randomness; equal inputs and seed give equal results.
     hint : placement, Result or dict, optional
         A starting placement for solvers that take one.
-    micro_batches : int
+    micro_batches : int, optional
         ``M``: one step of ``M`` micro-batches through one shared placement
-        (:func:`optpart.pipeline.solve_pipelined`); ``1`` (the default) is one placement
+        (:func:`optpart.pipeline.solve_pipelined`); ``1`` is one placement
         (:func:`optpart.solvers.registry.solve`, which documents every argument in full).
+        Default: the count the problem records (a model imported at the micro-batch size,
+        ``meta.pipeline``), else 1.
     **options
         Solver-specific options, validated against the solver's spec.
 
@@ -50,7 +52,12 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
     Result
         The evaluated result; for ``M > 1`` over the unrolled step.
     """
-    if micro_batches != 1 or solver in PIPELINE_ORDERS:
+    if micro_batches is None and "pipeline" in (problem.meta or {}):  # imported at the micro-batch size
+        from .pipeline import check_micro_batches
+
+        micro_batches = check_micro_batches(None, problem)
+    if micro_batches not in (None, 1) or solver in PIPELINE_ORDERS:
+        micro_batches = 1 if micro_batches is None else micro_batches
         from .pipeline import solve_pipelined  # the pipeline imports the evaluator and numpy
 
         return solve_pipelined(problem, micro_batches, solver, memory_model=memory_model, time_limit=time_limit,

@@ -19,7 +19,6 @@ wall-clock limit is set unless ``time_limit`` is given.
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +30,7 @@ from .memory import fits
 from .model.screening import live_at_start, running_need
 from .problem import Device, Links, Problem
 from .result import Result
-from .solvers.registry import get_solver, solve
+from .api import solve
 
 __all__ = ["FitResult", "capacity_lower_bound", "devices_lower_bound", "min_capacity", "min_devices", "on_devices"]
 
@@ -155,10 +154,12 @@ class _Prober:
     """Solves at one (devices, capacity) and says whether the answer fits the model."""
 
     def __init__(self, problem: Problem, solver: str, model: str, seed: int, time_limit: float | None,
-                 options: dict[str, Any]) -> None:
+                 options: dict[str, Any], micro_batches: int | None = None) -> None:
         self.problem, self.solver, self.model = problem, solver, model
-        self.seed, self.time_limit = seed, time_limit
-        params = inspect.signature(get_solver(solver)).parameters
+        self.seed, self.time_limit, self.micro_batches = seed, time_limit, micro_batches
+        from .pipeline.fit import solver_parameters  # gpipe/1f1b are pipelined orders, not registry solvers
+
+        params = solver_parameters(solver)
         self.options = dict(options)
         if "memory_model" in params and "memory_model" not in self.options:
             self.options["memory_model"] = model
@@ -173,7 +174,7 @@ class _Prober:
 
     def __call__(self, k: int, capacity: float, quick: bool = True) -> tuple[Problem, Result | None]:
         q = on_devices(self.problem, k, capacity)
-        r = solve(q, self.solver, time_limit=self.time_limit, seed=self.seed,
+        r = solve(q, self.solver, time_limit=self.time_limit, seed=self.seed, micro_batches=self.micro_batches,
                   **(self.quick if quick else self.options))
         good = self.ok(q, r)
         if quick:
@@ -190,20 +191,25 @@ class _Prober:
 
 def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, memory_model: str | None = None,
                  tolerance: float = 0.01, seed: int = 0, time_limit: float | None = None,
-                 options: dict[str, Any] | None = None) -> FitResult:
+                 options: dict[str, Any] | None = None, micro_batches: int | None = None) -> FitResult:
     """The smallest capacity (bytes, the same on every device, to ``tolerance``) at which
     ``solver`` places ``problem`` on ``devices`` devices under ``memory_model`` (default:
-    peak for graphs with the param/output/temp split, else static). See the module doc."""
+    peak for graphs with the param/output/temp split, else static). See the module doc.
+    ``micro_batches`` > 1 fits one step of that many micro-batches (docs/model.md section 7):
+    every probe is a pipelined solve, the bound is the unrolled step's."""
     if not isinstance(devices, (int, np.integer)) or devices < 1:
         raise OptpartError(f"devices={devices!r} must be an integer >= 1")
     if not tolerance > 0:
         raise OptpartError(f"tolerance={tolerance!r} must be > 0")
     model = _model(problem, memory_model)
-    probe = _Prober(problem, solver, model, seed, time_limit, options or {})
-    lb = capacity_lower_bound(problem, devices, model)
+    probe = _Prober(problem, solver, model, seed, time_limit, options or {}, micro_batches)
+    from .pipeline.fit import bound_problem
+
+    judged = bound_problem(problem, micro_batches)  # the unrolled step when pipelined
+    lb = capacity_lower_bound(judged, devices, model)
     # One device holding everything fits under both models (no received copies).
-    total = float((problem.param_bytes + problem.output_bytes + problem.temp_bytes).sum()) if model == "peak" \
-        else float(problem.memory.sum())
+    total = float((judged.param_bytes + judged.output_bytes + judged.temp_bytes).sum()) if model == "peak" \
+        else float(judged.memory.sum())
     hi = max(math.ceil(total), math.ceil(lb), 1)
     best = None
     for _ in range(4):  # a solver that misses where one device would do gets more room
@@ -236,19 +242,21 @@ def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, m
 
 def min_devices(problem: Problem, memory: float, solver: str = "heuristic", *, memory_model: str | None = None,
                 max_devices: int | None = None, seed: int = 0, time_limit: float | None = None,
-                options: dict[str, Any] | None = None) -> FitResult:
+                options: dict[str, Any] | None = None, micro_batches: int | None = None) -> FitResult:
     """The smallest number of devices of ``memory`` bytes each on which ``solver`` places
     ``problem`` (doubling from the proven lower bound, then bisection; at most
-    ``max_devices``, default the node count)."""
+    ``max_devices``, default the node count). ``micro_batches`` as in :func:`min_capacity`."""
     if not memory > 0:
         raise OptpartError(f"memory={memory!r} must be a positive number of bytes")
     model = _model(problem, memory_model)
-    lb, reason = devices_lower_bound(problem, memory, model)
+    from .pipeline.fit import bound_problem
+
+    lb, reason = devices_lower_bound(bound_problem(problem, micro_batches), memory, model)
     limit = max_devices if max_devices is not None else max(1, problem.n_nodes)
     if lb == 0:
         return FitResult(float(memory), None, math.inf, None, model, solver, "devices",
                          reason=f"no device count fits: {reason}")
-    probe = _Prober(problem, solver, model, seed, time_limit, options or {})
+    probe = _Prober(problem, solver, model, seed, time_limit, options or {}, micro_batches)
     lo, k, best = lb - 1, lb, None
     while k <= limit:
         _, r = probe(k, memory)

@@ -112,6 +112,8 @@ def plot_schedule(problem: Problem, result: Result, *, max_transfers: int = 300,
         busy = float((finish[on] - start[on]).sum())
         handles.append(Patch(facecolor=colors(d % colors.N), edgecolor="black",
                              label=f"{plot_safe(problem.device_ids[d])}: {on.size} nodes, busy {busy / max(makespan, 1e-300):.0%}"))
+    from ..pipeline.plot import draw_micro_batches  # a pipelined step: bars coloured by micro-batch
+    handles += draw_micro_batches(ax, problem, place, start, finish, row, tsize)
     if problem.n_nodes <= max_labels:
         for v in range(problem.n_nodes):
             if finish[v] - start[v] < 0.013 * makespan * len(problem.node_ids[v]):

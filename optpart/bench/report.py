@@ -67,8 +67,10 @@ def summarize(rows: Sequence[Mapping[str, Any]],
     """
     best = best_known(reference if reference is not None else rows)
     groups: dict[tuple[str, int, float], list[Mapping[str, Any]]] = {}
+    from ..pipeline.bench_hooks import run_label  # pipelined runs: "heuristic (M=8)"
+
     for r in rows:
-        groups.setdefault((r["solver"], int(r["devices"]), float(r["memory_scale"])), []).append(r)
+        groups.setdefault((run_label(r), int(r["devices"]), float(r["memory_scale"])), []).append(r)
     out = []
     for (solver, k, scale) in sorted(groups, key=lambda g: (g[1], g[2], g[0])):
         rs = groups[(solver, k, scale)]

@@ -36,7 +36,8 @@ from ..devices import resolve_devices
 from ..errors import OptpartError, SolverError
 from ..formats import load, problem_to_json
 from ..problem import Device, Problem
-from ..solvers.registry import SOLVERS, solve, solver_info
+from ..api import PIPELINE_ORDERS, solve
+from ..solvers.registry import SOLVERS, solver_info
 from . import db as _db
 from .executors import Executor, make_executor
 
@@ -116,6 +117,9 @@ def check_solvers(names: Sequence[str]) -> list[str]:
         raise SolverError("no solver given; installed: " + ", ".join(n for n in sorted(SOLVERS) if SOLVERS[n].installed))
     out: list[str] = []
     for name in names:
+        if name in PIPELINE_ORDERS:  # gpipe / 1f1b: pipelined orders of optpart.solve
+            out += [name] if name not in out else []
+            continue
         info = solver_info(name)  # unknown names raise here
         if not info.installed:
             installed = ", ".join(n for n in sorted(SOLVERS) if SOLVERS[n].installed)

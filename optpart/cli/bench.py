@@ -63,6 +63,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             options.setdefault(name, {}).setdefault("memory_model", args.memory_model)
     specs = plan_sweep(files, solvers, devices=devices, memory_scales=scales, time_limit=args.time_limit,
                        seed=args.seed, solver_options=options, device_args=device_args)
+    if args.micro_batches:  # every run once per micro-batch count (docs/model.md section 7)
+        from ..pipeline.bench_hooks import pipelined_specs
+
+        specs = pipelined_specs(specs, _list(args.micro_batches, str, "--micro-batches"))
     outcome = run_sweep(specs, args.db, executor=args.executor, jobs=args.jobs,
                         retry_errors=args.retry_errors, progress=sys.stderr)
     all_rows = _db.load_runs(args.db)
@@ -111,6 +115,7 @@ def register(subparsers: Any) -> None:
     """Add ``bench``, ``report`` and ``plot`` to the ``optpart`` command."""
     from .common import add_device_arguments
     from ..bench.report import FORMATS
+    from ..pipeline import add_micro_batch_argument
 
     p = subparsers.add_parser("bench", help="run solvers over instances x device counts x memory scales into SQLite",
                               description="Run the cross product of instances, solvers, device counts and memory "
@@ -128,6 +133,9 @@ def register(subparsers: Any) -> None:
                    help="capacity = S x the instance's capacity, or S x total memory / K when unlimited (default 1.0)")
     p.add_argument("--memory-model", choices=("peak", "static"), default="peak",
                    help="memory model every placement must respect (default peak; docs/model.md section 3)")
+    p.add_argument("--micro-batches", "-M", metavar="M[,M...]",
+                   help="micro-batch counts to sweep: each run pipelines one step as M micro-batches through one "
+                        "placement (docs/model.md section 7; solvers also gpipe, 1f1b); default 1")
     p.add_argument("--time-limit", "-t", type=float, metavar="S", help="seconds per run")
     p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
     p.add_argument("--option", action="append", metavar="SOLVER.KEY=VALUE", help="solver option, repeatable")
@@ -148,5 +156,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("source", help="a result JSON (needs --problem) or a results database")
     p.add_argument("--problem", "-p", metavar="FILE", help="the problem of a result file")
     add_device_arguments(p)
+    add_micro_batch_argument(p, "default: the result's own options.micro_batches; bars coloured by micro-batch")
     p.add_argument("--out", "-o", required=True, metavar="FILE", help="image file, e.g. gantt.png")
     p.set_defaults(func=_cmd_plot)

@@ -16,6 +16,8 @@ from ..errors import OptpartError
 from ..fit import min_capacity, min_devices, on_devices
 from ..formats import load, save_result
 from ..solvers.registry import solver_names
+from ..pipeline import add_micro_batch_argument, check_micro_batches
+from ..pipeline.fit import bound_problem
 from ..progress import progress
 from ..solvers.spec import MEMORY_MODELS
 from ..text import safe
@@ -45,17 +47,23 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         memory = memory[0]
         base.devices = args.devices if args.devices is not None else (raw.n_devices or 1)
         problem = apply_device_arguments(raw, base)
+        micro_batches = check_micro_batches(args.micro_batches, problem)
         with progress(f"optpart fit {safe(args.file)}: fewest devices of {format_bytes(memory)} ({args.solver})"):
             fit = min_devices(problem, memory, args.solver, memory_model=model, max_devices=args.devices,
-                              seed=args.seed, time_limit=args.time_limit, options=options)
+                              seed=args.seed, time_limit=args.time_limit, options=options,
+                              micro_batches=micro_batches)
     else:
         problem = apply_device_arguments(raw, base)
+        micro_batches = check_micro_batches(args.micro_batches, problem)
         # A live line with elapsed time on a terminal (silent when piped): each probe is a whole solve.
         with progress(f"optpart fit {safe(args.file)}: smallest capacity on {problem.n_devices} devices "
                       f"({args.solver})"):
             fit = min_capacity(problem, problem.n_devices, args.solver, memory_model=model, tolerance=args.tolerance,
-                               seed=args.seed, time_limit=args.time_limit, options=options)
+                               seed=args.seed, time_limit=args.time_limit, options=options,
+                               micro_batches=micro_batches)
     placed = None if fit.result is None else on_devices(problem, fit.devices, fit.capacity)
+    if placed is not None:  # a pipelined result is over the unrolled step
+        placed = bound_problem(placed, micro_batches)
     if args.out and fit.result is not None:
         save_result(fit.result, placed, args.out)
     if args.json:
@@ -94,6 +102,7 @@ def register(sub) -> None:
     p.add_argument("--solver", "-s", default="heuristic",
                    help=f"solver name (default heuristic); one of: {', '.join(solver_names())}")
     add_device_arguments(p)
+    add_micro_batch_argument(p, "default: the count the file records, else 1")
     p.add_argument("--tolerance", type=float, default=0.01, help="relative precision of the capacity (default 0.01)")
     p.add_argument("--memory-model", choices=MEMORY_MODELS, default=None,
                    help="memory model the placement must fit (default peak on graphs with the param/output/temp "

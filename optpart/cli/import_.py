@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 from ..errors import FormatError, OptpartError
 from ..formats import save
 from ..formats.costmodel import CostModel
+from ..pipeline.cli_hooks import add_micro_batch_argument, check_micro_batches
 from ..progress import set_quiet
 from ..units import format_bytes, parse_bytes, parse_list, parse_speed
 
@@ -64,7 +65,7 @@ def _parse_shape(text: str) -> tuple[str, list[int]]:
 def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
                  input_shapes: dict[str, list[int]] | None = None, name: str | None = None,
                  no_split: str | None = None, trace_mode: str = "auto", search_path: Sequence[str] = (),
-                 profile: dict | None = None, check: bool = False):
+                 profile: dict | None = None, check: bool = False, micro_batches: int = 1):
     """Import ``spec`` (an ``.onnx`` path or ``module:function``) as a :class:`~optpart.Problem`.
 
     **This imports and runs the user's code**: ``module`` is imported (its top level runs)
@@ -81,6 +82,8 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
     (:func:`optpart.torch.measured_problem`, ``docs/apply.md``) instead of estimating it.
     ``check`` (PyTorch only, the CLI's ``--check``): prove that no two operators touching one
     storage, at least one writing, are unordered by the problem's edges (``docs/import.md``).
+    ``micro_batches`` (PyTorch only, the CLI's ``--micro-batches``): trace and profile one
+    micro-batch of ``M`` (:mod:`optpart.pipeline.micro`).
     """
     if spec.endswith(".onnx") or Path(spec).is_file():
         from ..formats.onnx_import import from_onnx
@@ -95,6 +98,9 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
                                "is pure dataflow")
         if no_split:
             raise OptpartError("--no-split applies to PyTorch models (module classes); an ONNX graph has none")
+        if micro_batches != 1:
+            raise OptpartError("--micro-batches traces one micro-batch of a PyTorch model; for an ONNX graph "
+                               "give the micro-batch's shape with --input-shape and solve with --micro-batches")
         with progress(f"importing {Path(spec).name}"):
             return from_onnx(spec, training=bool(training), cost_model=cost_model, input_shapes=input_shapes,
                              name=name)
@@ -125,11 +131,13 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
 
     problem = from_torch(module, inputs, training=True if training is None else training,
                          cost_model=cost_model, name=name or fn_name, no_split=no_split or (),
-                         trace_mode=trace_mode, check=check, **extra)
+                         trace_mode=trace_mode, check=check, micro_batches=micro_batches, **extra)
     if profile is not None:
+        from ..pipeline.micro import split_micro_batch
         from ..torch.profiling import measured_problem
 
-        problem = measured_problem(problem, module, inputs, **profile, **extra)
+        inputs, targets, _ = split_micro_batch(inputs, extra.pop("targets", ()), micro_batches)  # timed per micro-batch
+        problem = measured_problem(problem, module, inputs, targets=targets, **profile, **extra)
     return problem
 
 
@@ -220,7 +228,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
                "threads": args.profile_threads} if args.profile else None
     problem = import_model(args.model, training=args.training, cost_model=cm, input_shapes=shapes or None,
                            name=args.name, no_split=args.no_split, trace_mode=args.trace_mode,
-                           search_path=args.path or (), profile=profile, check=args.check)
+                           search_path=args.path or (), profile=profile, check=args.check,
+                           micro_batches=check_micro_batches(args.micro_batches))
     memory = parse_list(args.memory, parse_bytes, "--memory") if args.memory is not None else None
     speed = parse_list(args.speed, parse_speed, "--speed") if args.speed is not None else None
     if args.devices is not None or memory is not None or speed is not None:
@@ -245,6 +254,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print(f"{problem.name}: {problem.n_nodes} nodes, {problem.n_edges} edges, "
               f"{meta.get('total_flops', 0) / 1e9:.4g} GFLOP, parameters {format_bytes(meta.get('parameter_bytes', 0))}, "
               f"memory {format_bytes(float(problem.memory.sum()))}, work {problem.time.sum():.4g} s{mode} -> {args.out}")
+        if "pipeline" in meta:
+            pl = meta["pipeline"]
+            print(f"  one micro-batch of {pl['micro_batch_size']} samples traced ({pl['micro_batches']} make the "
+                  f"batch of {pl['batch_size']}); solves of the file default to --micro-batches {pl['micro_batches']}")
         for note in meta.get("trace_notes", []):
             print(f"  note: {note}", file=sys.stderr)
         if "aliasing_check" in meta:
@@ -286,6 +299,8 @@ def register(subparsers) -> None:
                    help="prove that no two operators touching one storage, at least one writing, are unordered "
                         "(PyTorch models; exit 2 with the first unordered pair otherwise)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary line")
+    add_micro_batch_argument(p, "trace and price ONE micro-batch, the batch dimension split in M equal "
+                                "parts; the file records M as its solves' default")
     add_cost_model_arguments(p)
     g = p.add_argument_group("measured costs (PyTorch models; docs/apply.md)")
     g.add_argument("--profile", action="store_true",

@@ -123,6 +123,7 @@ def from_torch(
     no_split: str | Sequence[str] = (),
     trace_mode: str = "auto",
     check: bool = False,
+    micro_batches: int = 1,
 ) -> Problem:
     """Trace ``module`` on ``example_inputs`` and return its operator graph as a :class:`Problem`.
 
@@ -163,6 +164,11 @@ def from_torch(
         at least one writing, are unordered
         (:func:`~optpart.formats.torch.aliasing.check_problem_order`; the traced graph is
         always checked). What was proved goes to ``problem.meta["aliasing_check"]``.
+    micro_batches : int
+        ``M > 1`` traces one micro-batch: the first of ``M`` equal parts of the batch (the
+        first dimension of every input and target), and records it in ``meta`` so that a
+        solve is a step of ``M`` micro-batches (:mod:`optpart.pipeline.micro`,
+        docs/model.md section 7). A batch that does not divide is a :class:`FormatError`.
 
     Returns
     -------
@@ -181,6 +187,9 @@ def from_torch(
     """
     from ..progress import progress as _progress
 
+    from ..pipeline.micro import record_micro_batches, split_micro_batch
+
+    example_inputs, targets, split = split_micro_batch(example_inputs, targets, micro_batches)
     cm = cost_model or CostModel()
     label = name or (type(module).__name__ + ("-training" if training else ""))
     with _progress(f"importing {type(module).__name__}") as bar:
@@ -193,7 +202,7 @@ def from_torch(
             problem = problem.with_meta(aliasing_check=check_problem_order(problem, step))
     if devices is not None:
         problem = problem.with_devices(devices, memory=memory)
-    return problem
+    return record_micro_batches(problem, split)
 
 
 def _no_split_groups(step, ids: list[str], modules: list[str], no_split) -> list[tuple[str, ...]]:

@@ -61,7 +61,19 @@ def _options_micro_batches(doc) -> object:
 def micro_batches_in_result(path: str | Path) -> object:
     """``options.micro_batches`` of a result file (1 when absent or unreadable here: the
     file's own reader reports what is wrong with it). The JSON is parsed only when the text
-    mentions ``micro_batches``, so an ordinary result of 10^6 nodes is not read twice."""
+    mentions ``micro_batches``, so an ordinary result of 10^6 nodes is not read twice.
+
+    Parameters
+    ----------
+    path
+        The result file (optpart JSON, optionally gzipped).
+
+    Returns
+    -------
+    object
+        The recorded count as the file gives it (validated later by
+        :func:`~optpart.pipeline.step.check_micro_batches`), or 1.
+    """
     from ..formats import read_bytes
 
     try:

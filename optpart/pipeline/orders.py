@@ -36,7 +36,18 @@ Schedule = tuple[np.ndarray, np.ndarray]
 
 
 def phase_of_tasks(step: PipelineStep) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(node, micro_batch, phase)`` per unrolled task; phase 0 forward, 1 backward, 2 once."""
+    """``(node, micro_batch, phase)`` per unrolled task; phase 0 forward, 1 backward, 2 once.
+
+    Parameters
+    ----------
+    step
+        The pipelined step.
+
+    Returns
+    -------
+    tuple
+        ``(node, micro_batch, phase)``: integer arrays over the unrolled tasks.
+    """
     node, mb, _ = step.task_index()
     phase = np.where(step.once[node], 2, np.where(step.backward[node], 1, 0)).astype(np.int64)
     return node, mb, phase
@@ -124,6 +135,18 @@ def segments(step: PipelineStep, placement: np.ndarray) -> tuple[np.ndarray, int
     the forward work whose activations it reads. On a stage-contiguous placement the virtual
     stages are the devices in pipeline order; a device may hold several (a tied embedding and
     head, or a placement that is not stage-contiguous).
+
+    Parameters
+    ----------
+    step
+        The pipelined step.
+    placement
+        Device index per base node (one placement for every micro-batch).
+
+    Returns
+    -------
+    tuple
+        ``(stage, count)``: virtual stage per base node and the number of virtual stages.
     """
     p = step.base
     order = forward_order(step)
@@ -145,6 +168,18 @@ def gpipe_schedule(step: PipelineStep, placement: np.ndarray) -> Schedule:
     itself (anchors of backward nodes are a heuristic), the plain order (micro-batch, then
     topological) is used, which never deadlocks: it is one global order consistent with
     every edge.
+
+    Parameters
+    ----------
+    step
+        The pipelined step.
+    placement
+        Device index per base node (one placement for every micro-batch).
+
+    Returns
+    -------
+    tuple
+        ``(start, finish)``: seconds per unrolled task, in the unrolled problem's node order.
     """
     _, mb, phase = phase_of_tasks(step)
     node, _, _ = step.task_index()
@@ -166,6 +201,19 @@ def one_f_one_b_schedule(step: PipelineStep, placement: np.ndarray) -> Schedule 
     The work of virtual stage ``j`` of ``J`` runs ``min(M, J - j)`` forward units, then
     alternates one backward and one forward unit; a device orders the units of all its
     stages by that position (ties: topological order).
+
+    Parameters
+    ----------
+    step
+        The pipelined step.
+    placement
+        Device index per base node (one placement for every micro-batch).
+
+    Returns
+    -------
+    tuple or None
+        ``(start, finish)``: seconds per unrolled task, in the unrolled problem's node order.
+        ``None`` when the order deadlocks on this placement.
     """
     m = step.micro_batches
     node, mb, phase = phase_of_tasks(step)
@@ -186,6 +234,18 @@ def priorities(step: PipelineStep, placement: np.ndarray) -> dict[str, np.ndarra
     index); ``micro-batch``: earlier micro-batches first, then bottom level;
     ``backward-first``: backward work before forward work (frees activations early, like
     1F1B), then earlier micro-batches, then bottom level.
+
+    Parameters
+    ----------
+    step
+        The pipelined step.
+    placement
+        Device index per base node (one placement for every micro-batch).
+
+    Returns
+    -------
+    dict
+        Name -> priority per unrolled task (float array; higher runs first).
     """
     prob = step.unrolled()
     place = step.tile(placement)
@@ -201,5 +261,20 @@ def priorities(step: PipelineStep, placement: np.ndarray) -> dict[str, np.ndarra
 
 
 def list_schedule(step: PipelineStep, placement: np.ndarray, priority: np.ndarray) -> Schedule:
-    """The non-delay list schedule of the unrolled step under ``priority`` (higher first)."""
+    """The non-delay list schedule of the unrolled step under ``priority`` (higher first).
+
+    Parameters
+    ----------
+    step
+        The pipelined step.
+    placement
+        Device index per base node (one placement for every micro-batch).
+    priority
+        One number per unrolled task; among ready tasks a device starts the highest first.
+
+    Returns
+    -------
+    tuple
+        ``(start, finish)``: seconds per unrolled task, in the unrolled problem's node order.
+    """
     return canonical_schedule(step.unrolled(), step.tile(placement), priority)

@@ -273,7 +273,18 @@ def _solve_exact(step: PipelineStep, solver: str, memory_model: str, time_limit,
 
 
 def evaluate_bound(problem: Problem) -> float:
-    """The generic lower bound of a (unrolled) problem."""
+    """The generic lower bound of a (unrolled) problem.
+
+    Parameters
+    ----------
+    problem
+        Any problem with devices (for a pipelined step: the unrolled one).
+
+    Returns
+    -------
+    float
+        Seconds no schedule can beat (:func:`optpart.bounds.problem_lower_bound`).
+    """
     from ..bounds import problem_lower_bound
 
     return problem_lower_bound(problem)

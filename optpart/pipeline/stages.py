@@ -25,7 +25,18 @@ __all__ = ["anchors", "forward_order", "stage_placement", "balanced_cuts", "posi
 def forward_order(step: PipelineStep) -> np.ndarray:
     """The forward nodes as late as possible: by decreasing bottom level within the forward
     pass (run times, no communication), ties in topological order (so still a topological
-    order). A reshape of the targets sits next to the loss, a weight view next to its matmul."""
+    order). A reshape of the targets sits next to the loss, a weight view next to its matmul.
+
+    Parameters
+    ----------
+    step
+        The pipelined step.
+
+    Returns
+    -------
+    numpy.ndarray
+        Base node indices of the forward pass, a topological order.
+    """
     p = step.base
     fwd = ~step.once & ~step.backward
     bl = np.zeros(p.n_nodes)
@@ -43,7 +54,18 @@ def forward_order(step: PipelineStep) -> np.ndarray:
 
 
 def anchors(step: PipelineStep) -> np.ndarray:
-    """Position in the forward sequence that every base node belongs to (see module docstring)."""
+    """Position in the forward sequence that every base node belongs to (see module docstring).
+
+    Parameters
+    ----------
+    step
+        The pipelined step.
+
+    Returns
+    -------
+    numpy.ndarray
+        Forward position (int) per base node, ``0..n_forward-1``.
+    """
     p = step.base
     n = p.n_nodes
     fwd = ~step.once & ~step.backward
@@ -149,7 +171,22 @@ def stage_placement(step: PipelineStep, n_stages: int | None = None,
 
 def position_weights(step: PipelineStep, anchor: np.ndarray, extra_weight: np.ndarray | None = None) -> np.ndarray:
     """Work anchored at every forward position: a node's time over the step (``M`` copies of a
-    per-micro-batch node, one of a once node), plus ``extra_weight``."""
+    per-micro-batch node, one of a once node), plus ``extra_weight``.
+
+    Parameters
+    ----------
+    step
+        The pipelined step.
+    anchor
+        :func:`anchors` of the step.
+    extra_weight
+        Optional extra weight per base node (e.g. a memory term), added to its time.
+
+    Returns
+    -------
+    numpy.ndarray
+        Weight (seconds at mean device speed, plus ``extra_weight``) per forward position.
+    """
     p = step.base
     n_fwd = int(anchor.max()) + 1 if anchor.size else 0
     per = np.where(step.once, 1.0, float(step.micro_batches))

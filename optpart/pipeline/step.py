@@ -33,7 +33,8 @@ import numpy as np
 from ..errors import ProblemError
 from ..problem import Constraints, Problem
 
-__all__ = ["PipelineStep", "check_micro_batches", "once_mask", "backward_mask", "SEP"]
+__all__ = ["PipelineStep", "check_micro_batches", "recorded_micro_batches", "once_mask", "backward_mask", "SEP",
+           "RECORD_KEYS"]
 
 #: Separator between a node id and its micro-batch index in the unrolled problem.
 SEP = "@mb"
@@ -41,6 +42,12 @@ SEP = "@mb"
 #: Most tasks (node copies plus edge copies) an unrolled step may have: beyond it the step of
 #: ``M`` micro-batches is refused with one line instead of exhausting memory.
 MAX_UNROLLED = 20_000_000
+
+#: ``meta`` keys of a problem traced at the micro-batch size (``from_torch(...,
+#: micro_batches=M)``): ``pipeline`` records ``{"micro_batches": M, "micro_batch_size": b,
+#: "batch_size": B}`` (the default ``M`` of every solve of the file) and ``per_micro_batch``
+#: says the costs are already those of one micro-batch. The unrolled step drops both.
+RECORD_KEYS = ("pipeline", "per_micro_batch")
 
 #: ``phase`` / ``op`` values that mark a once-per-step (optimizer) node.
 _ONCE_PHASES = ("optimizer", "update")
@@ -52,8 +59,9 @@ def check_micro_batches(micro_batches, problem: Problem | None = None) -> int:
     Parameters
     ----------
     micro_batches
-        The requested count (int, or an integral string from the command line; ``None``, a
-        flag not given, is 1).
+        The requested count (int, or an integral string from the command line). ``None``, a
+        flag not given, is the count the problem records (``meta.pipeline.micro_batches``,
+        written by an import at the micro-batch size), else 1.
     problem
         When given and its ``meta`` holds ``batch_size``, ``M`` may not exceed it and must
         divide it (a micro-batch is an equal share of the batch).
@@ -68,7 +76,7 @@ def check_micro_batches(micro_batches, problem: Problem | None = None) -> int:
     ProblemError
         With one line naming ``--micro-batches`` and the offending value.
     """
-    value = 1 if micro_batches is None else micro_batches
+    value = recorded_micro_batches(problem) if micro_batches is None else micro_batches
     if isinstance(value, str):
         try:
             value = int(value.strip())
@@ -94,6 +102,24 @@ def check_micro_batches(micro_batches, problem: Problem | None = None) -> int:
     return value
 
 
+def recorded_micro_batches(problem: Problem | None) -> object:
+    """The micro-batch count a problem file records (``meta.pipeline.micro_batches``), else 1.
+
+    Parameters
+    ----------
+    problem
+        A problem, or ``None``.
+
+    Returns
+    -------
+    object
+        The recorded value as the file gives it (validated by :func:`check_micro_batches`),
+        or 1.
+    """
+    record = (problem.meta or {}).get("pipeline") if problem is not None else None
+    return record.get("micro_batches", 1) if isinstance(record, dict) else 1
+
+
 def _meta_value(problem: Problem, v: int, key: str) -> str:
     if problem.node_meta is None:
         return ""
@@ -107,6 +133,16 @@ def once_mask(problem: Problem) -> np.ndarray:
     A node is an optimizer node when its ``phase`` is ``optimizer`` or its ``op`` starts with
     ``optimizer`` (what the torch importer writes, one ``optimizer.update`` per parameter).
     Downstream nodes must follow the last micro-batch's update, so they run once too.
+
+    Parameters
+    ----------
+    problem
+        One step of the whole batch, with node metadata ``phase`` / ``op``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean per node: runs once per step.
     """
     n = problem.n_nodes
     once = np.zeros(n, dtype=bool)
@@ -118,7 +154,18 @@ def once_mask(problem: Problem) -> np.ndarray:
 
 
 def backward_mask(problem: Problem) -> np.ndarray:
-    """Nodes labelled ``phase: backward`` and every node downstream of one."""
+    """Nodes labelled ``phase: backward`` and every node downstream of one.
+
+    Parameters
+    ----------
+    problem
+        One step of the whole batch, with node metadata ``phase``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean per node: belongs to the backward pass.
+    """
     n = problem.n_nodes
     bwd = np.array([_meta_value(problem, v, "phase").lower() == "backward" for v in range(n)], dtype=bool)
     return _downstream(problem, bwd)
@@ -206,6 +253,9 @@ class PipelineStep:
         copies in base order, then micro-batch 1's, ..., then the once nodes.
         """
         p, m = self.base, self.micro_batches
+        if m == 1:  # one micro-batch: the base problem's own order (M = 1 is the ordinary step)
+            order = np.arange(p.n_nodes, dtype=np.int64)
+            return order, np.zeros(p.n_nodes, dtype=np.int64), order[None, :].copy()
         per = np.flatnonzero(~self.once)
         one = np.flatnonzero(self.once)
         node = np.concatenate([np.tile(per, m), one]).astype(np.int64)
@@ -217,7 +267,18 @@ class PipelineStep:
         return node, mb, task_of
 
     def tile(self, placement: np.ndarray) -> np.ndarray:
-        """A base placement as the unrolled problem's placement (every copy on its node's device)."""
+        """A base placement as the unrolled problem's placement (every copy on its node's device).
+
+        Parameters
+        ----------
+        placement
+            Device index per base node.
+
+        Returns
+        -------
+        numpy.ndarray
+            Device index per unrolled node (every copy on its node's device).
+        """
         node, _, _ = self.task_index()
         return np.asarray(placement, dtype=np.int64)[node]
 
@@ -231,7 +292,7 @@ class PipelineStep:
         p, m = self.base, self.micro_batches
         node, mb, task_of = self.task_index()
         per = ~self.once
-        ids = [p.node_ids[v] + (f"{SEP}{i}" if per[v] else "") for v, i in zip(node.tolist(), mb.tolist())]
+        ids = [p.node_ids[v] + (f"{SEP}{i}" if per[v] and m > 1 else "") for v, i in zip(node.tolist(), mb.tolist())]
         # param_bytes are held once: by copy 0 of a per-micro-batch node, or by the once node
         first = (mb == 0) | self.once[node]
         param = np.where(first, p.param_bytes[node], 0.0)
@@ -254,19 +315,21 @@ class PipelineStep:
         src.append(task_of[0, es[oo]]); dst.append(task_of[0, ed[oo]]); eb.append(self.edge_bytes[oo])
         meta_rows = None
         if p.node_meta is not None:
-            meta_rows = [dict(p.node_meta[v], micro_batch=i) if per[v] else dict(p.node_meta[v])
+            meta_rows = [dict(p.node_meta[v], micro_batch=i) if per[v] and m > 1 else dict(p.node_meta[v])
                          for v, i in zip(node.tolist(), mb.tolist())]
         c = p.constraints
-        copies = lambda nid: ([nid] if self.once[p.node_index[nid]]
+        copies = lambda nid: ([nid] if self.once[p.node_index[nid]] or m == 1
                               else [f"{nid}{SEP}{i}" for i in range(m)])
         colocate = [[x for nid in grp for x in copies(nid)] for grp in c.colocate]
         colocate += [[f"{p.node_ids[v]}{SEP}{i}" for i in range(m)]
                      for v in np.flatnonzero(per).tolist()] if m > 1 else []
         pin = {x: d for nid, d in c.pin.items() for x in copies(nid)}
         forbid = {x: ds for nid, ds in c.forbid.items() for x in copies(nid)}
-        meta = dict(p.meta, micro_batches=m, pipelined_from=p.name)
+        meta = {key: value for key, value in p.meta.items() if key not in RECORD_KEYS}
+        meta.update(micro_batches=m, pipelined_from=p.name)  # the unrolled step is not pipelined again
         return Problem.from_arrays(
-            ids, self.time[node], None, np.concatenate(src), np.concatenate(dst), np.concatenate(eb),
+            ids, self.time[node], p.memory[node] if m == 1 else None,  # M = 1: the file's own static memory
+            np.concatenate(src), np.concatenate(dst), np.concatenate(eb),
             devices=p.devices if p.has_devices else None, links=p.links,
             constraints=Constraints(pin=pin, colocate=tuple(map(tuple, colocate)), forbid=forbid),
             param_bytes=param, output_bytes=self.output_bytes[node], temp_bytes=self.temp_bytes[node],
