@@ -65,6 +65,18 @@ def random_problem(seed: int) -> optpart.Problem:
                                            name=f"rand-{seed}")
 
 
+def feasible_random_problem(seed: int) -> tuple[optpart.Problem, float]:
+    """The first draw of :func:`random_problem` at ``seed``, ``seed + 1000``, ... that some
+    placement fits, with its brute-force optimum: tests that compare with an optimum get one
+    on every item (about one draw in ten fits nothing)."""
+    for draw in range(seed, seed + 100_000, 1000):
+        p = random_problem(draw)
+        best = brute_force(p)[0]
+        if np.isfinite(best):
+            return p, best
+    raise AssertionError(f"no feasible draw from seed {seed}")
+
+
 def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
 
