@@ -33,6 +33,7 @@ from .base import Solution, SolverError
 from .exact_bounds import (comm_lower_bound, heads_tails, heads_tails_comm, min_transfer, reachability,
                            window_bound, window_cuts)
 from .exact_times import durations, transfer_table, uniform_transfers
+from .path_bounds import memory_path_bound
 
 __all__ = [
     "durations",
@@ -432,12 +433,13 @@ def fallback(problem: Problem, incumbent: Solution | None, memory_model: str, re
     """The incumbent (the heuristic's answer) as the result, with ``reason`` in the message.
 
     Status ``feasible`` (``optimal`` only when the heuristic itself proved it), the best
-    of the generic bound and ``lower_bound``; ``unknown`` when there is no incumbent.
+    of the generic bound, the memory-forced path bound
+    (:func:`~optpart.solvers.path_bounds.memory_path_bound`) and ``lower_bound``; ``unknown`` when there is no incumbent.
     """
     stats = dict(stats)
     stats["stop_reason"] = stats.get("stop_reason", reason)
     stats["from_heuristic"] = True
-    bound = max(problem_lower_bound(problem), float(lower_bound))
+    bound = max(problem_lower_bound(problem), float(lower_bound), memory_path_bound(problem, memory_model))
     if incumbent is None or incumbent.placement is None:
         status = incumbent.status if incumbent is not None and incumbent.status is Status.INFEASIBLE \
             else Status.UNKNOWN
