@@ -46,7 +46,7 @@ def critical_path_bound(problem: Problem) -> float:
     Parameters
     ----------
     problem : Problem
-        The problem (its times, speeds, allowed devices and DAG).
+        Its DAG, times, speeds and allowed devices give the chain and the fastest runs.
 
     Returns
     -------
@@ -67,7 +67,7 @@ def work_bound(problem: Problem) -> float:
     Parameters
     ----------
     problem : Problem
-        The problem (its times, speeds, allowed devices and DAG).
+        Its times at speed 1 and its device speeds.
 
     Returns
     -------
@@ -84,7 +84,7 @@ def largest_node_bound(problem: Problem) -> float:
     Parameters
     ----------
     problem : Problem
-        The problem (its times, speeds, allowed devices and DAG).
+        Its times and the fastest device each node may use.
 
     Returns
     -------
@@ -122,7 +122,7 @@ def lower_bound(problem: Problem) -> float:
     Parameters
     ----------
     problem : Problem
-        The problem (its times, speeds, allowed devices and DAG).
+        Every generic bound of it is taken.
 
     Returns
     -------
@@ -141,7 +141,7 @@ def problem_lower_bound(problem: Problem) -> float:
     Parameters
     ----------
     problem : Problem
-        The problem (its times, speeds, allowed devices and DAG).
+        The problem; the cache key (problems are immutable).
 
     Returns
     -------

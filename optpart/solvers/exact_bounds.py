@@ -262,12 +262,8 @@ def window_bound(head: list, tail: list, min_dur: list, k: int, lb: float) -> fl
 
     Parameters
     ----------
-    head, tail, min_dur : list
-        Valid heads, tails and smallest durations (one unit).
-    k : int
-        Number of devices.
-    lb : float
-        A valid lower bound of the makespan (same unit).
+    head, tail, min_dur, k, lb
+        As for :func:`window_cuts`.
 
     Returns
     -------
