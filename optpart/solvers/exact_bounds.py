@@ -129,28 +129,26 @@ def heads_tails_comm(problem: Problem, min_dur: list, min_comm: list) -> tuple[l
     tuple of (list, list)
         Heads and tails counting communication.
     """
-    n = problem.n_nodes
     topo = problem.topo.tolist()
-    in_ptr, out_ptr = problem.in_ptr.tolist(), problem.out_ptr.tolist()
-    in_edges, out_edges = problem.in_edges.tolist(), problem.out_edges.tolist()
     src, dst = problem.edge_src.tolist(), problem.edge_dst.tolist()
-    head = [0] * n
-    for w in topo:
-        ready = []
-        for i in range(in_ptr[w], in_ptr[w + 1]):
-            e = in_edges[i]
-            u = src[e]
-            ready.append((head[u] + min_dur[u], min_dur[u], head[u], min_comm[e]))
-        head[w] = _comm_level(ready)
-    tail = [0] * n
-    for u in reversed(topo):
-        ready = []
-        for i in range(out_ptr[u], out_ptr[u + 1]):
-            e = out_edges[i]
-            w = dst[e]
-            ready.append((tail[w] + min_dur[w], min_dur[w], tail[w], min_comm[e]))
-        tail[u] = _comm_level(ready)
+    head = _comm_levels(topo, problem.in_ptr.tolist(), problem.in_edges.tolist(), src, min_dur, min_comm)
+    tail = _comm_levels(topo[::-1], problem.out_ptr.tolist(), problem.out_edges.tolist(), dst, min_dur, min_comm)
     return head, tail
+
+
+def _comm_levels(order: list, ptr: list, edges: list, other: list, min_dur: list, min_comm: list) -> list:
+    """One sweep of :func:`heads_tails_comm` along ``order``: each node's level from the nodes
+    at the ``other`` end of its ``edges[ptr[v]:ptr[v + 1]]`` (predecessors for heads,
+    successors for tails)."""
+    level = [0] * len(min_dur)
+    for v in order:
+        ready = []
+        for i in range(ptr[v], ptr[v + 1]):
+            e = edges[i]
+            u = other[e]
+            ready.append((level[u] + min_dur[u], min_dur[u], level[u], min_comm[e]))
+        level[v] = _comm_level(ready)
+    return level
 
 
 def comm_lower_bound(problem: Problem) -> float:
