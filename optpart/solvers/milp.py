@@ -263,6 +263,22 @@ def root_lp_bound(problem: Problem, *, window_cuts: bool = True, horizon: float 
     known makespan): the model is refused beyond ``milp_time_indexed.MAX_BINARIES``.
     Used to measure how far the window rows lift the relaxation (benchmarks/exact_frontier.py
     ``--root-lp``, docs/exact.md). A valid lower bound of the static-memory problem.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem, with devices.
+    window_cuts : bool
+        Add the energetic window rows (False: the round-1 model, to compare).
+    horizon : float, optional
+        Big-M upper bound, or the time-indexed horizon, in seconds.
+    formulation : {"big-m", "time-indexed"}
+        Which MILP to relax.
+
+    Returns
+    -------
+    float
+        The LP optimum's makespan in seconds.
     """
     import pulp
     if problem.n_nodes == 0:
