@@ -171,6 +171,16 @@ def integral_memory(problem: Problem) -> tuple[np.ndarray, np.ndarray, bool]:
     ones, but the rows may exclude a placement that fits exactly at the limit, so the
     solver may then claim neither optimality nor infeasibility. Infinite capacities map
     to -1 (no row).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (static ``memory`` per node, capacities).
+
+    Returns
+    -------
+    tuple
+        ``(memories, capacities, exact)``: int64 arrays and whether the rows are exact.
     """
     mem = problem.memory
     cap = problem.device_memory
@@ -417,7 +427,20 @@ def too_big(name: str, terms: int, rate: float, cap: int, budget: "Budget", rese
 
 
 def solution_makespan(problem: Problem, sol: Solution) -> float:
-    """Makespan of a solution's own schedule (canonical when it has none); inf without placement."""
+    """Makespan of a solution's own schedule (canonical when it has none); inf without placement.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the solution places.
+    sol : Solution
+        A solver's answer.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
     if sol.placement is None:
         return float("inf")
     place = np.asarray(sol.placement, dtype=np.int64)
@@ -434,7 +457,21 @@ def fallback(problem: Problem, incumbent: Solution | None, memory_model: str, re
 
     Status ``feasible`` (``optimal`` only when the heuristic itself proved it), the best
     of the generic bound, the memory-forced path bound
-    (:func:`~optpart.solvers.path_bounds.memory_path_bound`) and ``lower_bound``; ``unknown`` when there is no incumbent.
+    (:func:`~optpart.solvers.path_bounds.memory_path_bound`) and ``lower_bound``;
+    ``unknown`` when there is no incumbent.
+
+    Parameters
+    ----------
+    problem, incumbent, memory_model
+        The problem, the heuristic's answer (or None) and the memory model it respects.
+    reason, stats : str, dict
+        Why the exact search gave up (``stats["stop_reason"]`` unless set) and its stats.
+    lower_bound : float
+        A bound the exact solver proved (seconds; 0: none).
+
+    Returns
+    -------
+    Solution
     """
     stats = dict(stats)
     stats["stop_reason"] = stats.get("stop_reason", reason)
