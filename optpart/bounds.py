@@ -41,7 +41,18 @@ def _fastest_durations(problem: Problem) -> np.ndarray:
 
 
 def critical_path_bound(problem: Problem) -> float:
-    """Longest path with zero communication and every node at its fastest allowed speed."""
+    """Longest path with zero communication and every node at its fastest allowed speed.
+
+    Parameters
+    ----------
+    problem : Problem
+        Its DAG, times, speeds and allowed devices give the chain and the fastest runs.
+
+    Returns
+    -------
+    float
+        Seconds; no schedule beats the heaviest chain of precedences (0 without nodes).
+    """
     if problem.n_nodes == 0:
         return 0.0
     dur = _fastest_durations(problem)
@@ -51,20 +62,53 @@ def critical_path_bound(problem: Problem) -> float:
 
 
 def work_bound(problem: Problem) -> float:
-    """Total work (time at speed 1) divided by the total speed of all devices."""
+    """Total work (time at speed 1) divided by the total speed of all devices.
+
+    Parameters
+    ----------
+    problem : Problem
+        Its times at speed 1 and its device speeds.
+
+    Returns
+    -------
+    float
+        Seconds: the work spread like a fluid over every device (speed 1 without devices).
+    """
     total_speed = float(problem.device_speed.sum()) if problem.n_devices else 1.0
     return float(problem.time.sum()) / total_speed
 
 
 def largest_node_bound(problem: Problem) -> float:
-    """The longest single node at its fastest allowed speed."""
+    """The longest single node at its fastest allowed speed.
+
+    Parameters
+    ----------
+    problem : Problem
+        Its times and the fastest device each node may use.
+
+    Returns
+    -------
+    float
+        Seconds (0 without nodes).
+    """
     if problem.n_nodes == 0:
         return 0.0
     return float(_fastest_durations(problem).max())
 
 
 def all_bounds(problem: Problem) -> dict[str, float]:
-    """Every bound by name."""
+    """Every bound by name.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+
+    Returns
+    -------
+    dict of str to float
+        ``critical_path``, ``work`` and ``largest_node``, in seconds.
+    """
     return {
         "critical_path": critical_path_bound(problem),
         "work": work_bound(problem),
@@ -73,7 +117,18 @@ def all_bounds(problem: Problem) -> dict[str, float]:
 
 
 def lower_bound(problem: Problem) -> float:
-    """The best (largest) of the generic lower bounds."""
+    """The best (largest) of the generic lower bounds.
+
+    Parameters
+    ----------
+    problem : Problem
+        Every generic bound of it is taken.
+
+    Returns
+    -------
+    float
+        Seconds; at most the makespan of every valid schedule, under either memory model.
+    """
     return max(all_bounds(problem).values())
 
 
@@ -81,7 +136,18 @@ _CACHE: "weakref.WeakKeyDictionary[Problem, float]" = weakref.WeakKeyDictionary(
 
 
 def problem_lower_bound(problem: Problem) -> float:
-    """:func:`lower_bound` of ``problem``, computed once per problem object (weakly cached)."""
+    """:func:`lower_bound` of ``problem``, computed once per problem object (weakly cached).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem; the cache key (problems are immutable).
+
+    Returns
+    -------
+    float
+        Seconds, the same number as :func:`lower_bound` (problems are immutable).
+    """
     cached = _CACHE.get(problem)
     if cached is None:
         cached = _CACHE[problem] = lower_bound(problem)
@@ -89,5 +155,11 @@ def problem_lower_bound(problem: Problem) -> float:
 
 
 def forget(problem: Problem) -> None:
-    """Drop the cached bound of ``problem`` (benchmarks that time the bound's computation)."""
+    """Drop the cached bound of ``problem`` (benchmarks that time the bound's computation).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem whose cached bound goes (nothing happens when none is cached).
+    """
     _CACHE.pop(problem, None)

@@ -57,14 +57,18 @@ def diamond() -> optpart.Problem:
 #: Wall-clock safety net for solvers that take a time limit: never reached in the tests,
 #: whose outcomes rest on deterministic budgets (``budget``), not on the machine's speed.
 SAFETY_NET_S = 600.0
+#: Branch-and-bound nodes a MILP test may use (``milp``'s ``max_nodes``, a work limit that
+#: does not depend on the machine's speed); the small graphs of the tests close far below it.
+MILP_NODES = 20_000
 
 
-def budget(solver: str, deterministic_time: float = 10.0) -> dict:
+def budget(solver: str, deterministic_time: float = 10.0, max_nodes: int = MILP_NODES) -> dict:
     """Keyword arguments that bound ``solver`` deterministically in a test.
 
-    A solver whose spec offers ``deterministic_time`` (CP-SAT) gets it, plus the safety net as
-    its time limit; other solvers that take a time limit get only the safety net (their own
-    work counters bound them); solvers that ignore time limits get nothing.
+    A solver whose spec offers ``deterministic_time`` (CP-SAT) or ``max_nodes`` (MILP) gets
+    it, plus the safety net as its time limit; other solvers that take a time limit get only
+    the safety net (their own work counters bound them); solvers that ignore time limits get
+    nothing.
     """
     from optpart.solvers.registry import solver_spec
 
@@ -74,6 +78,8 @@ def budget(solver: str, deterministic_time: float = 10.0) -> dict:
         kw["time_limit"] = SAFETY_NET_S
     if spec.option("deterministic_time") is not None:
         kw["deterministic_time"] = deterministic_time
+    if spec.option("max_nodes") is not None:
+        kw["max_nodes"] = max_nodes
     return kw
 
 

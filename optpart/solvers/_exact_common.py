@@ -33,6 +33,7 @@ from .base import Solution, SolverError
 from .exact_bounds import (comm_lower_bound, heads_tails, heads_tails_comm, min_transfer, reachability,
                            window_bound, window_cuts)
 from .exact_times import durations, transfer_table, uniform_transfers
+from .path_bounds import memory_path_bound
 
 __all__ = [
     "durations",
@@ -170,6 +171,16 @@ def integral_memory(problem: Problem) -> tuple[np.ndarray, np.ndarray, bool]:
     ones, but the rows may exclude a placement that fits exactly at the limit, so the
     solver may then claim neither optimality nor infeasibility. Infinite capacities map
     to -1 (no row).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (static ``memory`` per node, capacities).
+
+    Returns
+    -------
+    tuple
+        ``(memories, capacities, exact)``: int64 arrays and whether the rows are exact.
     """
     mem = problem.memory
     cap = problem.device_memory
@@ -416,7 +427,20 @@ def too_big(name: str, terms: int, rate: float, cap: int, budget: "Budget", rese
 
 
 def solution_makespan(problem: Problem, sol: Solution) -> float:
-    """Makespan of a solution's own schedule (canonical when it has none); inf without placement."""
+    """Makespan of a solution's own schedule (canonical when it has none); inf without placement.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the solution places.
+    sol : Solution
+        A solver's answer.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
     if sol.placement is None:
         return float("inf")
     place = np.asarray(sol.placement, dtype=np.int64)
@@ -432,12 +456,27 @@ def fallback(problem: Problem, incumbent: Solution | None, memory_model: str, re
     """The incumbent (the heuristic's answer) as the result, with ``reason`` in the message.
 
     Status ``feasible`` (``optimal`` only when the heuristic itself proved it), the best
-    of the generic bound and ``lower_bound``; ``unknown`` when there is no incumbent.
+    of the generic bound, the memory-forced path bound
+    (:func:`~optpart.solvers.path_bounds.memory_path_bound`) and ``lower_bound``;
+    ``unknown`` when there is no incumbent.
+
+    Parameters
+    ----------
+    problem, incumbent, memory_model
+        The problem, the heuristic's answer (or None) and the memory model it respects.
+    reason, stats : str, dict
+        Why the exact search gave up (``stats["stop_reason"]`` unless set) and its stats.
+    lower_bound : float
+        A bound the exact solver proved (seconds; 0: none).
+
+    Returns
+    -------
+    Solution
     """
     stats = dict(stats)
     stats["stop_reason"] = stats.get("stop_reason", reason)
     stats["from_heuristic"] = True
-    bound = max(problem_lower_bound(problem), float(lower_bound))
+    bound = max(problem_lower_bound(problem), float(lower_bound), memory_path_bound(problem, memory_model))
     if incumbent is None or incumbent.placement is None:
         status = incumbent.status if incumbent is not None and incumbent.status is Status.INFEASIBLE \
             else Status.UNKNOWN

@@ -94,7 +94,19 @@ def separate_ties(problem: Problem, place: np.ndarray, s_int: np.ndarray, e_int:
 
 
 def has_instants(problem: Problem) -> bool:
-    """Can a tensor interval have zero length (a zero-time node holding or receiving memory)?"""
+    """Can a tensor interval have zero length (a zero-time node holding or receiving memory)?
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (times and the peak split).
+
+    Returns
+    -------
+    bool
+        True when some zero-time node has temporaries or an output, or is fed bytes: such
+        instants are modelled conservatively, so the solver claims no proof.
+    """
     held = (problem.output_bytes > 0) | (problem.temp_bytes > 0)
     fed = np.zeros(problem.n_nodes, dtype=bool)
     fed[problem.edge_dst[problem.output_bytes[problem.edge_src] > 0]] = True
@@ -102,7 +114,22 @@ def has_instants(problem: Problem) -> bool:
 
 
 def peak_fits(problem: Problem, placement: np.ndarray, start: np.ndarray) -> bool:
-    """Does the schedule respect peak memory under the one fit rule of :mod:`optpart.memory`?"""
+    """Does the schedule respect peak memory under the one fit rule of :mod:`optpart.memory`?
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    placement : ndarray
+        Device per node.
+    start : ndarray
+        Start times in seconds.
+
+    Returns
+    -------
+    bool
+        Whether every device's liveness peak fits its capacity.
+    """
     finish = start + problem.duration(placement)
     return bool(np.all(fits(peak_memory(problem, placement, start, finish), problem.device_memory)))
 

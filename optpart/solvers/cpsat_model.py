@@ -18,6 +18,7 @@ from ..evaluate import problem_lower_bound
 from ..problem import Problem
 from . import _exact_common as xc
 from .cpsat_peak import add_peak_memory, peak_bytes
+from .path_bounds import memory_path_bound
 
 __all__ = ["CpData", "CpModelVars", "prepare", "estimate_size", "build", "add_hint", "fits_rows"]
 
@@ -66,7 +67,7 @@ def prepare(problem: Problem, peak: bool, upper_s: float | None) -> CpData:
     allowed = problem.allowed
     dur_s = xc.durations(problem)
     comm_s = xc.transfer_table(problem)
-    lb_s = problem_lower_bound(problem)
+    lb_s = max(problem_lower_bound(problem), memory_path_bound(problem, "peak" if peak else "static"))
     mem, cap, mem_exact = xc.integral_memory(problem)
     pk: tuple = ()
     if peak:

@@ -23,6 +23,16 @@ def peak_bytes(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     whole number of ``1/s`` bytes for ``s`` in 1, 10, ..., 1e6; otherwise bytes are rounded
     up and capacities down on a scale near 1e12, which is conservative (``exact=False``).
     Infinite capacities map to -1 (no constraint).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its peak split and capacities).
+
+    Returns
+    -------
+    tuple
+        ``(param, output, temp, cap, exact)``: integer arrays and whether no rounding happened.
     """
     arrs = [np.asarray(a, dtype=np.float64) for a in (problem.param_bytes, problem.output_bytes,
                                                        problem.temp_bytes)]
@@ -69,6 +79,28 @@ def add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan
     A copy whose consumer on ``e`` takes zero time also ends one unit after that consumer
     (it may be an instant at the first arrival, which the start's bound alone can miss):
     conservative, and such graphs get no proof (see :func:`optpart.solvers.cpsat_decode.has_instants`).
+
+    Parameters
+    ----------
+    model : ortools.sat.python.cp_model.CpModel
+        The model the rows go into.
+    problem : Problem
+        The problem (DAG, groups).
+    x : dict
+        ``(v, d) -> `` literal "node ``v`` runs on device ``d``".
+    S, E : list
+        Start and end variables per node (grid units).
+    makespan
+        The makespan variable (outputs without consumers live to it).
+    dur, comm : ndarray
+        Integer run times (``n x k``) and transfer times (``m x k x k``) in grid units.
+    horizon : int
+        The largest time any variable may take (units).
+    param, out, temp, cap : ndarray
+        Integer parameter, output and temporary bytes per node and capacities per device
+        (:func:`peak_bytes`; -1: no constraint).
+    exact_time : bool
+        Whether the time grid is exact (else copies are modelled conservatively).
     """
     n, k = problem.n_nodes, problem.n_devices
     allowed = problem.allowed

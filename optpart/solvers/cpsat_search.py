@@ -54,7 +54,13 @@ def make_solver(seed: int, deterministic: bool, workers: int, log: bool, determi
 
 
 def cp_search_params(params) -> None:
-    """One worker, no interleaving, no LP relaxation: deterministic by construction."""
+    """One worker, no interleaving, no LP relaxation: deterministic by construction.
+
+    Parameters
+    ----------
+    params : ortools.sat.sat_parameters_pb2.SatParameters
+        The solver's parameters, changed in place.
+    """
     params.num_workers = 1
     params.interleave_search = False
     params.linearization_level = 0
@@ -201,7 +207,24 @@ def confirm(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, solver, name:
 
 
 def values(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, solver) -> tuple[np.ndarray, np.ndarray]:
-    """CP-SAT's placement and integer starts (pooled schedules get their devices here)."""
+    """CP-SAT's placement and integer starts (pooled schedules get their devices here).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    data : CpData
+        The model's integer data (``pooled``: devices are not variables).
+    mv : CpModelVars
+        The model's variables.
+    solver : ortools.sat.python.cp_model.CpSolver
+        A solver that holds a solution.
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray)
+        Device per node and start per node in grid units.
+    """
     n, k = problem.n_nodes, problem.n_devices
     s_int = np.array([solver.value(mv.S[v]) for v in range(n)], dtype=np.int64)
     if data.pooled:

@@ -28,6 +28,18 @@ def heads_tails(problem: Problem, min_dur: list) -> tuple[list, list]:
     """Longest path ending just before each node (head) and starting just after it (tail).
 
     ``min_dur`` is each node's smallest possible duration (any unit); communication is 0.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its DAG).
+    min_dur : list
+        Each node's smallest duration, in the unit of the result.
+
+    Returns
+    -------
+    tuple of (list, list)
+        Heads (no schedule starts the node earlier) and tails (the least time after it ends).
     """
     topo = problem.topo.tolist()
     out_ptr = problem.out_ptr.tolist()
@@ -40,7 +52,20 @@ def heads_tails(problem: Problem, min_dur: list) -> tuple[list, list]:
 
 
 def min_transfer(problem: Problem, comm: np.ndarray) -> list:
-    """Per edge, the cheapest transfer between two *different* devices (0 with one device)."""
+    """Per edge, the cheapest transfer between two *different* devices (0 with one device).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    comm : ndarray
+        Its transfer table (``m x k x k``, any unit).
+
+    Returns
+    -------
+    list
+        One value per edge: what the edge costs at least when its ends are apart.
+    """
     k = problem.n_devices
     if k < 2 or comm.size == 0:
         return [0] * problem.n_edges
@@ -89,33 +114,56 @@ def heads_tails_comm(problem: Problem, min_dur: list, min_comm: list) -> tuple[l
     communication delays (e.g. Kruatrachue and Lewis 1988; Sinnen, "Task Scheduling for
     Parallel Systems", Wiley 2007, ch. 4), never above the optimum; tested against brute
     force in tests/test_exact_bounds.py.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its DAG).
+    min_dur : list
+        Each node's smallest duration (any unit).
+    min_comm : list
+        Each edge's cheapest transfer between two devices (:func:`min_transfer`, same unit).
+
+    Returns
+    -------
+    tuple of (list, list)
+        Heads and tails counting communication.
     """
-    n = problem.n_nodes
     topo = problem.topo.tolist()
-    in_ptr, out_ptr = problem.in_ptr.tolist(), problem.out_ptr.tolist()
-    in_edges, out_edges = problem.in_edges.tolist(), problem.out_edges.tolist()
     src, dst = problem.edge_src.tolist(), problem.edge_dst.tolist()
-    head = [0] * n
-    for w in topo:
-        ready = []
-        for i in range(in_ptr[w], in_ptr[w + 1]):
-            e = in_edges[i]
-            u = src[e]
-            ready.append((head[u] + min_dur[u], min_dur[u], head[u], min_comm[e]))
-        head[w] = _comm_level(ready)
-    tail = [0] * n
-    for u in reversed(topo):
-        ready = []
-        for i in range(out_ptr[u], out_ptr[u + 1]):
-            e = out_edges[i]
-            w = dst[e]
-            ready.append((tail[w] + min_dur[w], min_dur[w], tail[w], min_comm[e]))
-        tail[u] = _comm_level(ready)
+    head = _comm_levels(topo, problem.in_ptr.tolist(), problem.in_edges.tolist(), src, min_dur, min_comm)
+    tail = _comm_levels(topo[::-1], problem.out_ptr.tolist(), problem.out_edges.tolist(), dst, min_dur, min_comm)
     return head, tail
 
 
+def _comm_levels(order: list, ptr: list, edges: list, other: list, min_dur: list, min_comm: list) -> list:
+    """One sweep of :func:`heads_tails_comm` along ``order``: each node's level from the nodes
+    at the ``other`` end of its ``edges[ptr[v]:ptr[v + 1]]`` (predecessors for heads,
+    successors for tails)."""
+    level = [0] * len(min_dur)
+    for v in order:
+        ready = []
+        for i in range(ptr[v], ptr[v + 1]):
+            e = edges[i]
+            u = other[e]
+            ready.append((level[u] + min_dur[u], min_dur[u], level[u], min_comm[e]))
+        level[v] = _comm_level(ready)
+    return level
+
+
 def comm_lower_bound(problem: Problem) -> float:
-    """A lower bound on the makespan in seconds from :func:`heads_tails_comm`."""
+    """A lower bound on the makespan in seconds from :func:`heads_tails_comm`.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem, with devices.
+
+    Returns
+    -------
+    float
+        ``max_v head(v) + min_dur(v) + tail(v)`` in seconds (0 without nodes).
+    """
     if problem.n_nodes == 0:
         return 0.0
     dur = durations(problem)
@@ -149,6 +197,24 @@ def window_cuts(head: list, tail: list, min_dur: list, k: int, lb: float, max_cu
     that beats ``above`` (default ``sum min_dur / k``; pass ``lb`` to keep only windows
     whose constant bound lifts it) are returned, best first. A window's bound, once above
     ``lb``, is itself a valid ``lb``; ``rounds`` passes use it to admit wider windows.
+
+    Parameters
+    ----------
+    head, tail, min_dur : list
+        Valid heads, tails and smallest durations (one unit).
+    k : int
+        Number of devices.
+    lb : float
+        A valid lower bound of the makespan (same unit).
+    max_cuts, max_thresholds, rounds : int
+        At most this many windows returned, candidate thresholds per side, and passes.
+    above : float, optional
+        Keep only windows whose constant bound beats it (default: the work bound).
+
+    Returns
+    -------
+    list of tuple
+        ``(h, t, a)`` per window, best first: ``a`` the most of each node's run outside it.
     """
     n = len(min_dur)
     if n == 0 or k < 1:
@@ -190,7 +256,18 @@ def window_cuts(head: list, tail: list, min_dur: list, k: int, lb: float, max_cu
 
 
 def window_bound(head: list, tail: list, min_dur: list, k: int, lb: float) -> float:
-    """The best constant bound of :func:`window_cuts` (``lb`` when no window beats it)."""
+    """The best constant bound of :func:`window_cuts` (``lb`` when no window beats it).
+
+    Parameters
+    ----------
+    head, tail, min_dur, k, lb
+        As for :func:`window_cuts`.
+
+    Returns
+    -------
+    float
+        The larger of ``lb`` and the best window's bound.
+    """
     cuts = window_cuts(head, tail, min_dur, k, lb, max_cuts=1)
     if not cuts:
         return float(lb)
@@ -199,7 +276,19 @@ def window_bound(head: list, tail: list, min_dur: list, k: int, lb: float) -> fl
 
 
 def reachability(problem: Problem) -> list[int]:
-    """Descendants of every node as a Python-int bitset (bit ``w`` set when a path ``v -> w`` exists)."""
+    """Descendants of every node as a Python-int bitset (bit ``w`` set when a path ``v -> w`` exists).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its DAG).
+
+    Returns
+    -------
+    list of int
+        One bitset per node; pairs with neither bit set are the unordered pairs the
+        models must keep apart on one device.
+    """
     n = problem.n_nodes
     out_ptr = problem.out_ptr.tolist()
     succ = problem.edge_dst[problem.out_edges].tolist()

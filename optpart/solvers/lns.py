@@ -36,6 +36,36 @@ def improve(data: CpData, mv: CpModelVars, place: np.ndarray, start_units: np.nd
 
     Returns the best placement, its integer starts and statistics (rounds, improvements).
     ``workers`` > 1 runs each round's CP-SAT in parallel (not reproducible).
+
+    Parameters
+    ----------
+    data : CpData
+        The integer data of the full model (:func:`~optpart.solvers.cpsat_model.prepare`).
+    mv : CpModelVars
+        The built model's variables; each round fixes those outside its neighbourhood.
+    place : ndarray
+        The starting placement (device per node).
+    start_units : ndarray
+        Its start times in grid units, a valid schedule of the model.
+    budget : Budget
+        Wall-clock budget of the call; the search stops ``reserve`` seconds before its end.
+    reserve : float
+        Seconds kept for decoding and confirmation.
+    seed : int
+        Neighbourhood choice and CP-SAT seed.
+    round_dtime : float
+        CP-SAT deterministic time of one round (machine-independent).
+    window : int
+        Nodes freed per round.
+    max_rounds : int, optional
+        Cap on rounds (default: until the budget ends).
+    workers : int
+        CP-SAT workers per round.
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray, dict)
+        The best placement, its integer starts, and ``lns_rounds``/``lns_improvements`` stats.
     """
     from ortools.sat.python import cp_model
 

@@ -407,10 +407,11 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     Returns
     -------
     Solution
-        Status ``feasible``, the generic lower bound, the best schedule found.
+        Status ``feasible``, the generic and memory-forced path bounds, the best schedule found.
     """
     from ..evaluate import problem_lower_bound
     from ..result import Status
+    from .path_bounds import memory_path_bound
     from .base import Solution
 
     if incumbent is None or incumbent.placement is None or incumbent.start is None:
@@ -427,7 +428,8 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     stats["stop_reason"] = "deterministic time limit" if limit is not None and \
         wst["window_solves"] >= limit else "time limit"
     ms0, ms = wst["window_start_makespan"], wst["window_end_makespan"]
-    bound = min(max(problem_lower_bound(problem), float(incumbent.lower_bound or 0.0)), ms)
+    bound = min(max(problem_lower_bound(problem), float(incumbent.lower_bound or 0.0),
+                    memory_path_bound(problem, memory_model)), ms)
     msg = (f"{why}; windowed CP-SAT sub-solves of up to {wst['window_size']} nodes improved the heuristic's "
            f"makespan by {100 * (ms0 - ms) / ms0:.2f}% ({wst['window_improvements']} of "
            f"{wst['window_solves']} windows)")

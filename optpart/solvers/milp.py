@@ -84,6 +84,8 @@ SPEC = SolverSpec(
         Option("window_cuts", bool, True, "energetic window rows that lift the LP bound (docs/exact.md)"),
         Option("formulation", str, "big-m", "big-m (order binaries) or time-indexed (whole time units, "
                "small horizons; docs/exact.md)", choices=("big-m", "time-indexed")),
+        Option("max_nodes", int, None, "deterministic work limit: branch-and-bound nodes of the backend "
+               "(HiGHS mip_max_nodes, CBC maxNodes; None: no limit)", min=1, allow_none=True),
     ),
     memory_models=("static", "peak"),
     uses_hint=True,
@@ -94,7 +96,8 @@ SPEC = SolverSpec(
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static", backend: str = "highs",
           threads: int = 2, deterministic: bool = True, log: bool = False, use_hint: bool = True,
-          export_model: str | None = None, window_cuts: bool = True, formulation: str = "big-m") -> Solution:
+          export_model: str | None = None, window_cuts: bool = True, formulation: str = "big-m",
+          max_nodes: int | None = None) -> Solution:
     """Solve ``problem`` exactly (or until ``time_limit``) as a MILP.
 
     Parameters
@@ -126,6 +129,11 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     formulation : {"big-m", "time-indexed"}
         ``"time-indexed"``: :mod:`optpart.solvers.milp_time_indexed`, for whole time units
         and at most ``MAX_BINARIES`` start binaries (else :class:`SolverError`, one line).
+    max_nodes : int, optional
+        A work limit independent of the machine's speed: the backend stops after this many
+        branch-and-bound nodes (HiGHS ``mip_max_nodes``, CBC ``maxNodes``), with one thread
+        the same run on every machine. Tests bound ``milp`` with it (the time limit is
+        then only a safety net); stopped there, ``stats["stop_reason"]`` is ``"work limit"``.
 
     Returns
     -------
@@ -215,17 +223,20 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     n_threads = 1 if deterministic else int(threads)
     time_arg = None if xc.unlimited(remaining) else remaining  # None: the backend's own no-limit
     stats.update(unordered_pairs=n_pairs, horizon=H)
+    if max_nodes is not None:
+        stats["max_nodes"] = int(max_nodes)
     warm_values = None
     if hint_ok:
         warm_values = _warm_values(problem, hint_p, hint_start, x, S, M, aparts, orders, mm.unit)
         if mm.extra_warm is not None:
             warm_values.update(mm.extra_warm(hint_p, hint_start))
     run = mback.run_highs if backend == "highs" else mback.run_cbc
-    out = run(prob, warm_values, time_arg, n_threads, seed, log)
+    out = run(prob, warm_values, time_arg, n_threads, seed, log, max_nodes=max_nodes)
     stats.update(out.stats)
     model_status, has_solution, proven, infeasible, bound = (out.model_status, out.has_solution, out.proven,
                                                              out.infeasible, out.bound * mm.unit)
-    stats["stop_reason"] = ("proven optimal" if proven else "proven infeasible" if infeasible else "time limit")
+    stats["stop_reason"] = ("proven optimal" if proven else "proven infeasible" if infeasible
+                            else "work limit" if out.node_limit else "time limit")
     if not claims:
         bound, proven = float("-inf"), False
     if infeasible:
@@ -252,6 +263,22 @@ def root_lp_bound(problem: Problem, *, window_cuts: bool = True, horizon: float 
     known makespan): the model is refused beyond ``milp_time_indexed.MAX_BINARIES``.
     Used to measure how far the window rows lift the relaxation (benchmarks/exact_frontier.py
     ``--root-lp``, docs/exact.md). A valid lower bound of the static-memory problem.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem, with devices.
+    window_cuts : bool
+        Add the energetic window rows (False: the round-1 model, to compare).
+    horizon : float, optional
+        Big-M upper bound, or the time-indexed horizon, in seconds.
+    formulation : {"big-m", "time-indexed"}
+        Which MILP to relax.
+
+    Returns
+    -------
+    float
+        The LP optimum's makespan in seconds.
     """
     import pulp
     if problem.n_nodes == 0:
@@ -412,6 +439,9 @@ def _answer(problem: Problem, mm, incumbent: Solution | None, memory_model: str,
                                         "claimed") if m)
     if stats["stop_reason"] == "time limit":
         message = "; ".join(m for m in (message, f"stopped by the time limit ({limit:g} s for the call)") if m)
+    elif stats["stop_reason"] == "work limit":
+        message = "; ".join(m for m in (message, f"stopped by the work limit (max_nodes={stats.get('max_nodes')})")
+                            if m)
     stats["objective"] = obj
     return Solution(Status.OPTIMAL if claim else Status.FEASIBLE, placement=place, start=start,
                     lower_bound=bound, message=message, stats=stats, memory_model=memory_model)

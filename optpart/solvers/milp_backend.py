@@ -28,10 +28,11 @@ class BackendRun:
     infeasible: bool
     bound: float
     stats: dict = field(default_factory=dict)
+    node_limit: bool = False  # stopped by ``max_nodes`` (a deterministic work limit), not by time
 
 
 def run_highs(prob, warm_values: dict | None, time_limit: float | None, threads: int, seed: int,
-              log: bool) -> BackendRun:
+              log: bool, max_nodes: int | None = None) -> BackendRun:
     """Solve ``prob`` with HiGHS, warm-started from ``warm_values`` (PuLP variable -> value).
 
     Parameters
@@ -48,6 +49,8 @@ def run_highs(prob, warm_values: dict | None, time_limit: float | None, threads:
         HiGHS ``random_seed``.
     log : bool
         Print HiGHS's log.
+    max_nodes : int, optional
+        HiGHS ``mip_max_nodes``: a work limit independent of the machine's speed.
 
     Returns
     -------
@@ -60,8 +63,9 @@ def run_highs(prob, warm_values: dict | None, time_limit: float | None, threads:
     import highspy
     if hasattr(highspy.Highs, "resetGlobalScheduler"):
         highspy.Highs.resetGlobalScheduler(True)
+    extra = {} if max_nodes is None else {"mip_max_nodes": int(max_nodes)}
     solver = _WarmHiGHS(warm_values, msg=bool(log), timeLimit=time_limit, threads=threads, gapRel=0.0,
-                        gapAbs=0.0, random_seed=int(seed) % 2**31, mip_feasibility_tolerance=1e-9)
+                        gapAbs=0.0, random_seed=int(seed) % 2**31, mip_feasibility_tolerance=1e-9, **extra)
     prob.solve(solver)
     h = prob.solverModel
     info = h.getInfo()
@@ -70,13 +74,15 @@ def run_highs(prob, warm_values: dict | None, time_limit: float | None, threads:
     if math.isfinite(info.mip_gap):
         stats["mip_gap"] = float(info.mip_gap)
     # Every variable is bounded, so "infeasible or unbounded" means infeasible.
+    proven = model_status == "Optimal"
     return BackendRun(model_status, info.primal_solution_status == 2,  # kSolutionStatusFeasible
-                      model_status == "Optimal", model_status in ("Infeasible", "Primal infeasible or unbounded"),
-                      float(info.mip_dual_bound), stats)
+                      proven, model_status in ("Infeasible", "Primal infeasible or unbounded"),
+                      float(info.mip_dual_bound), stats,
+                      node_limit=not proven and max_nodes is not None and stats["nodes"] >= max_nodes)
 
 
 def run_cbc(prob, warm_values: dict | None, time_limit: float | None, threads: int, seed: int,
-            log: bool) -> BackendRun:
+            log: bool, max_nodes: int | None = None) -> BackendRun:
     """Solve ``prob`` with PuLP's bundled CBC; the bound is read from its log.
 
     Parameters
@@ -87,6 +93,8 @@ def run_cbc(prob, warm_values: dict | None, time_limit: float | None, threads: i
         Initial values, passed through CBC's ``warmStart``.
     seed : int
         CBC's ``randomSeed`` is ``seed + 1`` (CBC reads 0 as "from the clock").
+    max_nodes : int, optional
+        CBC ``maxNodes``: a work limit independent of the machine's speed.
 
     Returns
     -------
@@ -103,7 +111,8 @@ def run_cbc(prob, warm_values: dict | None, time_limit: float | None, threads: i
             warnings.simplefilter("ignore", DeprecationWarning)
             solver = pulp.PULP_CBC_CMD(msg=bool(log), timeLimit=time_limit, threads=threads, gapRel=0.0,
                                        gapAbs=0.0, logPath=log_path, warmStart=warm_values is not None,
-                                       options=[f"randomSeed {int(seed) % 2**31 + 1}"])
+                                       options=[f"randomSeed {int(seed) % 2**31 + 1}"]
+                                       + ([] if max_nodes is None else [f"maxNodes {int(max_nodes)}"]))
         prob.solve(solver)
         with open(log_path) as fh:
             text = fh.read()
@@ -113,8 +122,13 @@ def run_cbc(prob, warm_values: dict | None, time_limit: float | None, threads: i
     infeasible = (prob.sol_status == pulp.LpSolutionInfeasible
                   or (prob.status == pulp.LpStatusInfeasible and not has_solution))
     model_status = pulp.LpStatus[prob.status]
-    return BackendRun(model_status, has_solution, prob.sol_status == pulp.LpSolutionOptimal, infeasible,
-                      _cbc_bound(text), {"model_status": model_status, "sol_status": prob.sol_status})
+    proven = prob.sol_status == pulp.LpSolutionOptimal
+    nodes = _cbc_nodes(text)
+    stats = {"model_status": model_status, "sol_status": prob.sol_status}
+    if nodes is not None:
+        stats["nodes"] = nodes
+    return BackendRun(model_status, has_solution, proven, infeasible, _cbc_bound(text), stats,
+                      node_limit=not proven and max_nodes is not None and "node limit" in text.lower())
 
 
 def _make_warm_highs():
@@ -140,6 +154,14 @@ def _make_warm_highs():
                 status = lp.solverModel.setSolution(sol)
                 self.warm_used = status == highspy.HighsStatus.kOk
             lp.solverModel.run()
+
+        def findSolutionValues(self, lp):  # noqa: N802 - PuLP's name
+            # PuLP maps no status for HiGHS's node limit (kSolutionLimit) and raises KeyError
+            # after reading the values; the status is read from HiGHS itself (run_highs).
+            try:
+                return super().findSolutionValues(lp)
+            except KeyError:
+                return pulp.LpStatusNotSolved, pulp.LpSolutionIntegerFeasible
 
     return WarmHiGHS
 
@@ -172,6 +194,12 @@ def silence_highs_banner() -> None:
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+
+
+def _cbc_nodes(log_text: str) -> int | None:
+    """Branch-and-bound nodes CBC reports in its log ("Enumerated nodes"), else None."""
+    found = re.findall(r"Enumerated nodes:\s+([0-9]+)", log_text)
+    return int(found[-1]) if found else None
 
 
 def _cbc_bound(log_text: str) -> float:

@@ -64,7 +64,32 @@ class MilpModel:
 def build(problem: Problem, dur: np.ndarray, comm: np.ndarray, horizon: float, lb_s: float,
           budget: xc.Budget | None = None, reserve: float = 0.0, window_cuts: bool = True) -> MilpModel:
     """The MILP for durations ``dur`` (n x k), transfers ``comm`` and upper bound ``horizon``, all in
-    one time unit (the caller's: :func:`time_unit` seconds keeps the numbers near 1)."""
+    one time unit (the caller's: :func:`time_unit` seconds keeps the numbers near 1).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (DAG, memory, constraints).
+    dur : ndarray
+        ``n x k`` run times in the model's unit (``inf`` where not allowed).
+    comm : ndarray
+        ``m x k x k`` transfer times in the model's unit.
+    horizon : float
+        An upper bound of the optimal makespan (the big-M), same unit.
+    lb_s : float
+        A valid lower bound of the makespan, same unit (the makespan variable's floor).
+    budget : Budget, optional
+        Wall-clock budget; building stops with ``OutOfTime`` ``reserve`` seconds before its end.
+    reserve : float
+        Seconds kept for solving and decoding.
+    window_cuts : bool
+        Add the energetic window rows.
+
+    Returns
+    -------
+    MilpModel
+        The PuLP problem and its variables (placement, starts, makespan, orders).
+    """
     import pulp
 
     n, k = problem.n_nodes, problem.n_devices

@@ -64,13 +64,39 @@ class TimeIndexedSize:
 
     def terms(self, problem: Problem) -> int:
         """Variables plus constraint terms, about: three per binary (z, Z, running sum), two per
-        binary in the one-at-a-time rows, ``k + 1`` per (edge, device, time) precedence row."""
+        binary in the one-at-a-time rows, ``k + 1`` per (edge, device, time) precedence row.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem this size was computed for (its edge count).
+
+        Returns
+        -------
+        int
+            The estimate the build-time guard compares with ``MAX_TERMS``.
+        """
         k = problem.n_devices
         return 6 * self.binaries + problem.n_edges * k * (self.horizon + 1) * (k + 2)
 
 
 def check_size(problem: Problem, dur: np.ndarray, comm: np.ndarray, horizon_s: float) -> TimeIndexedSize:
-    """The grid and size of the time-indexed model, or :class:`SolverError` naming why it cannot be built."""
+    """The grid and size of the time-indexed model, or :class:`SolverError` naming why it cannot be built.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    dur, comm : ndarray
+        Run times (``n x k``) and transfer times (``m x k x k``) in seconds.
+    horizon_s : float
+        The time horizon in seconds (a known makespan keeps it short).
+
+    Returns
+    -------
+    TimeIndexedSize
+        Grid scale, horizon in units, heads/tails and the number of start binaries.
+    """
     n, k = problem.n_nodes, problem.n_devices
     allowed = problem.allowed
     grid = xc.time_grid(dur, comm, horizon_s=max(horizon_s, 1e-9), upper_s=horizon_s)
@@ -97,7 +123,28 @@ def check_size(problem: Problem, dur: np.ndarray, comm: np.ndarray, horizon_s: f
 
 def build(problem: Problem, dur: np.ndarray, size: TimeIndexedSize, lb_s: float,
           budget: xc.Budget | None = None, reserve: float = 0.0) -> MilpModel:
-    """The time-indexed MILP (seconds for ``S`` and ``M``, units for the index ``t``)."""
+    """The time-indexed MILP (seconds for ``S`` and ``M``, units for the index ``t``).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    dur : ndarray
+        Run times in seconds (``n x k``).
+    size : TimeIndexedSize
+        From :func:`check_size` (the grid and the start windows).
+    lb_s : float
+        A valid lower bound of the makespan in seconds.
+    budget : Budget, optional
+        Wall-clock budget of the build (``OutOfTime`` ``reserve`` seconds before its end).
+    reserve : float
+        Seconds kept for solving.
+
+    Returns
+    -------
+    MilpModel
+        The PuLP problem and its variables.
+    """
     import pulp
 
     n, k = problem.n_nodes, problem.n_devices
