@@ -275,8 +275,12 @@ def test_when_no_module_plan_fits_the_answer_says_so():
     p = chain(["A", "A", "B", "B"], [1, 1, 1, 1], [3, 3, 3, 3], memory=5.0)
     r = place(p, [0, 1, 0, 1])
     plan = export.module_plan(p, r)
-    assert not plan.fits and "did not fit either" in plan.method
+    assert not plan.fits and "did not fit" in plan.method and "least overflow" in plan.method
     assert "DOES NOT FIT" in plan.summary()
+    # The advice names a memory at which this very plan fits (its use does not depend on capacity).
+    assert "--memory 6B" in plan.advice
+    bigger = p.with_devices(2, memory=6.0)
+    assert optpart.evaluate(bigger, plan.placement, memory_model=plan.memory_model).ok
 
 
 def test_depth_auto_is_the_coarsest_map_that_fits_and_loses_nothing():

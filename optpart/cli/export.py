@@ -57,6 +57,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             out = info if plan.fits else sys.stderr
             print(plan.summary(), file=out)
             print("\n".join(plan.memory_lines(problem)), file=out)
+            if plan.advice:
+                print(plan.advice, file=out)
         if plan.split_modules and not args.quiet:
             shown = ", ".join(plan.split_modules[:5]) + (" ..." if len(plan.split_modules) > 5 else "")
             print(f"the operator placement split {len(plan.split_modules)} module(s) across devices: {shown}",
