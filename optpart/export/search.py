@@ -115,12 +115,12 @@ def memory_advice(problem: Problem, used: np.ndarray, model: str) -> str:
     Returns
     -------
     str
-        For example ``"it fits devices of 2.33GiB (peak): solve with --memory 2.33GiB and export again"``.
+        For example ``"it fits devices of 2.33GiB (peak): solve and export with --memory 2.33GiB"``.
     """
     cap = np.asarray(problem.device_memory, dtype=float)
     if np.allclose(cap, cap[0]):
         flag = _round_up(float(np.max(used)))
-        return f"it fits devices of {flag} ({model}): solve with --memory {flag} and export again"
+        return f"it fits devices of {flag} ({model}): solve and export with --memory {flag}"
     scale = float(np.max(fullness(problem, used)))
     return f"it fits when every device has {scale:.2f}x its memory ({model}); solve with more memory and export again"
 
