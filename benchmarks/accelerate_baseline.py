@@ -2,7 +2,8 @@
 
 For every model: ``accelerate.infer_auto_device_map`` on the same model and devices
 (``max_memory`` = capacity minus a ``--reserve`` share held back for activations, the usual
-practice), its map turned into a placement the way accelerate runs it and scored by our
+practice), alone ("sequential") and after ``get_balanced_memory`` ("balanced", what
+transformers' ``device_map="auto"`` does on several devices), each map turned into a placement the way accelerate runs it and scored by our
 evaluator under ``peak`` (:mod:`optpart.export.accelerate`), beside the default solver's
 placement and our own module-level device map (``optpart export -f device_map``).
 
