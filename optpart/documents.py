@@ -45,6 +45,18 @@ def _num(x: float) -> Any:
 
 
 def links_to_dict(links: Links) -> dict[str, Any]:
+    """The ``links`` object of a document.
+
+    Parameters
+    ----------
+    links : Links
+        Default latency (s) and bandwidth (bytes/s), and per-pair overrides.
+
+    Returns
+    -------
+    dict
+        ``{"latency", "bandwidth"[, "pairs"]}``, infinities written as ``"inf"``.
+    """
     out: dict[str, Any] = {"latency": _num(links.latency), "bandwidth": _num(links.bandwidth)}
     if links.pairs:
         out["pairs"] = [{"src": o.src, "dst": o.dst, "latency": _num(o.latency), "bandwidth": _num(o.bandwidth)}
@@ -53,6 +65,18 @@ def links_to_dict(links: Links) -> dict[str, Any]:
 
 
 def constraints_to_dict(c: Constraints) -> dict[str, Any]:
+    """The ``constraints`` object of a problem document.
+
+    Parameters
+    ----------
+    c : Constraints
+        Pins, colocation groups and forbidden devices (by id).
+
+    Returns
+    -------
+    dict
+        Only the kinds that are present (``pin``, ``colocate``, ``forbid``).
+    """
     out: dict[str, Any] = {}
     if c.pin:
         out["pin"] = dict(c.pin)
@@ -72,7 +96,18 @@ def float_reprs(values: np.ndarray) -> list[str]:
     With orjson (the ``fast`` extra) the digits come from one ``orjson.dumps`` of the array
     (shortest round-trip digits, as ``repr``), five times faster than ``repr`` per value;
     orjson spells numbers outside ``[1e-4, 1e16)`` (and ``-0.0``) differently, so those few
-    fall back on ``repr``. The bytes are identical either way."""
+    fall back on ``repr``. The bytes are identical either way.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Finite floats (times in seconds, byte counts).
+
+    Returns
+    -------
+    list of str
+        One JSON number text per value.
+    """
     arr = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
     if _orjson is None or not arr.size:
         return list(map(float.__repr__, arr.tolist()))
@@ -139,7 +174,18 @@ def _document_pieces(header: list[tuple[str, Any]], lists: list[tuple[str, list[
 
 
 def problem_to_json(problem: Problem) -> str:
-    """The problem as an optpart-problem JSON document (deterministic text)."""
+    """The problem as an optpart-problem JSON document (deterministic text).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem to write (nodes with their metadata, edges, devices, links, constraints).
+
+    Returns
+    -------
+    str
+        The document, one node or edge per line.
+    """
     ids = problem.node_ids
     time = problem.time.tolist()
     mem = problem.memory.tolist()
@@ -195,13 +241,42 @@ def result_to_json(result: Any, problem: Problem, include_wall_time: bool = True
 
     Deterministic apart from ``wall_seconds``; pass ``include_wall_time=False`` to drop it
     when comparing bytes across runs.
+
+    Parameters
+    ----------
+    result : Result
+        The result (read through its attributes only: this module imports no :mod:`optpart.result`).
+    problem : Problem
+        The problem it is for: node and device ids, and the devices and links written with it.
+    include_wall_time : bool
+        Write ``wall_seconds`` (the one field that differs between equal runs).
+
+    Returns
+    -------
+    str
+        The document text.
     """
     return "".join(result_json_pieces(result, problem, include_wall_time))
 
 
 def result_json_pieces(result: Any, problem: Problem, include_wall_time: bool = True) -> list[str]:
     """:func:`result_to_json`'s text as pieces to write one after the other (see
-    :func:`_document_pieces`); :func:`optpart.formats.save_result` writes these."""
+    :func:`_document_pieces`); :func:`optpart.formats.save_result` writes these.
+
+    Parameters
+    ----------
+    result : Result
+        The result (read through its attributes only: this module imports no :mod:`optpart.result`).
+    problem : Problem
+        The problem it is for: node and device ids, and the devices and links written with it.
+    include_wall_time : bool
+        Write ``wall_seconds`` (the one field that differs between equal runs).
+
+    Returns
+    -------
+    list of str
+        The document text in pieces (joined, they are :func:`result_to_json`).
+    """
     header: list[tuple[str, Any]] = [
         ("format", RESULT_FORMAT), ("version", VERSION), ("problem", result.problem),
         ("solver", result.solver), ("status", result.status.value),

@@ -80,7 +80,13 @@ def _depth(text: str):
 
 
 def register(sub) -> None:
-    """Add ``optpart export`` to the command line."""
+    """Add ``optpart export`` to the command line.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
+    """
     p = sub.add_parser("export", help="write a result as a device map, pipeline split points or a placement")
     p.add_argument("result", help="result file (optpart solve -o ...)")
     p.add_argument("--problem", "-p", required=True, metavar="FILE", help="the problem file the result is for")

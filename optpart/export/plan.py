@@ -72,7 +72,18 @@ class ModulePlan:
                 f"{format_time(orig)} for the operator placement ({price:+.1%}), {self.memory_model} memory {fit}")
 
     def memory_lines(self, problem: Problem) -> list[str]:
-        """Per device: the plan's memory under its model beside the capacity."""
+        """Per device: the plan's memory under its model beside the capacity.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the plan was scored on (device ids and capacities).
+
+        Returns
+        -------
+        list of str
+            One indented line per device: ``gpu0: 1.2 GiB of 2 GiB (peak)``.
+        """
         from ..units import format_bytes
 
         used = self.result.memory_peak if self.memory_model == "peak" else self.result.memory_static
@@ -94,7 +105,20 @@ def _placement_of(problem: Problem, result: Result | Mapping[str, str] | np.ndar
     return p
 
 def placement_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray) -> dict[str, str]:
-    """``{node id: device id}`` for every node, in the problem's node order."""
+    """``{node id: device id}`` for every node, in the problem's node order.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the placement is for.
+    result : Result, {node id: device id} or array of device indices
+        The operator placement.
+
+    Returns
+    -------
+    dict
+        Node id to device id.
+    """
     p = _placement_of(problem, result)
     dev = problem.device_ids
     return {nid: dev[d] for nid, d in zip(problem.node_ids, p.tolist())}
@@ -400,6 +424,22 @@ def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray
     ``values="index"`` gives device indices (what ``accelerate`` expects for GPUs);
     ``values="id"`` gives optpart device ids. Use :func:`module_plan` to see the plan's
     makespan and whether it fits.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the placement is for.
+    result : Result, {node id: device id} or array of device indices
+        The operator placement.
+    values : {"index", "id"}
+        Map values as device indices or as optpart device ids.
+    resolve, depth
+        As in :func:`module_plan`.
+
+    Returns
+    -------
+    dict
+        Module (or tensor) path to device, in the order modules first run.
 
     Examples
     --------

@@ -137,7 +137,20 @@ def _unit_modules(units: Units, u: int, modules: list[str | None]) -> set[str]:
 
 
 def pipeline_modules(problem: Problem, depth: int | None) -> list[str | None]:
-    """Node modules, cut to ``depth`` path components when given."""
+    """Node modules, cut to ``depth`` path components when given.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem; its nodes carry ``module`` metadata.
+    depth : int, optional
+        Keep this many path components (``None``: the full paths).
+
+    Returns
+    -------
+    list of str or None
+        The module of every node (None outside every module).
+    """
     modules = node_modules(problem)
     if depth is None:
         return modules
