@@ -244,12 +244,8 @@ def result_to_json(result: Any, problem: Problem, include_wall_time: bool = True
 
     Parameters
     ----------
-    result : Result
-        The result (read through its attributes only: this module imports no :mod:`optpart.result`).
-    problem : Problem
-        The problem it is for: node and device ids, and the devices and links written with it.
-    include_wall_time : bool
-        Write ``wall_seconds`` (the one field that differs between equal runs).
+    result, problem, include_wall_time
+        As in :func:`result_json_pieces`.
 
     Returns
     -------

@@ -427,10 +427,8 @@ def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray
 
     Parameters
     ----------
-    problem : Problem
-        The problem the placement is for.
-    result : Result, {node id: device id} or array of device indices
-        The operator placement.
+    problem, result
+        As in :func:`placement_map`.
     values : {"index", "id"}
         Map values as device indices or as optpart device ids.
     resolve, depth
