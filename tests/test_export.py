@@ -163,7 +163,9 @@ def test_cli_export_exits_1_when_the_module_plan_does_not_fit(tmp_path, capsys):
     save_result(optpart.evaluate(p, place(p, [0, 1, 0, 1])), p, tmp_path / "r.json")
     code = main(["export", str(tmp_path / "r.json"), "--problem", str(tmp_path / "p.json"), "--no-resolve",
                  "-o", str(tmp_path / "dm.json")])
-    assert code == 1 and "DOES NOT FIT" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 1 and "DOES NOT FIT" in err
+    assert "it fits devices of 12B (static): solve and export with --memory 12B" in err  # all on dev0: 4 x 3 B
     assert json.loads((tmp_path / "dm.json").read_text()) == {"": 0}  # written all the same
 
 

@@ -232,6 +232,8 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
     unit_dev = _majority(problem, units, placement)
     plan = _build(problem, modules, units, unit_dev, model, original, split, "majority")
     if plan.fits or not resolve:
+        if not plan.fits:
+            plan.advice = "this device map does not fit: " + memory_advice(problem, _used(plan), model)
         return plan
     alt, why = _resolve(problem, modules, units, model, solver, seed)
     tried = [plan]
