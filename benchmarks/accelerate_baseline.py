@@ -2,7 +2,8 @@
 
 For every model: ``accelerate.infer_auto_device_map`` on the same model and devices
 (``max_memory`` = capacity minus a ``--reserve`` share held back for activations, the usual
-practice), its map turned into a placement the way accelerate runs it and scored by our
+practice), alone ("sequential") and after ``get_balanced_memory`` ("balanced", what
+transformers' ``device_map="auto"`` does on several devices), each map turned into a placement the way accelerate runs it and scored by our
 evaluator under ``peak`` (:mod:`optpart.export.accelerate`), beside the default solver's
 placement and our own module-level device map (``optpart export -f device_map``).
 
@@ -89,19 +90,22 @@ def fullest(problem: optpart.Problem, result: optpart.Result) -> str:
 def row(name: str, problem: optpart.Problem, model, reserve: float) -> list[str]:
     logging.disable(logging.WARNING)  # accelerate warns that CUDA devices 0..k-1 are absent (we only read sizes)
     try:
-        acc, dmap = accelerate_baseline(problem, model, reserve=reserve)
+        acc = [accelerate_baseline(problem, model, reserve=reserve, balanced=b) for b in (False, True)]
     finally:
         logging.disable(logging.NOTSET)
     ours = optpart.solve(problem)
     plan = export.module_plan(problem, ours)
-    used = sorted({v for v in dmap.values()}, key=str)
-    speed = f"{acc.makespan / ours.makespan:.2f}x" if ours.ok else "-"
-    return [name, str(problem.n_nodes), format_bytes(float(problem.device_memory[0])),
-            format_time(acc.makespan), fullest(problem, acc), "yes" if acc.ok else "NO",
-            ",".join(map(str, used)),
-            format_time(ours.makespan) if ours.ok else ours.status.value,
-            fullest(problem, ours) if ours.ok else "-", "yes" if ours.ok else "NO", speed,
-            f"{format_time(plan.makespan)} {'fits' if plan.fits else 'DOES NOT FIT'}"]
+    cells = [name, str(problem.n_nodes), format_bytes(float(problem.device_memory[0]))]
+    for res, dmap in acc:
+        used = sorted({v for v in dmap.values()}, key=str)
+        cells += [format_time(res.makespan), fullest(problem, res), "yes" if res.ok else "NO",
+                  ",".join(map(str, used))]
+    cells += [format_time(ours.makespan) if ours.ok else ours.status.value,
+              fullest(problem, ours) if ours.ok else "-", "yes" if ours.ok else "NO"]
+    for res, _ in acc:
+        cells.append(f"{res.makespan / ours.makespan:.2f}x" if ours.ok else "-")
+    cells.append(f"{format_time(plan.makespan)} {fullest(problem, plan.result)} {'fits' if plan.fits else 'DOES NOT FIT'}")
+    return cells
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,10 +119,15 @@ def main(argv: list[str] | None = None) -> int:
         rows += [row(name, p, m, args.reserve) for name, p, m in hugging_face()]
     except ImportError:
         print("(transformers not installed: Hugging Face models skipped)\n")
-    print(f"accelerate infer_auto_device_map (max_memory = {1 - args.reserve:.0%} of capacity) vs optpart "
-          "(default solver), scored by the evaluator under peak memory; 'fullest' = highest peak / capacity\n")
-    print(table(rows, ["model", "nodes", "capacity", "accelerate makespan", "fullest", "fits", "devices used",
-                       "optpart makespan", "fullest", "fits", "accelerate / optpart", "optpart device map"]))
+    print(f"accelerate's device map (max_memory = {1 - args.reserve:.0%} of capacity; 'sequential' = "
+          "infer_auto_device_map alone, 'balanced' = get_balanced_memory first, what transformers' "
+          "device_map='auto' does) vs optpart (default solver, and its module-level device map), scored by the "
+          "evaluator under peak memory; 'fullest' = highest peak / capacity\n")
+    print(table(rows, ["model", "nodes", "capacity",
+                       "sequential makespan", "fullest", "fits", "devices",
+                       "balanced makespan", "fullest", "fits", "devices",
+                       "optpart makespan", "fullest", "fits", "sequential / optpart", "balanced / optpart",
+                       "optpart device map"]))
     return 0
 
 

@@ -47,7 +47,25 @@ __all__ = [
 def bottom_levels(problem: Problem, placement: np.ndarray, duration: np.ndarray | None = None,
                   transfer: np.ndarray | None = None) -> np.ndarray:
     """Bottom level of every node under a placement: its run time plus the heaviest
-    (transfer + bottom level) over its successors. The canonical schedule's priority."""
+    (transfer + bottom level) over its successors. The canonical schedule's priority.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    placement : numpy.ndarray
+        A device index per node.
+    duration : numpy.ndarray, optional
+        Run time of every node on its device, seconds (default: time / speed under ``placement``).
+    transfer : numpy.ndarray, optional
+        Delay of every edge under ``placement``, seconds (default: latency + bytes / bandwidth
+        across devices, 0 within one).
+
+    Returns
+    -------
+    numpy.ndarray
+        Seconds per node.
+    """
     dur = problem.duration(placement) if duration is None else duration
     comm = problem.transfer_times(placement) if transfer is None else transfer
     return bottom_levels_by_edge(problem, dur, comm)
@@ -59,6 +77,20 @@ def canonical_schedule(problem: Problem, placement, priority: np.ndarray | None 
 
     ``priority`` replaces the bottom levels when given (higher runs first); solvers
     use it to replay their own order through the same simulation.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    placement : array-like of int
+        A device index per node.
+    priority : numpy.ndarray, optional
+        A priority per node (higher first among ready nodes); default the bottom levels.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        Start and finish time of every node, seconds.
     """
     placement = _as_placement(problem, placement)
     n, k = problem.n_nodes, problem.n_devices
@@ -234,7 +266,18 @@ def time_tolerance(scale: float) -> float:
 
     Relative to ``scale`` with no absolute floor: operator times may be nanoseconds, and
     an absolute slack of 1e-9 s would let two such nodes overlap (or a bound below the
-    makespan pass for a proof of optimality)."""
+    makespan pass for a proof of optimality).
+
+    Parameters
+    ----------
+    scale : float
+        The magnitude of the times compared, seconds (a makespan, a start time).
+
+    Returns
+    -------
+    float
+        The slack, seconds: a few ulps of ``scale``.
+    """
     return TIME_RTOL * abs(scale)
 
 
@@ -261,6 +304,20 @@ def violations(problem: Problem, result: Result, limit: int = 10) -> list[str]:
     Checks rules 1-4 of docs/model.md section 2 (durations, precedence with communication,
     one node at a time per device, constraints, memory under the model the result
     claims), the reported makespan and memory, and that the status is honest.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the result claims to solve.
+    result : Result
+        The result, with its placement and schedule.
+    limit : int
+        Stop after this many findings.
+
+    Returns
+    -------
+    list of str
+        One line per broken rule, naming the node, edge, device or field.
     """
     out: list[str] = []
     names = problem.node_ids
@@ -353,7 +410,20 @@ def violations(problem: Problem, result: Result, limit: int = 10) -> list[str]:
 
 
 def check(problem: Problem, result: Result) -> None:
-    """Raise :class:`ScheduleError` listing what ``result`` breaks; return None when it is valid."""
+    """Raise :class:`ScheduleError` listing what ``result`` breaks; return None when it is valid.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the result claims to solve.
+    result : Result
+        The result to check.
+
+    Raises
+    ------
+    ScheduleError
+        With every finding of :func:`violations`.
+    """
     found = violations(problem, result)
     if found:
         more = "" if len(found) < 10 else " (first 10 shown)"

@@ -97,6 +97,24 @@ def judge(problem: Problem, doc: Mapping[str, Any], result: Result, *, trust_bou
 
     ``result`` is ``doc`` read by :func:`optpart.formats.optpart_json.result_from_dict`
     (placement and start times taken from the file, everything else recomputed).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the file claims to solve.
+    doc : mapping
+        The result document as read from the file (its claims).
+    result : Result
+        The same result recomputed by the evaluator.
+    trust_bound : bool
+        Accept a stated lower bound (and so an ``optimal`` claim) above the evaluator's own
+        bounds instead of calling it unverifiable.
+
+    Returns
+    -------
+    Verdict
+        ``valid``, the false claims (each naming the claim and both values), the unverifiable
+        ones and notes.
     """
     v = Verdict()
     false = v.false_claims.append

@@ -150,7 +150,7 @@ class Result:
         str
             The JSON text.
         """
-        from .formats import result_to_json
+        from .documents import result_to_json
 
         if problem is None and self.source_problem is None and self.placement is None:
             import json

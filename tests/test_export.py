@@ -163,7 +163,9 @@ def test_cli_export_exits_1_when_the_module_plan_does_not_fit(tmp_path, capsys):
     save_result(optpart.evaluate(p, place(p, [0, 1, 0, 1])), p, tmp_path / "r.json")
     code = main(["export", str(tmp_path / "r.json"), "--problem", str(tmp_path / "p.json"), "--no-resolve",
                  "-o", str(tmp_path / "dm.json")])
-    assert code == 1 and "DOES NOT FIT" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 1 and "DOES NOT FIT" in err
+    assert "it fits devices of 12B (static): solve and export with --memory 12B" in err  # all on dev0: 4 x 3 B
     assert json.loads((tmp_path / "dm.json").read_text()) == {"": 0}  # written all the same
 
 
@@ -275,8 +277,12 @@ def test_when_no_module_plan_fits_the_answer_says_so():
     p = chain(["A", "A", "B", "B"], [1, 1, 1, 1], [3, 3, 3, 3], memory=5.0)
     r = place(p, [0, 1, 0, 1])
     plan = export.module_plan(p, r)
-    assert not plan.fits and "did not fit either" in plan.method
+    assert not plan.fits and "did not fit" in plan.method and "least overflow" in plan.method
     assert "DOES NOT FIT" in plan.summary()
+    # The advice names a memory at which this very plan fits (its use does not depend on capacity).
+    assert "--memory 6B" in plan.advice
+    bigger = p.with_devices(2, memory=6.0)
+    assert optpart.evaluate(bigger, plan.placement, memory_model=plan.memory_model).ok
 
 
 def test_depth_auto_is_the_coarsest_map_that_fits_and_loses_nothing():

@@ -36,10 +36,7 @@ MODEL_MAY_IMPORT = ("optpart.errors", "optpart.units", "optpart.limits")
 #: Known violations, each ``(importer, imported)``: an explicit, commented allow-list.
 ALLOWED: set[tuple[str, str]] = set()
 #: Lazy edges left out of the circle search, each commented.
-CIRCLE_ALLOWED: set[tuple[str, str]] = {
-    # Result.to_json/to_dict write through the format's one writer (lazy); the writer builds Results.
-    ("optpart.result", "optpart.formats"),
-}
+CIRCLE_ALLOWED: set[tuple[str, str]] = set()
 
 
 def _module_name(path: Path) -> str:

@@ -59,7 +59,18 @@ def _byte_unit(top: float) -> tuple[str, float]:
 
 
 def is_sqlite(path: str | Path) -> bool:
-    """True when ``path`` is an SQLite file (by its 16-byte header)."""
+    """True when ``path`` is an SQLite file (by its 16-byte header).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file to look at (a missing or unreadable file is not SQLite).
+
+    Returns
+    -------
+    bool
+        Whether the file starts with SQLite's 16-byte ``SQLite format 3`` header.
+    """
     try:
         with open(path, "rb") as fh:
             return fh.read(16) == b"SQLite format 3\x00"
@@ -68,7 +79,17 @@ def is_sqlite(path: str | Path) -> bool:
 
 
 def save_figure(fig: Any, path: str | Path, dpi: int = 120) -> None:
-    """Write ``fig`` (the format follows the file's extension) and release it."""
+    """Write ``fig`` (the format follows the file's extension) and release it.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure to write; it is closed afterwards so long sweeps do not pile up figures.
+    path : str or Path
+        Output file; ``.png``, ``.pdf``, ``.svg``, ... choose the format.
+    dpi : int
+        Resolution of raster formats, dots per inch.
+    """
     plt = _pyplot()
     fig.savefig(str(path), dpi=dpi, bbox_inches="tight")
     plt.close(fig)
@@ -197,6 +218,16 @@ def plot_gaps(source: str | Path | sqlite3.Connection | Sequence[Mapping[str, An
     ``source`` is a results database (path or connection) or its rows
     (:func:`optpart.bench.db.load_runs`). Runs without a placement are counted in the
     legend, not drawn.
+
+    Parameters
+    ----------
+    source : path, sqlite3.Connection or sequence of mappings
+        The runs to plot: a results database written by ``optpart bench``, or its rows.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two panels (gap to the best lower bound, makespan over the best known), one box per solver.
     """
     from . import db as _db
 
@@ -241,7 +272,18 @@ def plot_gaps(source: str | Path | sqlite3.Connection | Sequence[Mapping[str, An
 
 def figure_problems(fig: Any) -> list[str]:
     """What ``fig`` lacks: for every axes with data, a title (its own or the figure's),
-    an x and a y label, and a legend (its own or a neighbour's). Empty when complete."""
+    an x and a y label, and a legend (its own or a neighbour's). Empty when complete.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        A figure made by this module (the notebooks' and ``optpart plot``'s figures are checked with it).
+
+    Returns
+    -------
+    list of str
+        One line per missing title, axis label or legend, naming the axes.
+    """
     out = []
     axes = [ax for ax in fig.get_axes() if ax.has_data()]
     suptitle = fig.get_suptitle() if hasattr(fig, "get_suptitle") else getattr(fig, "_suptitle", None)

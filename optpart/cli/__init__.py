@@ -133,6 +133,20 @@ def _on_sigterm(signum, frame) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``optpart`` command: parse ``argv`` and run the subcommand; every error is one line on
+    standard error.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code: 0 done (a placement found), 1 none found or a claim refuted, 2 bad input,
+        3 an internal error.
+    """
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(_join_negative_values(parser, argv))

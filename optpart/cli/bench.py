@@ -112,7 +112,13 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``bench``, ``report`` and ``plot`` to the ``optpart`` command."""
+    """Add ``bench``, ``report`` and ``plot`` to the ``optpart`` command.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
+    """
     from .common import add_device_arguments
     from ..bench.report import FORMATS
     from ..pipeline import add_micro_batch_argument

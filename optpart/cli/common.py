@@ -25,7 +25,13 @@ _DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
 
 
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--devices/--memory/--speed/--bandwidth/--latency``: devices and links for a graph file."""
+    """``--devices/--memory/--speed/--bandwidth/--latency``: devices and links for a graph file.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser; the flags are added to it (read back by :func:`apply_device_arguments`).
+    """
     g = parser.add_argument_group("devices and links (override the file's)")
     g.add_argument("--devices", "-k", type=int, metavar="K", help="number of devices")
     g.add_argument("--memory", "-m", metavar="SIZE[,SIZE...]",
@@ -39,7 +45,20 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
 def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Problem:
     """The problem with the devices and links the command line asks for: the flags go to
     :func:`optpart.devices.resolve_devices` (the rules live there), and its errors name
-    the flag (``--memory: size '-5GiB' must be a non-negative number``)."""
+    the flag (``--memory: size '-5GiB' must be a non-negative number``).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem as read from its file.
+    args : argparse.Namespace
+        Parsed flags of :func:`add_device_arguments` (unset flags keep the file's values).
+
+    Returns
+    -------
+    Problem
+        The problem on the requested devices and links (``problem`` itself when no flag is set).
+    """
     flags = {name: getattr(args, name, None) for name in _DEVICE_FLAGS}
     if isinstance(flags["memory"], str):
         check_sizes(flags["memory"], "--memory")
@@ -105,6 +124,16 @@ MAX_SEED = 2**31 - 1
 def parse_option(text: str) -> tuple[str, Any]:
     """``KEY=VALUE`` -> ``(key, value)``; the value is read as JSON when it parses, else kept as text.
 
+    Parameters
+    ----------
+    text : str
+        One ``--option`` value, e.g. ``effort=2`` or ``deterministic=false``.
+
+    Returns
+    -------
+    (str, object)
+        The key and the value (JSON-decoded when it parses: numbers, booleans, lists).
+
     Raises
     ------
     OptpartError
@@ -125,7 +154,18 @@ def parse_option(text: str) -> tuple[str, Any]:
 
 
 def seed_type(text: str) -> int:
-    """argparse type for ``--seed``: an integer in ``0..2**31-1``."""
+    """argparse type for ``--seed``: an integer in ``0..2**31-1``.
+
+    Parameters
+    ----------
+    text : str
+        The flag's text.
+
+    Returns
+    -------
+    int
+        The seed; an ``argparse.ArgumentTypeError`` (one line) when it is not an integer in range.
+    """
     try:
         seed = int(text)
     except ValueError:
@@ -136,6 +176,20 @@ def seed_type(text: str) -> int:
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
+    """A plain-text table: columns padded to their widest cell, a dashed rule under the header.
+
+    Parameters
+    ----------
+    rows : sequence of sequence of str
+        The cells, one sequence per row.
+    header : sequence of str
+        The column titles.
+
+    Returns
+    -------
+    str
+        The table, one line per row, without a trailing newline.
+    """
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
@@ -145,7 +199,21 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
 
 
 def format_summary(problem: Problem, result: Result) -> str:
-    """The human summary of a result: headline figures and one row per device."""
+    """The human summary of a result: headline figures and one row per device.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the result is for (device ids, capacities, speeds).
+    result : Result
+        The result to show.
+
+    Returns
+    -------
+    str
+        Status, makespan, bound and gap, then per device: nodes, busy time, utilisation, static
+        and peak memory beside the capacity.
+    """
     lines = [
         f"problem   {safe(problem.name)}: {problem.n_nodes} nodes, {problem.n_edges} edges, {problem.n_devices} devices",
         f"solver    {safe(result.solver)}",
@@ -180,7 +248,22 @@ _DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
 def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_path: str) -> Problem:
     """The problem a result file is read against: the problem file, with the devices and
     links the result was computed for when the file has none, and the command line's
-    device flags applied on top (``evaluate``, ``show``, ``export``, ``plot``)."""
+    device flags applied on top (``evaluate``, ``show``, ``export``, ``plot``).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The command's flags (device flags from :func:`add_device_arguments`).
+    problem_path : str
+        The problem file.
+    result_path : str
+        The result file (its ``devices`` and ``links`` are read when the problem file has none).
+
+    Returns
+    -------
+    Problem
+        The problem to read and judge the result against.
+    """
     from ..formats import load, with_result_devices
 
     problem = with_result_devices(load(problem_path), result_path)

@@ -54,6 +54,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
+    """Add ``optpart evaluate`` to the command line.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
+    """
     p = sub.add_parser("evaluate", help="judge a result file: recompute everything and compare every claim")
     p.add_argument("problem")
     p.add_argument("result")

@@ -57,6 +57,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             out = info if plan.fits else sys.stderr
             print(plan.summary(), file=out)
             print("\n".join(plan.memory_lines(problem)), file=out)
+            if plan.advice:
+                print(plan.advice, file=out)
         if plan.split_modules and not args.quiet:
             shown = ", ".join(plan.split_modules[:5]) + (" ..." if len(plan.split_modules) > 5 else "")
             print(f"the operator placement split {len(plan.split_modules)} module(s) across devices: {shown}",
@@ -78,7 +80,13 @@ def _depth(text: str):
 
 
 def register(sub) -> None:
-    """Add ``optpart export`` to the command line."""
+    """Add ``optpart export`` to the command line.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
+    """
     p = sub.add_parser("export", help="write a result as a device map, pipeline split points or a placement")
     p.add_argument("result", help="result file (optpart solve -o ...)")
     p.add_argument("--problem", "-p", required=True, metavar="FILE", help="the problem file the result is for")

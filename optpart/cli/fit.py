@@ -97,6 +97,13 @@ def _text(problem, fit) -> str:
 
 
 def register(sub) -> None:
+    """Add ``optpart fit`` to the command line.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
+    """
     p = sub.add_parser("fit", help="smallest capacity per device (or device count) at which a solver places the graph")
     p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz), STG (.stg) or dnn-partitioning JSON")
     p.add_argument("--solver", "-s", default="heuristic",

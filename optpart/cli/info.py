@@ -69,6 +69,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
+    """Add ``optpart info`` to the command line.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
+    """
     p = sub.add_parser("info", help="size, work, memory and lower bounds of a problem")
     p.add_argument("file")
     add_device_arguments(p)

@@ -44,7 +44,24 @@ def _key(meta: dict, by: str, depth: int) -> str:
 def group_rows(problem: Problem, placement: np.ndarray, *, by: str = "module", depth: int = 2) -> list[dict[str, Any]]:
     """One dict per group, in first-appearance order: ``group``, ``nodes``, ``devices``
     (device id -> node count), ``time_s`` (run time on the devices chosen) and
-    ``memory_bytes`` (static memory of its nodes)."""
+    ``memory_bytes`` (static memory of its nodes).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem; ``by="module"`` needs ``module`` node metadata (a graph imported from PyTorch).
+    placement : numpy.ndarray
+        A device index per node.
+    by : {"module", "phase", "op", "module_class"}
+        The node metadata key to group by.
+    depth : int
+        Module paths are cut to this many components (``by="module"`` only).
+
+    Returns
+    -------
+    list of dict
+        The rows described above.
+    """
     if by not in _KEYS:
         raise OptpartError(f"--by {by!r}: choose one of {', '.join(_KEYS)}")
     meta = problem.node_meta or [{}] * problem.n_nodes
@@ -90,7 +107,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    """Add ``optpart show`` to the command line."""
+    """Add ``optpart show`` to the command line.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
+    """
     p = subparsers.add_parser("show", help="a result per module (or phase, op): devices, time, memory")
     p.add_argument("result", help="result file (optpart JSON)")
     p.add_argument("--problem", "-p", required=True, metavar="FILE", help="the problem file the result is for")

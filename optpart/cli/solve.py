@@ -51,6 +51,13 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
+    """Add ``optpart solve`` to the command line.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
+    """
     p = sub.add_parser("solve", help="place a problem with a solver and print the result")
     p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz), STG (.stg) or dnn-partitioning JSON")
     p.add_argument("--solver", "-s", default=DEFAULT_SOLVER,

@@ -40,6 +40,13 @@ def _cmd_solvers(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
+    """Add ``optpart solvers`` to the command line.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
+    """
     p = sub.add_parser("solvers", help="list the solvers: installed, memory models, time limit, hint, options")
     p.add_argument("names", nargs="*", metavar="NAME", help="show these solvers with their options")
     p.add_argument("--verbose", "-v", action="store_true", help="show every solver's options")

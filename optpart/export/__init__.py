@@ -10,8 +10,10 @@ An optpart placement maps *operators* to devices; frameworks place *modules*:
   subtree lands on one device are merged into their parent (the coarsest map that
   reproduces the plan), and the plan is re-scored with :func:`optpart.evaluate.evaluate`
   so the user sees its makespan beside the original one. When that plan does not
-  fit memory, the problem is re-solved with every module's operators colocated; a
-  plan that still does not fit is reported as such, never as fitting. ``depth=N``
+  fit memory, the problem is re-solved with every module's operators colocated, then
+  coarser depths and contiguous stages repaired against memory are tried
+  (:mod:`optpart.export.search`); a plan that still does not fit is reported as such, never
+  as fitting, with the memory at which it would (``ModulePlan.advice``). ``depth=N``
   asks for a coarser map (modules kept whole down to ``N`` path components).
 * :func:`split_points` gives, for a plan whose devices hold contiguous stages in the
   order modules run, the module where each stage begins (``SplitPoint.BEGINNING`` in

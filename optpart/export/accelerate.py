@@ -98,7 +98,7 @@ def _owner_key(index: Mapping[str, int], path: str) -> str | None:
 
 
 def accelerate_map(problem: Problem, model: Any, *, reserve: float = 0.25,
-                   no_split_module_classes: list[str] | None = None) -> dict[str, Any]:
+                   no_split_module_classes: list[str] | None = None, balanced: bool = False) -> dict[str, Any]:
     """``accelerate.infer_auto_device_map`` for ``model`` on the problem's devices.
 
     Parameters
@@ -112,6 +112,10 @@ def accelerate_map(problem: Problem, model: Any, *, reserve: float = 0.25,
         ``max_memory[i] = (1 - reserve) * capacity[i]``.
     no_split_module_classes : list of str, optional
         Module classes kept whole (default: the model's ``_no_split_modules``, as transformers sets).
+    balanced : bool
+        Spread the parameters evenly first (``accelerate.utils.get_balanced_memory``), as
+        transformers' ``device_map="auto"`` does on several devices; ``False`` fills device 0
+        first (``infer_auto_device_map`` alone, ``device_map="sequential"``).
 
     Returns
     -------
@@ -128,11 +132,16 @@ def accelerate_map(problem: Problem, model: Any, *, reserve: float = 0.25,
     keep = no_split_module_classes
     if keep is None:
         keep = list(getattr(model, "_no_split_modules", None) or [])
+    if balanced:
+        from accelerate.utils import get_balanced_memory
+
+        max_memory = get_balanced_memory(model, max_memory=max_memory, no_split_module_classes=keep)
     return dict(infer_auto_device_map(model, max_memory=max_memory, no_split_module_classes=keep))
 
 
 def accelerate_baseline(problem: Problem, model: Any, *, reserve: float = 0.25, memory_model: str = "peak",
-                        no_split_module_classes: list[str] | None = None) -> tuple[Result, dict[str, Any]]:
+                        no_split_module_classes: list[str] | None = None,
+                        balanced: bool = False) -> tuple[Result, dict[str, Any]]:
     """accelerate's device map for ``model`` on the problem's devices, scored by the evaluator.
 
     Parameters
@@ -141,7 +150,7 @@ def accelerate_baseline(problem: Problem, model: Any, *, reserve: float = 0.25, 
         The model's training step imported by :func:`optpart.formats.torch_import.from_torch`.
     model : torch.nn.Module
         The same model.
-    reserve, no_split_module_classes
+    reserve, no_split_module_classes, balanced
         As in :func:`accelerate_map`.
     memory_model : {"peak", "static"}
         The model the placement is scored under.
@@ -153,10 +162,11 @@ def accelerate_baseline(problem: Problem, model: Any, *, reserve: float = 0.25, 
         device, its message naming the device and, when accelerate offloaded modules, which)
         and accelerate's device map.
     """
-    dmap = accelerate_map(problem, model, reserve=reserve, no_split_module_classes=no_split_module_classes)
+    dmap = accelerate_map(problem, model, reserve=reserve, no_split_module_classes=no_split_module_classes,
+                          balanced=balanced)
     placement, offloaded = placement_from_device_map(problem, dmap)
     note = (f"accelerate offloads {len(offloaded)} module(s) ({', '.join(offloaded[:3])}"
             f"{' ...' if len(offloaded) > 3 else ''}): they run on its first device" if offloaded else "")
     result = evaluate(problem, placement, solver="accelerate", memory_model=memory_model, message=note,
-                      options={"reserve": reserve})
+                      options={"reserve": reserve, "balanced": balanced})
     return result, dmap

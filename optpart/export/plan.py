@@ -14,7 +14,8 @@ from ..errors import OptpartError
 from ..evaluate import evaluate, time_tolerance, violations
 from ..problem import Constraints, Problem
 from ..result import Result
-from .stages import pipeline_modules, stage_candidates, untied
+from .search import fullness, memory_advice, repair_stages
+from .stages import pipeline_modules, stage_candidates, unit_order, untied
 from .tree import Units, compress, entry_modules, first_seen, node_modules, owned_tensor, split_modules
 
 __all__ = ["ExportError", "ModulePlan", "module_plan", "pipeline_plan", "device_map", "placement_map"]
@@ -38,7 +39,8 @@ class ModulePlan:
     module key, the module that runs first under it (a container such as a ``ModuleList``
     is never called, so a pipeline stage begins at its first child that runs); ``shared``:
     parameters used by modules on different devices, each with those modules (a pipeline plan
-    only: ``torch.distributed.pipelining`` replicates them, see :mod:`optpart.export.stages`).
+    only: ``torch.distributed.pipelining`` replicates them, see :mod:`optpart.export.stages`);
+    ``advice``: for a plan that does not fit, one line with the memory at which it would.
     """
 
     device_map: dict[str, Any]
@@ -53,6 +55,7 @@ class ModulePlan:
     tensor_keys: set[str] = field(default_factory=set)
     entry_modules: dict[str, str] = field(default_factory=dict)
     shared: list[tuple[str, list[str]]] = field(default_factory=list)
+    advice: str = ""
 
     @property
     def makespan(self) -> float:
@@ -69,7 +72,18 @@ class ModulePlan:
                 f"{format_time(orig)} for the operator placement ({price:+.1%}), {self.memory_model} memory {fit}")
 
     def memory_lines(self, problem: Problem) -> list[str]:
-        """Per device: the plan's memory under its model beside the capacity."""
+        """Per device: the plan's memory under its model beside the capacity.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the plan was scored on (device ids and capacities).
+
+        Returns
+        -------
+        list of str
+            One indented line per device: ``gpu0: 1.2 GiB of 2 GiB (peak)``.
+        """
         from ..units import format_bytes
 
         used = self.result.memory_peak if self.memory_model == "peak" else self.result.memory_static
@@ -91,7 +105,20 @@ def _placement_of(problem: Problem, result: Result | Mapping[str, str] | np.ndar
     return p
 
 def placement_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray) -> dict[str, str]:
-    """``{node id: device id}`` for every node, in the problem's node order."""
+    """``{node id: device id}`` for every node, in the problem's node order.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the placement is for.
+    result : Result, {node id: device id} or array of device indices
+        The operator placement.
+
+    Returns
+    -------
+    dict
+        Node id to device id.
+    """
     p = _placement_of(problem, result)
     dev = problem.device_ids
     return {nid: dev[d] for nid, d in zip(problem.node_ids, p.tolist())}
@@ -205,15 +232,74 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
     unit_dev = _majority(problem, units, placement)
     plan = _build(problem, modules, units, unit_dev, model, original, split, "majority")
     if plan.fits or not resolve:
+        if not plan.fits:
+            plan.advice = "this device map does not fit: " + memory_advice(problem, _used(plan), model)
         return plan
     alt, why = _resolve(problem, modules, units, model, solver, seed)
+    tried = [plan]
     if alt is not None:
         plan2 = _build(problem, modules, units, alt, model, original, split, "re-solved")
         if plan2.fits:
             return plan2
         why = "; ".join(plan2.problems[:1])
-    plan.method = f"majority; re-solving with modules colocated ({solver}) did not fit either: {why}"
-    return plan
+        tried.append(plan2)
+    return _fallback(problem, placement, modules, units, model, original, split, tried, depth,
+                     f"re-solving with modules colocated ({solver}) did not fit: {why}")
+
+def _fallback(problem: Problem, placement: np.ndarray, modules, units: Units, model: str, original: float,
+              split: list[str], tried: list[ModulePlan], depth: int | None, why: str) -> ModulePlan:
+    """The fastest fitting plan among ``tried``, coarser depths and contiguous stages (see
+    :mod:`optpart.export.search`), else the one that overflows least, with its memory advice."""
+    if depth is None:
+        deepest = max((m.count(".") + 1 for m in modules if m is not None), default=1)
+        for d in range(deepest - 1, 0, -1):
+            cut = [None if m is None else ".".join(m.split(".")[:d]) for m in modules]
+            u = Units(problem, cut)
+            p = _build(problem, cut, u, _majority(problem, u, placement), model, original, split,
+                       f"majority at depth {d}")
+            tried.append(p)
+    tried.append(_stage_plan(problem, modules, units, model, original, split, "contiguous stages"))
+    fitting = [p for p in tried if p.fits]
+    if fitting:
+        best = min(fitting, key=lambda p: p.makespan)
+        best.method = f"{best.method}, since the majority plan does not fit and {why}"
+        return best
+    best = min(tried, key=lambda p: (_overflow(problem, p), p.makespan))
+    best.method = f"{best.method}, the least overflow of {len(tried)} module-level plans; {why}"
+    best.advice = "no device map fits these devices: " + memory_advice(problem, _used(best), model)
+    return best
+
+def _used(plan: ModulePlan) -> np.ndarray:
+    return plan.result.memory_peak if plan.memory_model == "peak" else plan.result.memory_static
+
+def _overflow(problem: Problem, plan: ModulePlan) -> float:
+    return float(np.max(fullness(problem, _used(plan)))) if not plan.fits else 0.0
+
+def _stage_plan(problem: Problem, modules, units: Units, model: str, original: float, split: list[str],
+                method: str) -> ModulePlan:
+    """The best contiguous-stage plan (fits first, then makespan), the best candidates repaired against memory."""
+    cache: dict[tuple[int, ...], ModulePlan] = {}
+
+    def build(unit_dev: np.ndarray) -> ModulePlan:
+        key = tuple(unit_dev.tolist())
+        if key not in cache:
+            cache[key] = _build(problem, modules, units, unit_dev, model, original, split, method)
+        return cache[key]
+
+    def score(unit_dev: np.ndarray) -> tuple[np.ndarray, float]:
+        p = build(unit_dev)
+        return fullness(problem, _used(p)), p.makespan
+
+    candidates = stage_candidates(problem, units, modules)
+    if not candidates:
+        raise ExportError(f"'{problem.name}' has no module to place in a pipeline stage")
+    ranked = sorted(candidates, key=lambda c: (_overflow(problem, build(c)), build(c).makespan))
+    if not build(ranked[0]).fits:  # repair the three that overflow least against memory
+        order = unit_order(problem, units, modules)
+        for c in ranked[:3]:
+            if build(repair_stages(order, c, score)).fits:
+                break
+    return min(cache.values(), key=lambda p: (_overflow(problem, p), p.makespan))
 
 def _coarsest(problem: Problem, result, *, resolve: bool, solver: str, seed: int) -> ModulePlan:
     """The plan at the smallest depth that fits and loses nothing against the default plan."""
@@ -254,18 +340,9 @@ def pipeline_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndar
     if all(m is None for m in modules):
         raise ExportError(f"'{problem.name}' has no node with 'module' metadata")
     relaxed, shared = untied(problem, modules)
-    units = Units(relaxed, modules)
-    best: tuple[tuple[float, float], ModulePlan] | None = None
-    for unit_dev in stage_candidates(relaxed, units, modules):
-        plan = _build(relaxed, modules, units, unit_dev, model, original, [], "pipeline")
-        used = plan.result.memory_peak if model == "peak" else plan.result.memory_static
-        over = float(np.max(used / np.maximum(problem.device_memory, 1.0))) if plan.fits is False else 0.0
-        key = (over, plan.makespan)
-        if best is None or key < best[0]:
-            best = (key, plan)
-    if best is None:
-        raise ExportError(f"'{problem.name}' has no module to place in a pipeline stage")
-    plan = best[1]
+    plan = _stage_plan(relaxed, modules, Units(relaxed, modules), model, original, [], "pipeline")
+    if not plan.fits:
+        plan.advice = "no pipeline of contiguous stages fits these devices: " + memory_advice(problem, _used(plan), model)
     devices = {m: int(plan.placement[v]) for v, m in enumerate(modules) if m is not None}
     plan.shared = [(owner, mods) for owner, mods in shared if len({devices[m] for m in mods}) > 1]
     return plan
@@ -349,6 +426,20 @@ def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray
     ``values="index"`` gives device indices (what ``accelerate`` expects for GPUs);
     ``values="id"`` gives optpart device ids. Use :func:`module_plan` to see the plan's
     makespan and whether it fits.
+
+    Parameters
+    ----------
+    problem, result
+        As in :func:`placement_map`.
+    values : {"index", "id"}
+        Map values as device indices or as optpart device ids.
+    resolve, depth
+        As in :func:`module_plan`.
+
+    Returns
+    -------
+    dict
+        Module (or tensor) path to device, in the order modules first run.
 
     Examples
     --------

@@ -20,7 +20,7 @@ import numpy as np
 from ..problem import Constraints, Problem
 from .tree import Units, first_seen, node_modules
 
-__all__ = ["untied", "stage_candidates"]
+__all__ = ["untied", "stage_candidates", "unit_order"]
 
 
 def untied(problem: Problem, modules: list[str | None]) -> tuple[Problem, list[tuple[str, list[str]]]]:
@@ -88,9 +88,7 @@ def stage_candidates(problem: Problem, units: Units, modules: list[str | None], 
     list of numpy.ndarray
         A device index per unit, one array per distinct candidate.
     """
-    rank = first_seen(problem, modules)
-    order = sorted(range(units.n), key=lambda u: (min(rank.get(m, 1 << 60) for m in _unit_modules(units, u, modules)),
-                                                   units.keys[u]))
+    order = unit_order(problem, units, modules)
     time = np.array([float(problem.time[units.members[u]].sum()) for u in order])
     total, k = float(time.sum()), problem.n_devices
     if k == 0 or units.n == 0:
@@ -112,12 +110,47 @@ def stage_candidates(problem: Problem, units: Units, modules: list[str | None], 
     return out
 
 
+def unit_order(problem: Problem, units: Units, modules: list[str | None]) -> list[int]:
+    """Units in the order their modules first run (ties by key): the order of pipeline stages.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its node order is program order).
+    units : Units
+        The modules merged by colocation.
+    modules : list of str or None
+        The module of every node.
+
+    Returns
+    -------
+    list of int
+        Unit indices.
+    """
+    rank = first_seen(problem, modules)
+    return sorted(range(units.n), key=lambda u: (min(rank.get(m, 1 << 60) for m in _unit_modules(units, u, modules)),
+                                                 units.keys[u]))
+
+
 def _unit_modules(units: Units, u: int, modules: list[str | None]) -> set[str]:
     return {modules[v] for v in units.members[u].tolist() if modules[v] is not None} or {units.keys[u]}
 
 
 def pipeline_modules(problem: Problem, depth: int | None) -> list[str | None]:
-    """Node modules, cut to ``depth`` path components when given."""
+    """Node modules, cut to ``depth`` path components when given.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem; its nodes carry ``module`` metadata.
+    depth : int, optional
+        Keep this many path components (``None``: the full paths).
+
+    Returns
+    -------
+    list of str or None
+        The module of every node (None outside every module).
+    """
     modules = node_modules(problem)
     if depth is None:
         return modules

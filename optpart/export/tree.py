@@ -24,6 +24,16 @@ def node_modules(problem: Problem) -> list[str | None]:
 
     An optimizer node ``update.<param>`` and a buffer node ``buffer.<name>`` without a
     module of their own belong to the module that owns that parameter or buffer.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (an imported PyTorch model: nodes with ``module``, ``param`` or buffer metadata).
+
+    Returns
+    -------
+    list of str or None
+        One entry per node, in node order.
     """
     out: list[str | None] = []
     for nid, meta in zip(problem.node_ids, problem.node_meta or [{}] * problem.n_nodes):
@@ -38,7 +48,20 @@ def node_modules(problem: Problem) -> list[str | None]:
     return out
 
 def owned_tensor(nid: str, meta: Mapping[str, Any]) -> str | None:
-    """The parameter or buffer name a node stands for (its optimizer update, or the buffer itself)."""
+    """The parameter or buffer name a node stands for (its optimizer update, or the buffer itself).
+
+    Parameters
+    ----------
+    nid : str
+        The node id (a buffer node is ``buffer.<name>``).
+    meta : mapping
+        The node's metadata (an optimizer node carries ``param``).
+
+    Returns
+    -------
+    str or None
+        The ``named_parameters()``/``named_buffers()`` name, or None for an operator.
+    """
     if isinstance(meta.get("param"), str):
         return meta["param"]
     if meta.get("op") == "buffer" and nid.startswith("buffer."):
@@ -84,6 +107,18 @@ def first_seen(problem: Problem, modules: list[str | None]) -> dict[str, int]:
     Importers write nodes in program order (the order the forward pass ran them), so the
     node order is the order modules run; a topological order would not do, since it puts
     every node without inputs (a view of a weight) first.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem, nodes in program order.
+    modules : list of str or None
+        The module of every node.
+
+    Returns
+    -------
+    dict
+        Module path (ancestors included) to its rank.
     """
     meta = problem.node_meta or [{}] * problem.n_nodes
     rank: dict[str, int] = {}
@@ -99,7 +134,22 @@ def first_seen(problem: Problem, modules: list[str | None]) -> dict[str, int]:
 def compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
               rank: dict[str, int]) -> tuple[dict[str, int], set[str]]:
     """The coarsest ``{module: device}`` reproducing ``unit_dev``, the modules it covers, and
-    its keys that name a parameter or buffer (of a module whose children are split) rather than a module."""
+    its keys that name a parameter or buffer (of a module whose children are split) rather than a module.
+
+    Parameters
+    ----------
+    unit_dev : dict
+        Device index of every module that runs operators.
+    direct_params : dict
+        For each module, the names of the parameters and buffers it owns itself.
+    rank : dict
+        :func:`first_seen` ranks, which order the map's entries.
+
+    Returns
+    -------
+    (dict, set of str, set of str)
+        The map, the modules it covers, and its tensor keys.
+    """
     children: dict[str, set[str]] = {}
     for m in unit_dev:
         parts = m.split(".") if m else []
@@ -147,7 +197,24 @@ def compress(unit_dev: dict[str, int], direct_params: dict[str, list[str]],
 def entry_modules(dmap: dict[str, int], tensor_keys: set[str], by_module: dict[str, int],
                    rank: dict[str, int]) -> dict[str, str]:
     """For each module key of the map, the shallowest of the modules that run operators
-    themselves under it and run first."""
+    themselves under it and run first.
+
+    Parameters
+    ----------
+    dmap : dict
+        A device map from :func:`compress`.
+    tensor_keys : set of str
+        Its keys that name a tensor (skipped).
+    by_module : dict
+        Device index of every module that runs operators.
+    rank : dict
+        :func:`first_seen` ranks.
+
+    Returns
+    -------
+    dict
+        Map key to the module where its stage would begin.
+    """
     out = {}
     for key in dmap:
         if key in tensor_keys:
@@ -157,7 +224,22 @@ def entry_modules(dmap: dict[str, int], tensor_keys: set[str], by_module: dict[s
     return out
 
 def split_modules(problem: Problem, modules: list[str | None], placement: np.ndarray) -> list[str]:
-    """Modules whose operators the placement spread over more than one device."""
+    """Modules whose operators the placement spread over more than one device.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    modules : list of str or None
+        The module of every node.
+    placement : numpy.ndarray
+        A device index per node.
+
+    Returns
+    -------
+    list of str
+        The split modules, sorted.
+    """
     names = sorted({m for m in modules if m is not None})
     index = {m: i for i, m in enumerate(names)}
     ids = np.array([-1 if m is None else index[m] for m in modules], dtype=np.int64)
