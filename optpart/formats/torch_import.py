@@ -11,7 +11,9 @@ Phases: backward nodes are the descendants of the loss (autograd seeds the backw
 with ``ones_like(loss)``) and every operator autograd ran while differentiating (such as
 the transposed weight a weight gradient reads); forward nodes are the others;
 for each trainable parameter one **optimizer** node ``update.<param name>`` is added
-(an Adam-like step, priced by the bytes it moves).
+(an Adam-like step, priced by the bytes it moves). A frozen parameter
+(``requires_grad=False``) is not differentiated and has no optimizer node: its weights
+are held by its first reader, as in an inference graph.
 
 Costs (:class:`~optpart.formats.costmodel.CostModel`, ``docs/costmodel.md``): FLOPs per
 node from ``torch.utils.flop_counter``'s formula registry applied to the traced
@@ -408,7 +410,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
         dtype = str(t.dtype).replace("torch.", "")
         numel = int(t.numel())
         group = [ids[index[r]] for r in readers[p]]
-        if training:
+        if training and pname not in step.frozen:
             uid = f"update.{pname}"
             ids.append(uid)
             state = cm.training_state_bytes(numel, dtype)
@@ -423,7 +425,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
             if g is not None and g in index:
                 update_edges.append((index[g], len(ids) - 1, nbytes(t)))
             group = [uid] + group
-        elif readers[p]:
+        elif readers[p]:  # inference, or a frozen parameter: its weights only, on its first reader
             holder = index[readers[p][0]]
             b = numel * cm.element_bytes(dtype)
             mem[holder] += b
