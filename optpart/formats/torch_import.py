@@ -43,6 +43,7 @@ from ..problem import Constraints, Device, Links, Problem
 from .costmodel import CostModel
 from .torch import TracedStep, trace_training_step
 from .torch.aliasing import alias_source, check_problem_order, writer_groups
+from .torch.inputs import cross_entropy
 
 __all__ = ["from_torch", "problem_from_traced", "trace_training_step", "TracedStep", "cross_entropy", "VIEW_OPS",
            "SHAPE_ONLY_OPS"]
@@ -60,18 +61,6 @@ SHAPE_ONLY_OPS = frozenset({
     "ones_like", "zeros_like", "empty_like", "full_like", "rand_like", "randn_like",
     "new_zeros", "new_ones", "new_empty", "new_full", "sym_size", "sym_numel", "sym_stride",
 })
-
-
-def cross_entropy(logits, target):
-    """Mean cross-entropy written as log-softmax plus gather.
-
-    ``torch.nn.functional.cross_entropy`` lowers to ``nll_loss``, whose backward has no
-    meta kernel on some torch versions; this form traces on meta tensors everywhere.
-    """
-    import torch
-
-    logp = torch.log_softmax(logits.reshape(-1, logits.shape[-1]).float(), dim=-1)
-    return -logp.gather(1, target.reshape(-1, 1)).mean()
 
 
 def _extra_flops(nd) -> int | None:
@@ -224,7 +213,32 @@ def _no_split_groups(step, ids: list[str], modules: list[str], no_split) -> list
 
 def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str | None = None,
                         no_split: str | Sequence[str] = ()) -> Problem:
-    """The placement problem of a :class:`~optpart.formats.torch.TracedStep` (see :func:`from_torch`)."""
+    """The placement problem of a :class:`~optpart.formats.torch.TracedStep` (see :func:`from_torch`).
+
+    Parameters
+    ----------
+    step : TracedStep
+        A traced training step or forward pass (:func:`~optpart.formats.torch.trace_training_step`).
+    cost_model : CostModel, optional
+        Prices operators (FLOPs and bytes moved), edges and optimizer state (default
+        :class:`CostModel`).
+    name : str, optional
+        Problem name (default: the graph module's class name).
+    no_split : str or sequence of str
+        Module class names (comma-separated string or list) whose every instance becomes
+        one colocation group.
+
+    Returns
+    -------
+    Problem
+        Without devices; one node per operator, input, buffer and (training) optimizer
+        update, the step's ordering edges included with 0 bytes.
+
+    Raises
+    ------
+    FormatError
+        An operator whose FLOPs formula fails on the traced shapes.
+    """
     import torch
     from torch.utils.flop_counter import flop_registry
 

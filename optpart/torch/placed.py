@@ -56,6 +56,24 @@ def placement_and_order(result: Result | Mapping[str, str], problem=None) -> tup
 
     A bare ``{node id: device id}`` mapping has no schedule: the start times are empty
     and the graph keeps its traced (topological) order.
+
+    Parameters
+    ----------
+    result : Result or {node id: device id}
+        A solver's result, or a bare placement.
+    problem : Problem, optional
+        The problem of ``result`` (required with a Result: it names nodes and devices).
+
+    Returns
+    -------
+    tuple of dict
+        ``{node id: device id}`` and ``{node id: start time in seconds}`` (empty for a bare
+        placement).
+
+    Raises
+    ------
+    OptpartError
+        A result without a placement, without its problem, or of another problem's size.
     """
     if isinstance(result, Mapping):
         return {str(k): str(v) for k, v in result.items()}, {}

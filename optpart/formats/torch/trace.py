@@ -137,7 +137,23 @@ class TracedStep:
 
     def flatten_inputs(self, example_inputs) -> list:
         """The tensors of ``example_inputs`` (shaped like the traced ones) in placeholder order,
-        so that ``graph_module(params, buffers, *step.flatten_inputs(x), *targets)`` runs."""
+        so that ``graph_module(params, buffers, *step.flatten_inputs(x), *targets)`` runs.
+
+        Parameters
+        ----------
+        example_inputs : tensor, sequence or dict
+            Inputs structured like the traced ones (same names and nesting).
+
+        Returns
+        -------
+        list of torch.Tensor
+            One tensor per graph input, in :attr:`input_names` order.
+
+        Raises
+        ------
+        FormatError
+            The inputs name or nest tensors differently from the traced ones.
+        """
         names, tensors, _, _ = _split_inputs(example_inputs)
         if names != self.input_names:
             raise FormatError(f"these inputs give graph inputs {list(names)}; the traced step has "
