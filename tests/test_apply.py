@@ -13,7 +13,7 @@ import optpart  # noqa: E402
 from optpart.errors import OptpartError  # noqa: E402
 from optpart.formats.torch import default_loss, trace_training_step  # noqa: E402
 from optpart.formats.torch_import import cross_entropy, from_torch  # noqa: E402
-from optpart.torch import apply, profile_times  # noqa: E402
+from optpart.torch import apply, check_devices, profile_times  # noqa: E402
 
 
 def gpt2():
@@ -75,11 +75,43 @@ def test_placed_step_matches_autograd_on_cpu(name):
     module, inputs, extra = MODELS[name]()
     problem, result = plan(module, inputs, extra)
     used = np.unique(result.placement).size
-    # "cpu" and "cpu:0" are different torch devices on one CPU: every cross-device edge gets a copy.
+    # "cpu" and "cpu:0" are different torch devices on one CPU memory: running cannot show a
+    # missing copy (the tensor is there anyway), so check_devices follows every operator's
+    # arguments by device tag instead (test_a_missing_transfer_is_caught shows it failing).
     gm = apply(module, inputs, result, {"dev0": "cpu", "dev1": "cpu:0"}, problem, **extra)
     loss, grads = gm(*inputs, *extra.get("targets", ()))
     assert_same(loss, grads, *reference(module, inputs, extra))
     assert (gm.meta["optpart"]["transfers"] > 0) == (used > 1)
+    assert check_devices(gm)["transfers"] == gm.meta["optpart"]["transfers"]
+
+
+def test_a_missing_transfer_is_caught_although_the_cpu_step_still_computes():
+    """Remove one cross-device copy from a placed graph: on a CPU the numbers stay right (both
+    'devices' share one memory), and the device-tag check is what fails, naming the operator."""
+    module, inputs, extra = MODELS["cnn"]()
+    problem = from_torch(module, inputs, devices=2)
+    mapping = {nid: ("dev0" if m.get("phase") == "forward" else "dev1")
+               for nid, m in zip(problem.node_ids, problem.node_meta)}
+    gm = apply(module, inputs, mapping, {"dev0": "cpu", "dev1": "cpu:0"})
+    copies = [nd for nd in gm.graph.nodes if nd.op == "call_method" and nd.target == "to"
+              and nd.args[0].op != "placeholder"]
+    assert copies and check_devices(gm)["transfers"] == len(copies)
+    victim = copies[len(copies) // 2]
+    reader, source = next(iter(victim.users)).name, victim.args[0].name
+    victim.replace_all_uses_with(victim.args[0])
+    gm.graph.erase_node(victim)
+    gm.recompile()
+    assert_same(*gm(*inputs), *reference(module, inputs, extra))  # a CPU cannot tell
+    with pytest.raises(OptpartError, match=rf"operator '{reader}' on cpu(:0)? reads '{source}' "
+                                           r"from device cpu(:0)?: a cross-device transfer is missing"):
+        check_devices(gm)
+    # A graph input used without its copy to the operator's device is caught too.
+    gm = apply(module, inputs, mapping, {"dev0": "cpu", "dev1": "cpu:0"})
+    to_in = next(nd for nd in gm.graph.nodes if nd.op == "call_method" and nd.args[0].op == "placeholder")
+    to_in.replace_all_uses_with(to_in.args[0])
+    gm.graph.erase_node(to_in)
+    with pytest.raises(OptpartError, match="no device"):
+        check_devices(gm)
 
 
 def test_operators_come_in_schedule_order_and_on_their_devices():
@@ -94,6 +126,7 @@ def test_operators_come_in_schedule_order_and_on_their_devices():
     assert times == sorted(times)
     for nd in seen:
         assert nd.meta["optpart_device"] == ("cpu" if dev[nd.meta["optpart_node"]] == 0 else "cpu:0")
+    assert check_devices(gm)["operators"] == len(seen)
 
 
 def test_a_bare_placement_dict_runs_in_graph_order():

@@ -40,7 +40,18 @@ _COST_FLAGS = (
 
 
 def add_cost_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The cost model flags; defaults are :class:`CostModel`'s."""
+    """Add the cost model flags (``--flops``, ``--link-bandwidth``, ...) to ``parser``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser; the flags go into one argument group, defaults shown are
+        :class:`CostModel`'s (the flags themselves default to None: "not given").
+
+    Returns
+    -------
+    None
+    """
     g = parser.add_argument_group("cost model (docs/costmodel.md; defaults: one V100-class fp32 device)")
     defaults = CostModel()
     for flag, field, metavar, text in _COST_FLAGS:
@@ -48,7 +59,18 @@ def add_cost_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cost_model_from_args(args: argparse.Namespace) -> CostModel:
-    """A :class:`CostModel` with the flags the command line gave."""
+    """The :class:`CostModel` the command line asks for: the defaults, with every given flag.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments of a parser that :func:`add_cost_model_arguments` extended.
+
+    Returns
+    -------
+    CostModel
+        Default values where a flag was not given (units parsed by ``CostModel.replace``).
+    """
     return CostModel().replace(**{field: getattr(args, f"cm_{field}", None) for _, field, _, _ in _COST_FLAGS})
 
 
@@ -84,6 +106,44 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
     storage, at least one writing, are unordered by the problem's edges (``docs/import.md``).
     ``micro_batches`` (PyTorch only, the CLI's ``--micro-batches``): trace and profile one
     micro-batch of ``M`` (:mod:`optpart.pipeline.micro`).
+
+    Parameters
+    ----------
+    spec : str
+        An ``.onnx`` path, or ``module:function`` (dotted module or ``.py`` path).
+    training : bool or None
+        Import the training step (forward, backward, optimizer) or the forward pass; None
+        takes the factory's or format's default (training for PyTorch).
+    cost_model : CostModel
+        Prices operators, edges and optimizer state.
+    input_shapes : dict of str to list of int, optional
+        ONNX only: shapes for symbolic input dimensions (``--input-shape``).
+    name : str, optional
+        Problem name (default: the file stem or the factory's name).
+    no_split : str, optional
+        PyTorch only: comma-separated module classes whose instances stay on one device.
+    trace_mode : {'auto', 'fake', 'real'}
+        PyTorch only: tensors used for tracing (see :func:`trace_training_step`).
+    search_path : sequence of str
+        Directories appended to ``sys.path`` while the user's module loads.
+    profile : dict, optional
+        PyTorch only: measure operator times instead of estimating them.
+    check : bool
+        PyTorch only: run the aliasing proof and record it in ``problem.meta``.
+    micro_batches : int, optional
+        PyTorch only: trace and profile one micro-batch of ``M`` (the batch split in ``M``
+        equal parts, :mod:`optpart.pipeline.micro`).
+
+    Returns
+    -------
+    Problem
+        The imported problem, without devices (the CLI adds them).
+
+    Raises
+    ------
+    OptpartError
+        A flag that does not apply to the model's format, a factory that fails or returns
+        something else than a module and inputs, or an import error (one line each).
     """
     if spec.endswith(".onnx") or Path(spec).is_file():
         from ..formats.onnx_import import from_onnx
@@ -268,7 +328,17 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def register(subparsers) -> None:
-    """Add ``optpart import`` to the command line."""
+    """Add ``optpart import`` to the command line.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The ``optpart`` parser's subcommands.
+
+    Returns
+    -------
+    None
+    """
     p = subparsers.add_parser(
         "import", help="turn an ONNX model or a PyTorch module into a problem file",
         description="Import an ONNX file, or a PyTorch model made by a factory function. "

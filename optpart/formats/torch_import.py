@@ -11,7 +11,9 @@ Phases: backward nodes are the descendants of the loss (autograd seeds the backw
 with ``ones_like(loss)``) and every operator autograd ran while differentiating (such as
 the transposed weight a weight gradient reads); forward nodes are the others;
 for each trainable parameter one **optimizer** node ``update.<param name>`` is added
-(an Adam-like step, priced by the bytes it moves).
+(an Adam-like step, priced by the bytes it moves). A frozen parameter
+(``requires_grad=False``) is not differentiated and has no optimizer node: its weights
+are held by its first reader, as in an inference graph.
 
 Costs (:class:`~optpart.formats.costmodel.CostModel`, ``docs/costmodel.md``): FLOPs per
 node from ``torch.utils.flop_counter``'s formula registry applied to the traced
@@ -41,6 +43,7 @@ from ..problem import Constraints, Device, Links, Problem
 from .costmodel import CostModel
 from .torch import TracedStep, trace_training_step
 from .torch.aliasing import alias_source, check_problem_order, writer_groups
+from .torch.inputs import cross_entropy
 
 __all__ = ["from_torch", "problem_from_traced", "trace_training_step", "TracedStep", "cross_entropy", "VIEW_OPS",
            "SHAPE_ONLY_OPS"]
@@ -58,18 +61,6 @@ SHAPE_ONLY_OPS = frozenset({
     "ones_like", "zeros_like", "empty_like", "full_like", "rand_like", "randn_like",
     "new_zeros", "new_ones", "new_empty", "new_full", "sym_size", "sym_numel", "sym_stride",
 })
-
-
-def cross_entropy(logits, target):
-    """Mean cross-entropy written as log-softmax plus gather.
-
-    ``torch.nn.functional.cross_entropy`` lowers to ``nll_loss``, whose backward has no
-    meta kernel on some torch versions; this form traces on meta tensors everywhere.
-    """
-    import torch
-
-    logp = torch.log_softmax(logits.reshape(-1, logits.shape[-1]).float(), dim=-1)
-    return -logp.gather(1, target.reshape(-1, 1)).mean()
 
 
 def _extra_flops(nd) -> int | None:
@@ -231,7 +222,32 @@ def _no_split_groups(step, ids: list[str], modules: list[str], no_split) -> list
 
 def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str | None = None,
                         no_split: str | Sequence[str] = ()) -> Problem:
-    """The placement problem of a :class:`~optpart.formats.torch.TracedStep` (see :func:`from_torch`)."""
+    """The placement problem of a :class:`~optpart.formats.torch.TracedStep` (see :func:`from_torch`).
+
+    Parameters
+    ----------
+    step : TracedStep
+        A traced training step or forward pass (:func:`~optpart.formats.torch.trace_training_step`).
+    cost_model : CostModel, optional
+        Prices operators (FLOPs and bytes moved), edges and optimizer state (default
+        :class:`CostModel`).
+    name : str, optional
+        Problem name (default: the graph module's class name).
+    no_split : str or sequence of str
+        Module class names (comma-separated string or list) whose every instance becomes
+        one colocation group.
+
+    Returns
+    -------
+    Problem
+        Without devices; one node per operator, input, buffer and (training) optimizer
+        update, the step's ordering edges included with 0 bytes.
+
+    Raises
+    ------
+    FormatError
+        An operator whose FLOPs formula fails on the traced shapes.
+    """
     import torch
     from torch.utils.flop_counter import flop_registry
 
@@ -417,7 +433,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
         dtype = str(t.dtype).replace("torch.", "")
         numel = int(t.numel())
         group = [ids[index[r]] for r in readers[p]]
-        if training:
+        if training and pname not in step.frozen:
             uid = f"update.{pname}"
             ids.append(uid)
             state = cm.training_state_bytes(numel, dtype)
@@ -432,7 +448,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
             if g is not None and g in index:
                 update_edges.append((index[g], len(ids) - 1, nbytes(t)))
             group = [uid] + group
-        elif readers[p]:
+        elif readers[p]:  # inference, or a frozen parameter: its weights only, on its first reader
             holder = index[readers[p][0]]
             b = numel * cm.element_bytes(dtype)
             mem[holder] += b

@@ -40,7 +40,7 @@ from ..errors import OptpartError
 from ..formats.torch.aliasing import storage_accesses
 from ..result import Result
 
-__all__ = ["apply", "placement_and_order"]
+__all__ = ["apply", "check_devices", "placement_and_order"]
 
 
 def _torch():
@@ -56,6 +56,24 @@ def placement_and_order(result: Result | Mapping[str, str], problem=None) -> tup
 
     A bare ``{node id: device id}`` mapping has no schedule: the start times are empty
     and the graph keeps its traced (topological) order.
+
+    Parameters
+    ----------
+    result : Result or {node id: device id}
+        A solver's result, or a bare placement.
+    problem : Problem, optional
+        The problem of ``result`` (required with a Result: it names nodes and devices).
+
+    Returns
+    -------
+    tuple of dict
+        ``{node id: device id}`` and ``{node id: start time in seconds}`` (empty for a bare
+        placement).
+
+    Raises
+    ------
+    OptpartError
+        A result without a placement, without its problem, or of another problem's size.
     """
     if isinstance(result, Mapping):
         return {str(k): str(v) for k, v in result.items()}, {}
@@ -257,6 +275,7 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
             attr = f"param_{i}" if is_param else f"buffer_{i - n_p}"
             root.register_buffer(attr, src.detach().to(home[nd]), persistent=False)
             env[nd] = new.get_attr(attr)
+            env[nd].meta["optpart_device"] = str(home[nd])
         else:
             j = i - n_p - n_b
             if j >= step.n_inputs:
@@ -267,6 +286,7 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
                     name = "input_" + re.sub(r"\W", "_", name)
             ph = new.placeholder(name)
             env[nd] = new.call_method("to", (ph, home[nd]))
+            env[nd].meta["optpart_device"] = str(home[nd])
     for i, nd in enumerate(consts):
         value = operator.attrgetter(nd.target)(step.graph_module)
         if isinstance(value, torch.Tensor):
@@ -274,6 +294,7 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
         else:
             setattr(root, f"constant_{i}", value)
         env[nd] = new.get_attr(f"constant_{i}")
+        env[nd].meta["optpart_device"] = str(home[nd])
     copies: dict[tuple[Any, Any], Any] = {}
     n_copies = 0
 
@@ -284,6 +305,7 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
                 return env[a]
             if (a, dev) not in copies:
                 copies[(a, dev)] = new.call_method("to", (env[a], dev))
+                copies[(a, dev)].meta["optpart_device"] = str(dev)
                 n_copies += 1
             return copies[(a, dev)]
         return fetch
@@ -311,7 +333,8 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
         held = getattr(root, f"param_{i}" if i < n_p else f"buffer_{i - n_p}")
         if held.data_ptr() != own.data_ptr() or held.device != own.device:
             root.register_buffer(f"module_state_{i}", own.detach(), persistent=False)
-            new.call_function(torch.ops.aten.copy_.default, (new.get_attr(f"module_state_{i}"), env[nd]))
+            back = new.call_function(torch.ops.aten.copy_.default, (new.get_attr(f"module_state_{i}"), env[nd]))
+            back.meta["optpart_writeback"] = True  # a copy to the module's own device: a transfer
     out = next(nd for nd in nodes if nd.op == "output")
     vals = out.args[0]
     loss = env[vals[0]]
@@ -319,4 +342,68 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
     new.output((loss, grads))
     gm = fx.GraphModule(root, new, class_name="PlacedTrainingStep")
     gm.meta["optpart"] = {"devices": {nd.name: str(home[nd]) for nd in ops}, "transfers": n_copies}
+    check_devices(gm)
     return gm
+
+
+def check_devices(gm) -> dict[str, int]:
+    """Prove that every operator of a placed step reads only tensors held on its own device.
+
+    Two torch devices may share one memory (``cpu`` and ``cpu:0``, or any ``cpu:i``), so
+    running the step on a CPU cannot show a missing transfer: the tensor is simply there.
+    This check tags every value of the graph with the optpart device that holds it instead
+    (the ``optpart_device`` of the operator, attribute or ``Tensor.to`` copy that made it;
+    a ``getitem`` projection has its source's) and follows each operator's tensor arguments:
+    each must carry the operator's own tag. A graph input must pass through its ``Tensor.to``
+    first. The write-back of a batch-norm statistic into the module's own buffer is the one
+    operator allowed to read another device (``copy_`` is itself the transfer).
+
+    :func:`apply` runs it on every graph it builds; tests run it on graphs they break.
+
+    Parameters
+    ----------
+    gm : torch.fx.GraphModule
+        A graph made by :func:`apply` (its nodes carry ``meta["optpart_device"]``).
+
+    Returns
+    -------
+    dict
+        ``{"operators": operators checked, "transfers": Tensor.to copies between devices}``.
+
+    Raises
+    ------
+    OptpartError
+        An operator reading a tensor of another device (or an untagged value, such as a raw
+        graph input), naming the operator, the argument and both devices.
+    """
+    tag: dict[Any, str | None] = {}
+    n_ops = n_to = 0
+    for nd in gm.graph.nodes:
+        if nd.op == "placeholder":
+            tag[nd] = None  # the caller's tensor, wherever it is: it must be copied before use
+        elif nd.op == "call_function" and nd.target is operator.getitem:
+            tag[nd] = tag.get(nd.args[0])
+        elif nd.op in ("get_attr", "call_method", "call_function"):
+            tag[nd] = nd.meta.get("optpart_device")
+            if nd.op == "call_method" and nd.target == "to":
+                n_to += nd.args[0].op != "placeholder"
+                continue
+            if nd.op != "call_function" or nd.meta.get("optpart_writeback"):
+                continue
+            n_ops += 1
+            for arg in _node_args(nd):
+                if tag.get(arg) != tag[nd]:
+                    where = "no device (a graph input used without its copy)" if tag.get(arg) is None \
+                        else f"device {tag.get(arg)}"
+                    raise OptpartError(f"placed step: operator '{nd.name}' on {tag[nd]} reads '{arg.name}' "
+                                       f"from {where}: a cross-device transfer is missing")
+    return {"operators": n_ops, "transfers": n_to}
+
+
+def _node_args(nd) -> list:
+    """The distinct FX nodes among ``nd``'s arguments and keyword arguments, in order."""
+    import torch.fx as fx
+
+    found: dict[Any, None] = {}
+    fx.node.map_arg((nd.args, nd.kwargs), lambda a: found.setdefault(a))
+    return list(found)

@@ -217,6 +217,29 @@ def with_measured_times(problem, times: Mapping[str, float], *, device: str, rep
     ``meta["cost_model"]`` gains ``"times": "measured"`` and a ``profile`` record (device,
     repeats, warm-up runs, statistic, threads, torch version); edge bytes, memory and links are
     unchanged (still the cost model's).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem whose times to replace.
+    times : {node id: seconds}
+        A measured time for every node (:func:`profile_times`).
+    device : str
+        Where the times were measured (recorded in the metadata).
+    repeats, warmup : int
+        Timed and untimed runs behind each median (recorded).
+    threads : int, optional
+        CPU threads used (recorded; default: torch's current count).
+
+    Returns
+    -------
+    Problem
+        A new problem; everything but node times and metadata unchanged.
+
+    Raises
+    ------
+    OptpartError
+        A node of ``problem`` without a measured time.
     """
     import torch
 
@@ -248,6 +271,30 @@ def measured_problem(problem, module, example_inputs, *, device: str = "cpu", re
 
     Traces the step again unless ``step`` is given, runs :func:`profile_times` with the
     module's parameters and ``example_inputs``, and returns :func:`with_measured_times`.
+
+    Parameters
+    ----------
+    problem : Problem
+        Imported from ``module`` and ``example_inputs`` (same loss and targets).
+    module : torch.nn.Module
+        The model; meta-device parameters are replaced by a seeded random init for timing.
+    example_inputs : tensor, sequence or dict
+        As given to the importer.
+    device : str
+        Torch device to time on (``'cpu'``, ``'cuda:0'``).
+    repeats, warmup : int
+        Timed runs per operator (the median is kept) and untimed runs before them.
+    loss_fn, targets :
+        As given to the importer.
+    step : TracedStep, optional
+        A trace of this module and inputs, to skip tracing again.
+    threads : int, optional
+        CPU threads for the timing runs (default: torch's current count).
+
+    Returns
+    -------
+    Problem
+        ``problem`` with measured node times (:func:`with_measured_times`).
     """
     from ..formats.torch import trace_training_step
 

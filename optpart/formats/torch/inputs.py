@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from ...errors import FormatError
 
-__all__ = ["output_tensors", "default_loss", "DEFAULT_LOSS", "OUTPUT_LOSS"]
+__all__ = ["output_tensors", "default_loss", "cross_entropy", "DEFAULT_LOSS", "OUTPUT_LOSS"]
 
 #: How :func:`default_loss` is described in :attr:`TracedStep.loss` and problem metadata.
 DEFAULT_LOSS = "sum over the floating tensors of the output of their mean"
@@ -27,6 +27,18 @@ def output_tensors(value, *, floating_only: bool = False) -> list:
     Understood containers: tuples, lists, dicts (insertion order; Hugging Face
     ``ModelOutput`` is one and holds only its non-``None`` fields), and dataclasses (field
     order). Anything else (a key/value cache object, ``None``, a number) is skipped.
+
+    Parameters
+    ----------
+    value : Any
+        A module's output (or any nesting of the containers above).
+    floating_only : bool
+        Keep only floating-point and complex tensors (those a loss can be built from).
+
+    Returns
+    -------
+    list of torch.Tensor
+        The tensors, depth first.
     """
     import torch
 
@@ -57,6 +69,21 @@ def default_loss(output):
     its ``ModelOutput`` has a ``loss`` field) is trained on that loss. Otherwise: the sum,
     over the floating tensors of the output, of their mean (so every output, e.g. both
     logits and hidden states, gets a gradient); a scalar output is therefore its own loss.
+
+    Parameters
+    ----------
+    output : Any
+        The module's output (tensor, container, ``ModelOutput``).
+
+    Returns
+    -------
+    torch.Tensor
+        A scalar loss.
+
+    Raises
+    ------
+    FormatError
+        The output holds no floating-point tensor (pass ``loss_fn=``).
     """
     import torch
 
@@ -70,6 +97,30 @@ def default_loss(output):
     for t in tensors[1:]:
         loss = loss + t.mean()
     return loss
+
+
+def cross_entropy(logits, target):
+    """Mean cross-entropy written as log-softmax plus gather.
+
+    ``torch.nn.functional.cross_entropy`` lowers to ``nll_loss``, whose backward has no
+    meta kernel on some torch versions; this form traces on meta tensors everywhere.
+
+    Parameters
+    ----------
+    logits : torch.Tensor
+        Scores ``(..., classes)``; computed in float32.
+    target : torch.Tensor
+        Integer class indices, one per row of ``logits`` (any shape with that many elements).
+
+    Returns
+    -------
+    torch.Tensor
+        The scalar mean negative log-likelihood.
+    """
+    import torch
+
+    logp = torch.log_softmax(logits.reshape(-1, logits.shape[-1]).float(), dim=-1)
+    return -logp.gather(1, target.reshape(-1, 1)).mean()
 
 
 def _split_inputs(example_inputs) -> tuple[tuple[str, ...], list, bool, Any]:

@@ -107,6 +107,10 @@ class TracedStep:
         Whether the graph was functionalized (no in-place operator but the writes to
         its inputs); False when functionalization failed and the traced mutations stay,
         ordered by :attr:`order` (a note says why).
+    frozen : frozenset of str
+        Names of parameters with ``requires_grad=False`` (frozen embeddings, e.g. Whisper's
+        sinusoidal positions): the step does not differentiate them (their gradient output
+        is ``None``) and they get no optimizer node.
     """
 
     graph_module: Any
@@ -124,6 +128,7 @@ class TracedStep:
     backward: frozenset = field(default=frozenset())
     order: tuple = field(default=())
     functional: bool = False
+    frozen: frozenset = field(default=frozenset())
 
     @property
     def n_inputs(self) -> int:
@@ -132,7 +137,23 @@ class TracedStep:
 
     def flatten_inputs(self, example_inputs) -> list:
         """The tensors of ``example_inputs`` (shaped like the traced ones) in placeholder order,
-        so that ``graph_module(params, buffers, *step.flatten_inputs(x), *targets)`` runs."""
+        so that ``graph_module(params, buffers, *step.flatten_inputs(x), *targets)`` runs.
+
+        Parameters
+        ----------
+        example_inputs : tensor, sequence or dict
+            Inputs structured like the traced ones (same names and nesting).
+
+        Returns
+        -------
+        list of torch.Tensor
+            One tensor per graph input, in :attr:`input_names` order.
+
+        Raises
+        ------
+        FormatError
+            The inputs name or nest tensors differently from the traced ones.
+        """
         names, tensors, _, _ = _split_inputs(example_inputs)
         if names != self.input_names:
             raise FormatError(f"these inputs give graph inputs {list(names)}; the traced step has "
@@ -300,8 +321,10 @@ def trace_training_step(
     pvals = [p for _, p in module.named_parameters()]
     bnames = tuple(n for n, _ in module.named_buffers())
     bvals = [b for _, b in module.named_buffers()]
-    if training and not pnames:
-        raise FormatError(f"{cls} has no parameters to train; use training=False")
+    frozen = frozenset(n for n, p in module.named_parameters() if not p.requires_grad)
+    if training and len(frozen) == len(pnames):
+        raise FormatError(f"{cls} has no parameters to train ({'all are requires_grad=False' if pnames else 'none'}); "
+                          "use training=False")
     n_in = len(input_vals)
     notes: list[str] = []
     stamper = _ModuleStamper(module)
@@ -328,8 +351,9 @@ def trace_training_step(
             raise FormatError(f"the loss of {cls} must be a scalar tensor, got "
                               f"{tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__}")
         stamper.stamp_backward(loss)
-        grads = torch.autograd.grad(loss, list(params), allow_unused=True)
-        return (loss, *grads)
+        got = iter(torch.autograd.grad(loss, [p for n, p in zip(pnames, params) if n not in frozen],
+                                       allow_unused=True))
+        return (loss, *(None if n in frozen else next(got) for n in pnames))
 
     def run(mode: str):
         stamper.stack.clear()
@@ -346,7 +370,7 @@ def trace_training_step(
 
             def conv(t, grad=False):
                 return _materialize(t, gen, grad)
-        params = [conv(p, training) for p in pvals]
+        params = [conv(p, training and n not in frozen) for n, p in zip(pnames, pvals)]
         buffers = [conv(b) for b in bvals]
         xs = [conv(x) for x in input_vals] + [conv(t) for t in targets]
         with fxt.preserve_node_meta(), torch.enable_grad():
@@ -403,7 +427,8 @@ def trace_training_step(
     gm.recompile()
     traced_step = _describe(gm, module, pnames, bnames, input_names, len(targets), training, state["loss"], used,
                             tuple(notes))
-    traced_step = dataclasses.replace(traced_step, order=ordering_edges(gm.graph), functional=is_functional)
+    traced_step = dataclasses.replace(traced_step, order=ordering_edges(gm.graph), functional=is_functional,
+                                      frozen=frozen if training else frozenset())
     check_aliasing(traced_step)  # proves the edges order every write; a failure is a bug of ours
     return traced_step
 
