@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -188,6 +188,30 @@ class _Prober:
         return r if r is not None and r.makespan <= found.makespan else found
 
 
+def _geometric_midpoint(lo: int, hi: int) -> int:
+    """The integer near ``sqrt(lo * hi)`` strictly between ``lo`` and ``hi`` (halving from 0)."""
+    mid = math.ceil(math.sqrt(max(lo, 1) * hi)) if lo > 0 else math.ceil(hi / 2)
+    return min(max(mid, lo + 1), hi - 1)
+
+
+def _bisect(found: Callable[[int], Result | None], lo: int, best: tuple[int, Result],
+            midpoint: Callable[[int, int], int], done: Callable[[int, int], bool]) -> tuple[int, Result]:
+    """Bisection between ``lo`` (known to fail) and ``best[0]`` (where ``best[1]`` was found).
+
+    Probes ``found(midpoint(lo, hi))`` until ``done(lo, hi)`` and returns the smallest
+    value probed with a placement and that placement.
+    """
+    hi = best[0]
+    while not done(lo, hi):
+        mid = midpoint(lo, hi)
+        r = found(mid)
+        if r is not None:
+            hi, best = mid, (mid, r)
+        else:
+            lo = mid
+    return best
+
+
 def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, memory_model: str | None = None,
                  tolerance: float = 0.01, seed: int = 0, time_limit: float | None = None,
                  options: dict[str, Any] | None = None) -> FitResult:
@@ -221,15 +245,8 @@ def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, m
         if r is not None:
             best = (max(math.ceil(lb), 1), r)
             hi = best[0]
-    while hi > max(lo, 1) * (1 + tolerance) and hi - lo > 1:
-        mid = math.ceil(math.sqrt(max(lo, 1) * hi)) if lo > 0 else math.ceil(hi / 2)
-        mid = min(max(mid, lo + 1), hi - 1)
-        _q, r = probe(devices, mid)
-        if r is not None:
-            hi, best = mid, (mid, r)
-        else:
-            lo = mid
-    cap, r = best
+    cap, r = _bisect(lambda c: probe(devices, c)[1], lo, best, _geometric_midpoint,
+                     lambda lo, hi: hi <= max(lo, 1) * (1 + tolerance) or hi - lo <= 1)
     r = probe.polish(devices, cap, r)
     return FitResult(float(cap), devices, lb, r, model, solver, "capacity", probes=probe.probes)
 
@@ -260,14 +277,7 @@ def min_devices(problem: Problem, memory: float, solver: str = "heuristic", *, m
     if best is None:
         return FitResult(float(memory), None, float(lb), None, model, solver, "devices",
                          reason=f"{solver} found no placement with up to {limit} devices", probes=probe.probes)
-    hi = best[0]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        _, r = probe(mid, memory)
-        if r is not None:
-            hi, best = mid, (mid, r)
-        else:
-            lo = mid
-    k, r = best
+    k, r = _bisect(lambda k: probe(k, memory)[1], lo, best, lambda lo, hi: (lo + hi) // 2,
+                   lambda lo, hi: hi - lo <= 1)
     r = probe.polish(k, memory, r)
     return FitResult(float(memory), k, float(lb), r, model, solver, "devices", probes=probe.probes)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import zlib
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,57 @@ __all__ = ["read_bytes", "read_text", "parse_json", "write_bytes", "write_pieces
 HAVE_ORJSON = _orjson is not None
 _CHUNK = 16 * 2**20
 
+
+
+def short(x: Any, limit: int = 40) -> str:
+    """``repr(x)`` cut to ``limit`` characters, for one-line error messages.
+
+    Parameters
+    ----------
+    x : object
+        The offending value, as read.
+    limit : int, optional
+        The most characters kept before ``...``.
+
+    Returns
+    -------
+    str
+        The (cut) representation.
+    """
+    text = repr(x)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def json_number(value: Any, what: str) -> float:
+    """A JSON number that must be finite and >= 0 (never a bool), as a float.
+
+    Parameters
+    ----------
+    value : object
+        The value read from the document.
+    what : str
+        The field, for the message (``"result field 'makespan'"``).
+
+    Returns
+    -------
+    float
+        The number.
+
+    Raises
+    ------
+    FormatError
+        One line naming ``what`` and the value: not a number, beyond the float range,
+        negative, infinite or NaN.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FormatError(f"{what} is {short(value)}; it must be a number")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise FormatError(f"{what} is {short(value)}; it is beyond the float range") from None
+    if not (0 <= x < math.inf):
+        raise FormatError(f"{what} is {short(value)}; it must be a finite number >= 0")
+    return x
 
 def _too_big(path: Path, limit: int, compressed: bool) -> FormatError:
     what = "decompresses to more than" if compressed else "is larger than"

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import FormatError
 from ..limits import check_devices
-from ._io import parse_json, read_bytes
+from ._io import json_number as _num, parse_json, read_bytes, short as _short
 from ..problem import Constraints, Device, Links, Problem
 
 __all__ = ["read_dnn_partitioning", "dnn_partitioning_from_dict", "looks_like_dnn_partitioning"]
@@ -44,24 +44,6 @@ _MS = 1e-3
 
 def looks_like_dnn_partitioning(doc: Any) -> bool:
     return isinstance(doc, dict) and "maxSizePerFPGA" in doc and "nodes" in doc
-
-
-def _num(value: Any, what: str) -> float:
-    """A JSON number >= 0 (finite), or a :class:`FormatError` naming ``what`` and the value."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise FormatError(f"{what} is {_short(value)}; it must be a number")
-    try:
-        x = float(value)
-    except OverflowError:
-        raise FormatError(f"{what} is {_short(value)}; it is beyond the float range") from None
-    if not (0 <= x < math.inf):
-        raise FormatError(f"{what} is {_short(value)}; it must be a finite number >= 0")
-    return x
-
-
-def _short(x: Any, limit: int = 40) -> str:
-    text = repr(x)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _device_count(value: Any, name: str) -> int:

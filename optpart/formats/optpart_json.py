@@ -21,7 +21,7 @@ from ..model.constraints import Constraints
 from ..model.devices import Links
 from ..model.problem import Problem
 from ..result import Result, Status
-from ._io import _orjson
+from ._io import _orjson, json_number, short as _short
 
 __all__ = [
     "PROBLEM_FORMAT",
@@ -53,11 +53,6 @@ def _check_header(doc: Any, expected: str) -> None:
     version = doc["version"]
     if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
         raise FormatError(f"unsupported {expected} version {doc['version']!r}; this optpart reads version {VERSION}")
-
-
-def _short(x: Any, limit: int = 40) -> str:
-    text = repr(x)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 #: The fields of an optpart-problem document.
@@ -400,14 +395,4 @@ def result_from_dict(doc: Mapping[str, Any], problem: Problem) -> Result:
 def _result_number(doc: Mapping[str, Any], key: str) -> float:
     """A result's optional number (``null`` or absent read as 0), or an error naming the field."""
     value = doc.get(key)
-    if value is None:
-        return 0.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise FormatError(f"result field '{key}' must be a number, got {_short(value)}")
-    try:
-        x = float(value)
-    except OverflowError:
-        raise FormatError(f"result field '{key}' is {_short(value)}; it is beyond the float range") from None
-    if not math.isfinite(x) or x < 0:
-        raise FormatError(f"result field '{key}' is {_short(value)}; it must be a finite number >= 0")
-    return x
+    return 0.0 if value is None else json_number(value, f"result field '{key}'")

@@ -33,6 +33,59 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
+class _NotThisType(Exception):
+    """Raised by a converter: the value is not of the option's type."""
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise _NotThisType
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise _NotThisType
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise _NotThisType from None
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise _NotThisType
+    try:
+        out = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise _NotThisType from None
+    if math.isnan(out):
+        raise _NotThisType
+    return out
+
+
+def _to_dict(value: Any) -> dict:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise _NotThisType
+    return dict(value)
+
+
+def _to_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _NotThisType
+    return value
+
+
+#: One converter per option type, and the words for "a value of that type".
+_CONVERT = {bool: _to_bool, int: _to_int, float: _to_float, dict: _to_dict, str: _to_str}
+_KIND = {bool: "true or false", int: "an integer", float: "a number", dict: "a mapping of names to values",
+         str: "a string"}
+
+
 @dataclass(frozen=True)
 class Option:
     """One solver option: name, type (bool, int, float, str, or dict for raw backend
@@ -58,46 +111,13 @@ class Option:
             if self.allow_none:
                 return None
             raise SolverError(f"{where} must be a {self.type.__name__}")
-        if self.type is bool:
-            if isinstance(value, bool):
-                out = value
-            elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-                out = value.strip().lower() in _TRUE
-            elif isinstance(value, int) and value in (0, 1):
-                out = bool(value)
-            else:
-                raise SolverError(f"{where} must be true or false")
-        elif self.type is int:
-            if isinstance(value, bool):
-                raise SolverError(f"{where} must be an integer")
-            try:
-                out = int(value) if not isinstance(value, float) else None
-            except (TypeError, ValueError):
-                out = None
-            if out is None:
-                if isinstance(value, float) and value.is_integer():
-                    out = int(value)
-                else:
-                    raise SolverError(f"{where} must be an integer")
-        elif self.type is float:
-            if isinstance(value, bool):
-                raise SolverError(f"{where} must be a number")
-            try:
-                out = float(value)
-            except (TypeError, ValueError, OverflowError):
-                raise SolverError(f"{where} must be a number") from None
-            if math.isnan(out):
-                raise SolverError(f"{where} must be a number")
-        elif self.type is dict:
-            if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-                raise SolverError(f"{where} must be a mapping of names to values")
-            out = dict(value)
-        elif self.type is str:
-            if not isinstance(value, str):
-                raise SolverError(f"{where} must be a string")
-            out = value
-        else:  # pragma: no cover - a spec bug, not a user error
+        convert = _CONVERT.get(self.type)
+        if convert is None:  # pragma: no cover - a spec bug, not a user error
             raise TypeError(f"option {self.name}: unsupported type {self.type!r}")
+        try:
+            out = convert(value)
+        except _NotThisType:
+            raise SolverError(f"{where} must be {_KIND[self.type]}") from None
         if self.choices and out not in self.choices:
             raise SolverError(f"{where} must be one of: {', '.join(map(str, self.choices))}")
         if self.min is not None and out < self.min:
