@@ -60,7 +60,18 @@ class FitResult:
 
     def to_dict(self, problem: Problem | None = None) -> dict[str, Any]:
         """JSON-ready: ``capacity``, ``devices``, ``lower_bound``, ``result`` (the optpart-result
-        document, or None), plus ``memory_model``, ``solver``, ``searched``, ``reason``, ``probes``."""
+        document, or None), plus ``memory_model``, ``solver``, ``searched``, ``reason``, ``probes``.
+
+        Parameters
+        ----------
+        problem : Problem, optional
+            The problem searched; needed to write ``result`` (None writes ``result: null``).
+
+        Returns
+        -------
+        dict
+            The fields above; an infinite lower bound (nothing fits) is written as None.
+        """
         import json
 
         from .formats.optpart_json import result_to_json
@@ -89,6 +100,20 @@ def capacity_lower_bound(problem: Problem, devices: int, memory_model: str | Non
     the largest running need (:func:`optpart.model.screening.running_need`: what is
     surely live when a node starts), the parameters over ``devices`` (held all step), and
     the parameters of the nodes pinned to one device.
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph (its devices are ignored).
+    devices : int
+        How many equal devices share the graph.
+    memory_model : {"static", "peak"}, optional
+        Default: peak for graphs with the param/output/temp split, else static.
+
+    Returns
+    -------
+    float
+        Bytes per device below which no placement fits under ``memory_model``.
     """
     model = _model(problem, memory_model)
     if problem.n_nodes == 0:
@@ -111,7 +136,24 @@ def capacity_lower_bound(problem: Problem, devices: int, memory_model: str | Non
 
 def devices_lower_bound(problem: Problem, capacity: float, memory_model: str | None = None) -> tuple[int, str]:
     """``(count, reason)``: no fewer devices of ``capacity`` bytes can hold the graph (proven);
-    count 0 with the reason when no count can (a node needs more than ``capacity``)."""
+    count 0 with the reason when no count can (a node needs more than ``capacity``).
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph (its devices are ignored).
+    capacity : float
+        Bytes per device.
+    memory_model : {"static", "peak"}, optional
+        Default: peak for graphs with the param/output/temp split, else static.
+
+    Returns
+    -------
+    count : int
+        The proven minimum device count (1 for an empty graph, 0 when none suffices).
+    reason : str
+        Why, in one line (the node or total that sets the bound).
+    """
     model = _model(problem, memory_model)
     if problem.n_nodes == 0:
         return 1, ""
@@ -140,7 +182,22 @@ def devices_lower_bound(problem: Problem, capacity: float, memory_model: str | N
 
 def on_devices(problem: Problem, k: int, capacity: float) -> Problem:
     """``problem`` on ``k`` devices of ``capacity`` bytes each (the file's device ids and speeds kept
-    where they exist, its links or the CLI defaults)."""
+    where they exist, its links or the CLI defaults).
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph, with or without devices.
+    k : int
+        Device count.
+    capacity : float
+        Bytes per device (every device gets the same).
+
+    Returns
+    -------
+    Problem
+        The problem on the ``k`` devices; link overrides naming a dropped device go.
+    """
     old = problem.devices
     speeds = [d.speed for d in old] if len(old) == k else [1.0] * k
     devs = [Device(old[i].id if i < len(old) else f"dev{i}", float(capacity), speeds[i]) for i in range(k)]
@@ -217,7 +274,33 @@ def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, m
                  options: dict[str, Any] | None = None) -> FitResult:
     """The smallest capacity (bytes, the same on every device, to ``tolerance``) at which
     ``solver`` places ``problem`` on ``devices`` devices under ``memory_model`` (default:
-    peak for graphs with the param/output/temp split, else static). See the module doc."""
+    peak for graphs with the param/output/temp split, else static). See the module doc.
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph (its own devices' capacities are ignored).
+    devices : int
+        Device count (>= 1).
+    solver : str, optional
+        Registered solver name.
+    memory_model : {"static", "peak"}, optional
+        The model a placement must fit.
+    tolerance : float, optional
+        Relative precision of the answer (> 0; 0.01 is 1%).
+    seed : int, optional
+        Passed to the solver.
+    time_limit : float, optional
+        Seconds per probe; None sets no wall-clock limit (deterministic).
+    options : dict, optional
+        Solver options (see ``optpart solvers``).
+
+    Returns
+    -------
+    FitResult
+        ``capacity`` in bytes (None when nothing was found), the solver's result there,
+        every probe and the proven :func:`capacity_lower_bound`.
+    """
     if not isinstance(devices, (int, np.integer)) or devices < 1:
         raise OptpartError(f"devices={devices!r} must be an integer >= 1")
     if not tolerance > 0:
@@ -256,7 +339,33 @@ def min_devices(problem: Problem, memory: float, solver: str = "heuristic", *, m
                 options: dict[str, Any] | None = None) -> FitResult:
     """The smallest number of devices of ``memory`` bytes each on which ``solver`` places
     ``problem`` (doubling from the proven lower bound, then bisection; at most
-    ``max_devices``, default the node count)."""
+    ``max_devices``, default the node count).
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph (its own device count is ignored).
+    memory : float
+        Bytes per device (> 0).
+    solver : str, optional
+        Registered solver name.
+    memory_model : {"static", "peak"}, optional
+        The model a placement must fit.
+    max_devices : int, optional
+        The largest count probed (default: the node count).
+    seed : int, optional
+        Passed to the solver.
+    time_limit : float, optional
+        Seconds per probe; None sets no wall-clock limit.
+    options : dict, optional
+        Solver options.
+
+    Returns
+    -------
+    FitResult
+        ``devices`` (None when no count up to ``max_devices`` worked), the result there,
+        every probe and the proven :func:`devices_lower_bound`.
+    """
     if not memory > 0:
         raise OptpartError(f"memory={memory!r} must be a positive number of bytes")
     model = _model(problem, memory_model)

@@ -19,7 +19,21 @@ __all__ = ["layered_dag", "training_graph", "chain", "fork_join", "uniform_devic
 
 
 def uniform_devices(k: int, memory: float = float("inf"), speed: float = 1.0) -> list[Device]:
-    """``k`` identical devices named ``dev0..dev{k-1}``."""
+    """``k`` identical devices named ``dev0..dev{k-1}``.
+
+    Parameters
+    ----------
+    k : int
+        Device count.
+    memory : float, optional
+        Capacity of each, in bytes (unlimited by default).
+    speed : float, optional
+        Relative speed of each (1 is the reference device).
+
+    Returns
+    -------
+    list of Device
+    """
     return [Device(f"dev{i}", memory, speed) for i in range(k)]
 
 
@@ -43,6 +57,29 @@ def layered_dag(n: int, *, layers: int | None = None, edge_prob: float = 0.3, cc
     first layer has at least one predecessor in the layer above. With ``k``, the problem
     gets ``k`` identical devices of capacity ``memory_slack * total / k`` (unlimited when
     ``memory_slack`` is None).
+
+    Parameters
+    ----------
+    n : int
+        Node count.
+    layers : int, optional
+        Layer count (default ``round(sqrt(n))``).
+    edge_prob : float, optional
+        Probability of each edge between consecutive layers.
+    ccr : float, optional
+        Communication-to-computation ratio: mean transfer time over mean node time.
+    k : int, optional
+        Device count; None gives a problem without devices.
+    memory_slack : float, optional
+        Total capacity over total memory (1.5: 50% room); None: unlimited.
+    seed : int, optional
+        Seed of the numpy generator: equal seeds give equal problems.
+    name : str, optional
+        The problem's name.
+
+    Returns
+    -------
+    Problem
     """
     rng = np.random.default_rng(seed)
     layers = layers or max(1, int(round(np.sqrt(n))))
@@ -97,6 +134,28 @@ def training_graph(n_layers: int, *, width: int = 2, ccr: float = 0.5, k: int | 
     ``w{i}`` (parameters + optimizer state), which feeds forward and backward and is
     updated by ``u{i}``; ``w{i}``, ``u{i}`` and the backward weight-gradient node are
     colocated. About ``(2 * width + 5) * n_layers`` nodes.
+
+    Parameters
+    ----------
+    n_layers : int
+        Layer count.
+    width : int, optional
+        Parallel operators per layer.
+    ccr : float, optional
+        Communication-to-computation ratio of the links.
+    k : int, optional
+        Device count; None gives a problem without devices.
+    memory_slack : float, optional
+        Total capacity over total memory; None: unlimited.
+    seed : int, optional
+        Seed of the numpy generator.
+    name : str, optional
+        The problem's name.
+
+    Returns
+    -------
+    Problem
+        With colocation constraints tying each weight to its update.
     """
     rng = np.random.default_rng(seed)
     ids: list[str] = []
@@ -170,14 +229,46 @@ def training_graph(n_layers: int, *, width: int = 2, ccr: float = 0.5, k: int | 
 
 
 def chain(n: int, time: float = 1.0, memory: float = 1.0, nbytes: float = 0.0) -> Problem:
-    """A chain ``c0 -> c1 -> ... -> c{n-1}`` of equal nodes (no devices)."""
+    """A chain ``c0 -> c1 -> ... -> c{n-1}`` of equal nodes (no devices).
+
+    Parameters
+    ----------
+    n : int
+        Node count.
+    time : float, optional
+        Seconds per node.
+    memory : float, optional
+        Bytes per node.
+    nbytes : float, optional
+        Bytes per edge.
+
+    Returns
+    -------
+    Problem
+    """
     return Problem.from_arrays([f"c{i}" for i in range(n)], np.full(n, time), np.full(n, memory),
                                list(range(n - 1)), list(range(1, n)), np.full(max(n - 1, 0), nbytes),
                                name=f"chain-{n}")
 
 
 def fork_join(width: int, time: float = 1.0, memory: float = 1.0, nbytes: float = 0.0) -> Problem:
-    """``src`` -> ``width`` parallel nodes -> ``sink`` (no devices)."""
+    """``src`` -> ``width`` parallel nodes -> ``sink`` (no devices).
+
+    Parameters
+    ----------
+    width : int
+        Parallel nodes between ``src`` and ``sink``.
+    time : float, optional
+        Seconds per node.
+    memory : float, optional
+        Bytes per node.
+    nbytes : float, optional
+        Bytes per edge.
+
+    Returns
+    -------
+    Problem
+    """
     ids = ["src"] + [f"p{i}" for i in range(width)] + ["sink"]
     src = [0] * width + list(range(1, width + 1))
     dst = list(range(1, width + 1)) + [width + 1] * width
@@ -203,6 +294,30 @@ def planted_dag(n: int, k: int = 4, *, ccr: float = 1.0, preds: int = 2, window:
     before it on its planted device, which finishes exactly at its start: the planted
     schedule has no slack anywhere, which is what makes these instances hard for list
     schedulers (HEFT lands several percent above ``L`` at 200-2,000 nodes).
+
+    Parameters
+    ----------
+    n : int
+        Node count.
+    k : int, optional
+        Device count of the planted schedule (and of the problem).
+    ccr : float, optional
+        Communication-to-computation ratio.
+    preds : int, optional
+        The most predecessors per node.
+    window : int, optional
+        How many recently finished nodes a predecessor is drawn from.
+    chains : bool, optional
+        Add the tight edge from each node's planted device predecessor.
+    seed : int, optional
+        Seed of the numpy generator.
+    name : str, optional
+        The problem's name.
+
+    Returns
+    -------
+    Problem
+        With ``meta["optimum"]`` (seconds) and ``meta["planted_placement"]`` (device per node).
     """
     rng = np.random.default_rng(seed)
     per = np.full(k, n // k)
@@ -272,6 +387,25 @@ def large_training_graph(n_target: int, seed: int = 0, *, k: int | None = None, 
     backward operators and six update nodes, each colocated with its weight. 38 nodes per
     layer; layers are chained (forward out -> next in; backward in -> previous out).
     With ``k``, ``k`` identical devices of capacity ``memory_slack * total / k``.
+
+    Parameters
+    ----------
+    n_target : int
+        Approximate node count (rounded to whole layers of 38 nodes).
+    seed : int, optional
+        Seed of the numpy generator.
+    k : int, optional
+        Device count; None gives a problem without devices.
+    memory_slack : float, optional
+        Total capacity over total memory.
+    ccr : float, optional
+        Communication-to-computation ratio of the links.
+    name : str, optional
+        The problem's name.
+
+    Returns
+    -------
+    Problem
     """
     rng = np.random.default_rng(seed)
     f_names = ["in", "q", "k", "v", "scores", "softmax", "mix", "proj", "add", "norm", "mlp1", "act", "mlp2"]
@@ -335,6 +469,27 @@ def fork_join_dag(n: int, *, width: int = 4, ccr: float = 1.0, k: int | None = N
     bandwidth makes the mean transfer ``ccr`` times the mean node time, so a branch placed
     away from its fork pays two transfers. With ``k``: ``k`` identical devices of
     capacity ``memory_slack * total / k`` (unlimited when ``memory_slack`` is None).
+
+    Parameters
+    ----------
+    n : int
+        Approximate node count.
+    width : int, optional
+        Branches per stage.
+    ccr : float, optional
+        Communication-to-computation ratio.
+    k : int, optional
+        Device count; None gives a problem without devices.
+    memory_slack : float, optional
+        Total capacity over total memory; None: unlimited.
+    seed : int, optional
+        Seed of the numpy generator.
+    name : str, optional
+        The problem's name.
+
+    Returns
+    -------
+    Problem
     """
     rng = np.random.default_rng(seed)
     src: list[int] = []

@@ -92,7 +92,24 @@ def _too_big(path: Path, limit: int, compressed: bool) -> FormatError:
 
 
 def read_bytes(path: str | Path) -> bytes:
-    """A file's bytes, gunzipped when its name ends in ``.gz``, within the input size limit."""
+    """A file's bytes, gunzipped when its name ends in ``.gz``, within the input size limit.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    bytes
+        Its (decompressed) content.
+
+    Raises
+    ------
+    FormatError
+        A missing file, a directory, a broken gzip stream, or more than
+        :func:`optpart.limits.max_input_bytes` (also after decompression).
+    """
     path = Path(path)
     if not path.exists():
         raise FormatError(f"no such file: {path}")
@@ -124,7 +141,17 @@ def read_bytes(path: str | Path) -> bytes:
 
 
 def read_text(path: str | Path) -> str:
-    """A file's text (UTF-8), gunzipped when its name ends in ``.gz``; see :func:`read_bytes`."""
+    """A file's text (UTF-8), gunzipped when its name ends in ``.gz``; see :func:`read_bytes`.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    str
+    """
     data = read_bytes(path)
     try:
         return data.decode("utf-8")
@@ -133,7 +160,20 @@ def read_text(path: str | Path) -> str:
 
 
 def parse_json(data: bytes | str, path: str | Path) -> Any:
-    """Parse JSON text, or raise :class:`FormatError` naming the file, line and column."""
+    """Parse JSON text, or raise :class:`FormatError` naming the file, line and column.
+
+    Parameters
+    ----------
+    data : bytes or str
+        The document's text.
+    path : str or pathlib.Path
+        Its file, for the message.
+
+    Returns
+    -------
+    object
+        The parsed value (``NaN``/``Infinity`` constants are refused: not JSON).
+    """
     try:
         if _orjson is not None:
             return _orjson.loads(data)
@@ -155,14 +195,35 @@ def _reject_constant(name: str):
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` (gzip-compressed, deterministically, when the name ends in ``.gz``)."""
+    """Write ``data`` (gzip-compressed, deterministically, when the name ends in ``.gz``).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    data : bytes
+        Its content.
+    """
     write_pieces(path, [data])
 
 
 def write_pieces(path: str | Path, pieces: list[bytes | str]) -> None:
     """Write ``pieces`` one after the other (``str`` as UTF-8), gzip-compressed and
     deterministic when the name ends in ``.gz``: the same bytes as writing their
-    concatenation, without building it."""
+    concatenation, without building it.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    pieces : list of bytes or str
+        Its content, in order.
+
+    Raises
+    ------
+    FormatError
+        When the file cannot be written (naming it and the reason).
+    """
     path = Path(path)
     try:
         with open(path, "wb") as raw:

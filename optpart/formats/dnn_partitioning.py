@@ -43,6 +43,17 @@ _MS = 1e-3
 
 
 def looks_like_dnn_partitioning(doc: Any) -> bool:
+    """Whether a parsed JSON document is a dnn-partitioning instance (its two telltale fields).
+
+    Parameters
+    ----------
+    doc : object
+        The parsed document.
+
+    Returns
+    -------
+    bool
+    """
     return isinstance(doc, dict) and "maxSizePerFPGA" in doc and "nodes" in doc
 
 
@@ -64,6 +75,18 @@ def dnn_partitioning_from_dict(doc: Mapping[str, Any], name: str = "dnn") -> Pro
 
     Every number is checked (a number, finite, >= 0); ``maxFPGAs`` must be a whole
     number >= 1. Nothing is rounded or replaced.
+
+    Parameters
+    ----------
+    doc : mapping
+        The parsed document (``nodes``, ``edges``, ``maxSizePerFPGA``, ``maxFPGAs``).
+    name : str, optional
+        The problem's name (the file's stem), also used in messages.
+
+    Returns
+    -------
+    Problem
+        ``maxFPGAs`` devices of ``maxSizePerFPGA`` bytes; times in seconds (the file's are ms).
     """
     for key in ("nodes", "edges", "maxSizePerFPGA", "maxFPGAs"):
         if key not in doc:
@@ -142,6 +165,18 @@ def dnn_partitioning_from_dict(doc: Mapping[str, Any], name: str = "dnn") -> Pro
 
 
 def read_dnn_partitioning(path: str | Path) -> Problem:
+    """Read a dnn-partitioning JSON file (the operator graphs of the dnn-partitioning benchmark).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file (``.json`` or ``.json.gz``).
+
+    Returns
+    -------
+    Problem
+        Named after the file, with its devices.
+    """
     path = Path(path)
     doc = parse_json(read_bytes(path), path)
     if not isinstance(doc, dict):

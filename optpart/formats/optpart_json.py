@@ -116,6 +116,18 @@ def _num(x: float) -> Any:
 
 
 def links_to_dict(links: Links) -> dict[str, Any]:
+    """The links as an optpart JSON record (``latency``, ``bandwidth``, ``pairs``).
+
+    Parameters
+    ----------
+    links : Links
+        The links.
+
+    Returns
+    -------
+    dict
+        ``"inf"`` stands for an unlimited bandwidth; ``pairs`` only when there are overrides.
+    """
     out: dict[str, Any] = {"latency": _num(links.latency), "bandwidth": _num(links.bandwidth)}
     if links.pairs:
         out["pairs"] = [{"src": o.src, "dst": o.dst, "latency": _num(o.latency), "bandwidth": _num(o.bandwidth)}
@@ -124,6 +136,18 @@ def links_to_dict(links: Links) -> dict[str, Any]:
 
 
 def constraints_to_dict(c: Constraints) -> dict[str, Any]:
+    """The constraints as an optpart JSON record; empty parts are left out.
+
+    Parameters
+    ----------
+    c : Constraints
+        The constraints.
+
+    Returns
+    -------
+    dict
+        ``pin``, ``colocate`` and ``forbid`` where given.
+    """
     out: dict[str, Any] = {}
     if c.pin:
         out["pin"] = dict(c.pin)
@@ -143,7 +167,18 @@ def float_reprs(values: np.ndarray) -> list[str]:
     With orjson (the ``fast`` extra) the digits come from one ``orjson.dumps`` of the array
     (shortest round-trip digits, as ``repr``), five times faster than ``repr`` per value;
     orjson spells numbers outside ``[1e-4, 1e16)`` (and ``-0.0``) differently, so those few
-    fall back on ``repr``. The bytes are identical either way."""
+    fall back on ``repr``. The bytes are identical either way.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Finite floats.
+
+    Returns
+    -------
+    list of str
+        Their shortest round-trip representations.
+    """
     arr = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
     if _orjson is None or not arr.size:
         return list(map(float.__repr__, arr.tolist()))
@@ -210,7 +245,18 @@ def _document_pieces(header: list[tuple[str, Any]], lists: list[tuple[str, list[
 
 
 def problem_to_json(problem: Problem) -> str:
-    """The problem as an optpart-problem JSON document (deterministic text)."""
+    """The problem as an optpart-problem JSON document (deterministic text).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+
+    Returns
+    -------
+    str
+        The document; reading it back gives an equal problem.
+    """
     ids = problem.node_ids
     time = problem.time.tolist()
     mem = problem.memory.tolist()
@@ -266,13 +312,41 @@ def result_to_json(result: Result, problem: Problem, include_wall_time: bool = T
 
     Deterministic apart from ``wall_seconds``; pass ``include_wall_time=False`` to drop it
     when comparing bytes across runs.
+
+    Parameters
+    ----------
+    result : Result
+        The result.
+    problem : Problem
+        Its problem (ids are written, not indices).
+    include_wall_time : bool, optional
+        Write ``wall_seconds``.
+
+    Returns
+    -------
+    str
     """
     return "".join(result_json_pieces(result, problem, include_wall_time))
 
 
 def result_json_pieces(result: Result, problem: Problem, include_wall_time: bool = True) -> list[str]:
     """:func:`result_to_json`'s text as pieces to write one after the other (see
-    :func:`_document_pieces`); :func:`optpart.formats.save_result` writes these."""
+    :func:`_document_pieces`); :func:`optpart.formats.save_result` writes these.
+
+    Parameters
+    ----------
+    result : Result
+        The result.
+    problem : Problem
+        Its problem.
+    include_wall_time : bool, optional
+        Write ``wall_seconds``.
+
+    Returns
+    -------
+    list of str
+        Pieces whose concatenation is :func:`result_to_json`'s text.
+    """
     header: list[tuple[str, Any]] = [
         ("format", RESULT_FORMAT), ("version", VERSION), ("problem", result.problem),
         ("solver", result.solver), ("status", result.status.value),
@@ -323,6 +397,17 @@ def problem_for_result(problem: Problem, doc: Mapping[str, Any]) -> Problem:
     problem file has no devices of its own (a bare graph solved with ``--devices/--memory``).
 
     A problem that has devices is returned as it is: its own devices are the reference.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem read from its file.
+    doc : mapping
+        The parsed result document.
+
+    Returns
+    -------
+    Problem
     """
     if problem.n_devices or not isinstance(doc, Mapping) or "devices" not in doc:
         return problem
@@ -337,6 +422,23 @@ def result_from_dict(doc: Mapping[str, Any], problem: Problem) -> Result:
     The schedule is optional: without it, the placement is scored by the canonical schedule.
     The makespan and memory figures are recomputed from the placement and schedule; the
     stored ones are ignored (``optpart evaluate`` prints both).
+
+    Parameters
+    ----------
+    doc : mapping
+        The parsed optpart-result document.
+    problem : Problem
+        Its problem (ids resolve against it).
+
+    Returns
+    -------
+    Result
+        Evaluated anew.
+
+    Raises
+    ------
+    FormatError
+        Naming the missing or malformed field, or a node or device the problem does not have.
     """
     from ..evaluate import evaluate
 

@@ -221,6 +221,22 @@ def is_kahn_order(order, src: np.ndarray, in_edges: np.ndarray, in_ptr: np.ndarr
 
     Reference: A. B. Kahn, "Topological sorting of large networks", Communications of
     the ACM 5(11), 1962.
+
+    Parameters
+    ----------
+    order : array_like of int
+        The claimed order (read from a ``.npz`` file), one node index per position.
+    src : numpy.ndarray
+        Edge sources (int64, one per edge).
+    in_edges, in_ptr : numpy.ndarray
+        The CSR in-adjacency (:class:`Adjacency`): in-edge ids of ``v`` are
+        ``in_edges[in_ptr[v]:in_ptr[v+1]]``.
+
+    Returns
+    -------
+    bool
+        True exactly when ``order`` equals :func:`kahn_order`'s result; False for any other
+        permutation, a non-integer array or the wrong length.
     """
     order = np.asarray(order)
     n = in_ptr.size - 1

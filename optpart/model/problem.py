@@ -328,11 +328,34 @@ class Problem:
         return bool((self.pin >= 0).any() or self.forbidden or self.groups)
 
     def duration(self, placement: np.ndarray) -> np.ndarray:
-        """Run time of every node on its device: ``time(v) / speed(d(v))``."""
+        """Run time of every node on its device: ``time(v) / speed(d(v))``.
+
+        Parameters
+        ----------
+        placement : numpy.ndarray of int, shape (n_nodes,)
+            Device index per node.
+
+        Returns
+        -------
+        numpy.ndarray of float64, shape (n_nodes,)
+            Seconds each node runs on its device.
+        """
         return self.time / self.device_speed[np.asarray(placement, dtype=np.int64)]
 
     def transfer_times(self, placement: np.ndarray) -> np.ndarray:
-        """Transfer time of every edge under a placement (0 within one device)."""
+        """Transfer time of every edge under a placement (0 within one device).
+
+        Parameters
+        ----------
+        placement : numpy.ndarray of int, shape (n_nodes,)
+            Device index per node.
+
+        Returns
+        -------
+        numpy.ndarray of float64, shape (n_edges,)
+            ``latency(a, b) + bytes / bandwidth(a, b)`` seconds per edge between devices
+            ``a != b``; 0 for an edge within one device.
+        """
         placement = np.asarray(placement, dtype=np.int64)
         a = placement[self.edge_src]
         b = placement[self.edge_dst]
@@ -342,7 +365,20 @@ class Problem:
         return c
 
     def transfer_time(self, edge: int, a: int, b: int) -> float:
-        """Transfer time of one edge from device ``a`` to device ``b``."""
+        """Transfer time of one edge from device ``a`` to device ``b``.
+
+        Parameters
+        ----------
+        edge : int
+            Edge id.
+        a, b : int
+            Source and destination device indices.
+
+        Returns
+        -------
+        float
+            Seconds the edge's tensor takes from ``a`` to ``b`` (0 when ``a == b``).
+        """
         if a == b:
             return 0.0
         return float(self.latency[a, b] + self.edge_bytes[edge] / self.bandwidth[a, b])
@@ -434,7 +470,18 @@ class Problem:
         return q._freeze()
 
     def with_meta(self, **items: Any) -> "Problem":
-        """The same problem with ``items`` added to its metadata (arrays shared, not copied)."""
+        """The same problem with ``items`` added to its metadata (arrays shared, not copied).
+
+        Parameters
+        ----------
+        **items : object
+            Metadata entries to add or replace (JSON-serialisable values travel with the file).
+
+        Returns
+        -------
+        Problem
+            A new frozen problem; this one is unchanged.
+        """
         q = self._copy_graph()
         q.meta = FrozenDict({**self.meta, **items})
         return q._freeze()
@@ -472,7 +519,23 @@ class Problem:
 
     # ------------------------------------------------------------------ conveniences
     def placement_from_ids(self, mapping: Mapping[str, str]) -> np.ndarray:
-        """Turn ``{node id: device id}`` into an integer placement array, naming what is missing."""
+        """Turn ``{node id: device id}`` into an integer placement array, naming what is missing.
+
+        Parameters
+        ----------
+        mapping : mapping of str to str
+            ``{node id: device id}`` naming every node exactly once.
+
+        Returns
+        -------
+        numpy.ndarray of int64, shape (n_nodes,)
+            Device index per node.
+
+        Raises
+        ------
+        ProblemError
+            Naming an unknown node or device, or the first node left out.
+        """
         placement = np.full(self.n_nodes, -1, dtype=np.int64)
         for nid, did in mapping.items():
             if nid not in self.node_index:

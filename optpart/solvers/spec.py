@@ -105,7 +105,20 @@ class Option:
     allow_none: bool = False
 
     def coerce(self, solver: str, value: Any) -> Any:
-        """The value converted to the option's type, or :class:`SolverError` naming it."""
+        """The value converted to the option's type, or :class:`SolverError` naming it.
+
+        Parameters
+        ----------
+        solver : str
+            The solver's name, for the message.
+        value : object
+            The value given (a string from the CLI's ``-o key=value``, or a Python value).
+
+        Returns
+        -------
+        object
+            The value as the option's type, within its range and choices (None when allowed).
+        """
         where = f"{solver}: option {self.name}={value!r}"
         if value is None:
             if self.allow_none:
@@ -155,10 +168,39 @@ class SolverSpec:
     uses_time_limit: bool = False
 
     def option(self, name: str) -> Option | None:
+        """The declared option called ``name``, or None.
+
+        Parameters
+        ----------
+        name : str
+            The option's name.
+
+        Returns
+        -------
+        Option or None
+        """
         return next((o for o in self.options if o.name == name), None)
 
     def validate(self, solver: str, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Check and convert user options; unknown names are an error listing the valid ones."""
+        """Check and convert user options; unknown names are an error listing the valid ones.
+
+        Parameters
+        ----------
+        solver : str
+            The solver's name, for messages.
+        options : mapping of str to object
+            The options given.
+
+        Returns
+        -------
+        dict
+            Each option converted (:meth:`Option.coerce`), in sorted name order.
+
+        Raises
+        ------
+        SolverError
+            Naming an unknown option (with the valid ones) or a bad value.
+        """
         out: dict[str, Any] = {}
         for key in sorted(options):
             opt = self.option(key)
