@@ -69,17 +69,19 @@ def layered_dag(n: int, *, layers: int | None = None, edge_prob: float = 0.3, cc
     ccr : float, optional
         Communication-to-computation ratio: mean transfer time over mean node time.
     k : int, optional
-        Device count; None gives a problem without devices.
+        Identical devices to add; without ``k`` the problem has none (give them later with
+        :meth:`Problem.with_devices`).
     memory_slack : float, optional
         Total capacity over total memory (1.5: 50% room); None: unlimited.
     seed : int, optional
         Seed of the numpy generator: equal seeds give equal problems.
     name : str, optional
-        The problem's name.
+        Default ``layered-{n}-s{seed}``.
 
     Returns
     -------
     Problem
+        Static memory only (no param/output/temp split).
     """
     rng = np.random.default_rng(seed)
     layers = layers or max(1, int(round(np.sqrt(n))))
@@ -142,15 +144,15 @@ def training_graph(n_layers: int, *, width: int = 2, ccr: float = 0.5, k: int | 
     width : int, optional
         Parallel operators per layer.
     ccr : float, optional
-        Communication-to-computation ratio of the links.
+        Mean transfer over mean operator time, which sets the link bandwidth.
     k : int, optional
-        Device count; None gives a problem without devices.
+        How many identical devices the problem gets (none without it).
     memory_slack : float, optional
-        Total capacity over total memory; None: unlimited.
+        Capacity of all devices together over the graph's total memory; None: unlimited.
     seed : int, optional
-        Seed of the numpy generator.
+        Seeds the operator times, memories and tensor sizes.
     name : str, optional
-        The problem's name.
+        Default ``training-{n_layers}x{width}-s{seed}``.
 
     Returns
     -------
@@ -236,15 +238,16 @@ def chain(n: int, time: float = 1.0, memory: float = 1.0, nbytes: float = 0.0) -
     n : int
         Node count.
     time : float, optional
-        Seconds per node.
+        Seconds of each node.
     memory : float, optional
-        Bytes per node.
+        Bytes of each node.
     nbytes : float, optional
-        Bytes per edge.
+        Bytes of each edge's tensor.
 
     Returns
     -------
     Problem
+        Named ``chain-{n}``, without devices.
     """
     return Problem.from_arrays([f"c{i}" for i in range(n)], np.full(n, time), np.full(n, memory),
                                list(range(n - 1)), list(range(1, n)), np.full(max(n - 1, 0), nbytes),
@@ -258,16 +261,15 @@ def fork_join(width: int, time: float = 1.0, memory: float = 1.0, nbytes: float 
     ----------
     width : int
         Parallel nodes between ``src`` and ``sink``.
-    time : float, optional
-        Seconds per node.
-    memory : float, optional
-        Bytes per node.
+    time, memory : float, optional
+        Seconds and bytes of every node (the two ends included).
     nbytes : float, optional
-        Bytes per edge.
+        Bytes per edge (``2 * width`` edges).
 
     Returns
     -------
     Problem
+        Named ``fork-join-{width}``, without devices.
     """
     ids = ["src"] + [f"p{i}" for i in range(width)] + ["sink"]
     src = [0] * width + list(range(1, width + 1))
@@ -302,7 +304,7 @@ def planted_dag(n: int, k: int = 4, *, ccr: float = 1.0, preds: int = 2, window:
     k : int, optional
         Device count of the planted schedule (and of the problem).
     ccr : float, optional
-        Communication-to-computation ratio.
+        Sets the bandwidth: mean transfer time = ``ccr`` x mean node time.
     preds : int, optional
         The most predecessors per node.
     window : int, optional
@@ -312,7 +314,7 @@ def planted_dag(n: int, k: int = 4, *, ccr: float = 1.0, preds: int = 2, window:
     seed : int, optional
         Seed of the numpy generator.
     name : str, optional
-        The problem's name.
+        Default ``planted-{n}-k{k}-c{ccr}-s{seed}``.
 
     Returns
     -------
@@ -393,19 +395,20 @@ def large_training_graph(n_target: int, seed: int = 0, *, k: int | None = None, 
     n_target : int
         Approximate node count (rounded to whole layers of 38 nodes).
     seed : int, optional
-        Seed of the numpy generator.
+        Seeds the costs.
     k : int, optional
-        Device count; None gives a problem without devices.
+        With it, that many identical devices.
     memory_slack : float, optional
-        Total capacity over total memory.
+        Their total capacity over the total memory (1.5 by default).
     ccr : float, optional
-        Communication-to-computation ratio of the links.
+        Communication-to-computation ratio (0.3 by default: a fast interconnect).
     name : str, optional
-        The problem's name.
+        Default ``large-training-{n}-s{seed}``.
 
     Returns
     -------
     Problem
+        Built with numpy arrays throughout: 10^6 nodes in seconds.
     """
     rng = np.random.default_rng(seed)
     f_names = ["in", "q", "k", "v", "scores", "softmax", "mix", "proj", "add", "norm", "mlp1", "act", "mlp2"]
@@ -473,23 +476,24 @@ def fork_join_dag(n: int, *, width: int = 4, ccr: float = 1.0, k: int | None = N
     Parameters
     ----------
     n : int
-        Approximate node count.
+        Approximate node count (the last stage is completed).
     width : int, optional
         Branches per stage.
     ccr : float, optional
-        Communication-to-computation ratio.
+        Mean transfer time over mean node time.
     k : int, optional
-        Device count; None gives a problem without devices.
+        Devices (identical) the problem gets; None: no devices.
     memory_slack : float, optional
-        Total capacity over total memory; None: unlimited.
+        Room factor of the devices' capacity; None: unlimited capacity.
     seed : int, optional
-        Seed of the numpy generator.
+        Seeds branch lengths, times and sizes.
     name : str, optional
-        The problem's name.
+        Default ``forkjoin-{n}-w{width}-s{seed}``.
 
     Returns
     -------
     Problem
+        Integer node times in [1, 10].
     """
     rng = np.random.default_rng(seed)
     src: list[int] = []

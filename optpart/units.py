@@ -225,6 +225,7 @@ def format_time(t: float) -> str:
     Returns
     -------
     str
+        The value in s, ms, us or ns, with 4 to 6 significant digits.
     """
     if t is None or math.isnan(t):
         return "-"

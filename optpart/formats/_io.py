@@ -146,11 +146,12 @@ def read_text(path: str | Path) -> str:
     Parameters
     ----------
     path : str or pathlib.Path
-        The file.
+        A text file, possibly gzip-compressed.
 
     Returns
     -------
     str
+        The decoded text; bytes that are not UTF-8 are an error naming the offset.
     """
     data = read_bytes(path)
     try:

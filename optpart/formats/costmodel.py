@@ -185,9 +185,9 @@ class CostModel:
         Parameters
         ----------
         numel : int
-            Elements of the parameter.
+            Elements of the trainable tensor.
         dtype : str
-            Its dtype name.
+            The dtype of its weight and gradient.
 
         Returns
         -------
@@ -201,10 +201,8 @@ class CostModel:
 
         Parameters
         ----------
-        numel : int
-            Elements of the parameter.
-        dtype : str
-            Its dtype name.
+        numel, dtype : int, str
+            Size and dtype of the parameter being updated.
 
         Returns
         -------

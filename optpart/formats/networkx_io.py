@@ -165,7 +165,7 @@ def to_networkx(problem: Problem) -> nx.DiGraph:
     Parameters
     ----------
     problem : Problem
-        The problem.
+        Any problem, with or without devices.
 
     Returns
     -------

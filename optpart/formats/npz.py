@@ -215,11 +215,12 @@ def read_npz(path: str | Path) -> Problem:
     Parameters
     ----------
     path : str or pathlib.Path
-        The ``.npz`` file.
+        The ``.npz`` file: a zip of ``.npy`` columns and a JSON header (docs/formats.md).
 
     Returns
     -------
     Problem
+        Equal to the problem written; the stored topological order is verified, not trusted.
 
     Raises
     ------

@@ -121,7 +121,7 @@ def links_to_dict(links: Links) -> dict[str, Any]:
     Parameters
     ----------
     links : Links
-        The links.
+        The uniform link and its per-pair overrides.
 
     Returns
     -------

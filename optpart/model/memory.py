@@ -222,9 +222,9 @@ def memory_timeline(problem: Problem, placement, start, finish) -> list[tuple[np
     Parameters
     ----------
     problem : Problem
-        The problem.
+        The problem, with its split memory fields.
     placement : array_like of int or mapping
-        Device per node (see :func:`as_placement`).
+        Device per node, as :func:`as_placement` reads it.
     start, finish : array_like of float, shape (n_nodes,)
         The schedule (seconds).
 

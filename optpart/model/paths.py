@@ -89,11 +89,9 @@ def top_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequence[i
     Parameters
     ----------
     topo : sequence of int
-        A topological order of the nodes.
-    out_ptr : sequence of int
-        CSR offsets, length ``n + 1``.
-    succ : sequence of int
-        Successor of each CSR slot.
+        A topological order; sources first.
+    out_ptr, succ : sequence of int
+        CSR out-adjacency: successors of ``v`` are ``succ[out_ptr[v]:out_ptr[v+1]]``.
     node_weight : sequence of float
         Weight per node (seconds).
     out_weight : sequence of float, optional

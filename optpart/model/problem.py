@@ -333,12 +333,12 @@ class Problem:
         Parameters
         ----------
         placement : numpy.ndarray of int, shape (n_nodes,)
-            Device index per node.
+            Device index of each node.
 
         Returns
         -------
-        numpy.ndarray of float64, shape (n_nodes,)
-            Seconds each node runs on its device.
+        numpy.ndarray of float64
+            Seconds each node runs on its device, one per node.
         """
         return self.time / self.device_speed[np.asarray(placement, dtype=np.int64)]
 

@@ -108,7 +108,7 @@ def solver_info(name: str) -> SolverInfo:
     Parameters
     ----------
     name : str
-        A solver name or alias.
+        A registered name (as :func:`solver_names` lists them) or an alias of one.
 
     Returns
     -------
@@ -132,7 +132,7 @@ def get_solver(name: str):
     Parameters
     ----------
     name : str
-        A solver name or alias.
+        Which solver (an alias is resolved).
 
     Returns
     -------
