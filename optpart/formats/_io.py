@@ -145,7 +145,7 @@ def read_text(path: str | Path) -> str:
 
     Parameters
     ----------
-    path : str or pathlib.Path
+    path : path-like
         A text file, possibly gzip-compressed.
 
     Returns
