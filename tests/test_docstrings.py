@@ -21,7 +21,7 @@ _spec.loader.exec_module(coverage)
 #: and the modules of the public API.
 CHECKED = [
     "optpart/model", "optpart/problem.py", "optpart/memory.py", "optpart/devices.py", "optpart/paths.py",
-    "optpart/units.py", "optpart/limits.py", "optpart/fit.py", "optpart/generators.py", "optpart/progress.py",
+    "optpart/units.py", "optpart/limits.py", "optpart/fit.py", "optpart/generators", "optpart/progress.py",
     "optpart/text.py", "optpart/api.py", "optpart/__init__.py",
     "optpart/solvers/registry.py", "optpart/solvers/spec.py", "optpart/solvers/base.py",
     *(f"optpart/formats/{m}.py" for m in ("__init__", "_io", "costmodel", "dnn_partitioning", "networkx_io",
