@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -59,7 +59,18 @@ class FitResult:
 
     def to_dict(self, problem: Problem | None = None) -> dict[str, Any]:
         """JSON-ready: ``capacity``, ``devices``, ``lower_bound``, ``result`` (the optpart-result
-        document, or None), plus ``memory_model``, ``solver``, ``searched``, ``reason``, ``probes``."""
+        document, or None), plus ``memory_model``, ``solver``, ``searched``, ``reason``, ``probes``.
+
+        Parameters
+        ----------
+        problem : Problem, optional
+            The problem searched; needed to write ``result`` (None writes ``result: null``).
+
+        Returns
+        -------
+        dict
+            The fields above; an infinite lower bound (nothing fits) is written as None.
+        """
         import json
 
         from .formats.optpart_json import result_to_json
@@ -88,6 +99,20 @@ def capacity_lower_bound(problem: Problem, devices: int, memory_model: str | Non
     the largest running need (:func:`optpart.model.screening.running_need`: what is
     surely live when a node starts), the parameters over ``devices`` (held all step), and
     the parameters of the nodes pinned to one device.
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph (its devices are ignored).
+    devices : int
+        How many equal devices share the graph.
+    memory_model : {"static", "peak"}, optional
+        Default: peak for graphs with the param/output/temp split, else static.
+
+    Returns
+    -------
+    float
+        Bytes per device below which no placement fits under ``memory_model``.
     """
     model = _model(problem, memory_model)
     if problem.n_nodes == 0:
@@ -110,7 +135,24 @@ def capacity_lower_bound(problem: Problem, devices: int, memory_model: str | Non
 
 def devices_lower_bound(problem: Problem, capacity: float, memory_model: str | None = None) -> tuple[int, str]:
     """``(count, reason)``: no fewer devices of ``capacity`` bytes can hold the graph (proven);
-    count 0 with the reason when no count can (a node needs more than ``capacity``)."""
+    count 0 with the reason when no count can (a node needs more than ``capacity``).
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph (its devices are ignored).
+    capacity : float
+        Bytes per device.
+    memory_model : {"static", "peak"}, optional
+        Default: peak for graphs with the param/output/temp split, else static.
+
+    Returns
+    -------
+    count : int
+        The proven minimum device count (1 for an empty graph, 0 when none suffices).
+    reason : str
+        Why, in one line (the node or total that sets the bound).
+    """
     model = _model(problem, memory_model)
     if problem.n_nodes == 0:
         return 1, ""
@@ -139,7 +181,22 @@ def devices_lower_bound(problem: Problem, capacity: float, memory_model: str | N
 
 def on_devices(problem: Problem, k: int, capacity: float) -> Problem:
     """``problem`` on ``k`` devices of ``capacity`` bytes each (the file's device ids and speeds kept
-    where they exist, its links or the CLI defaults)."""
+    where they exist, its links or the CLI defaults).
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph, with or without devices.
+    k : int
+        Device count.
+    capacity : float
+        Bytes per device (every device gets the same).
+
+    Returns
+    -------
+    Problem
+        The problem on the ``k`` devices; link overrides naming a dropped device go.
+    """
     old = problem.devices
     speeds = [d.speed for d in old] if len(old) == k else [1.0] * k
     devs = [Device(old[i].id if i < len(old) else f"dev{i}", float(capacity), speeds[i]) for i in range(k)]
@@ -189,14 +246,65 @@ class _Prober:
         return r if r is not None and r.makespan <= found.makespan else found
 
 
+def _geometric_midpoint(lo: int, hi: int) -> int:
+    """The integer near ``sqrt(lo * hi)`` strictly between ``lo`` and ``hi`` (halving from 0)."""
+    mid = math.ceil(math.sqrt(max(lo, 1) * hi)) if lo > 0 else math.ceil(hi / 2)
+    return min(max(mid, lo + 1), hi - 1)
+
+
+def _bisect(found: Callable[[int], Result | None], lo: int, best: tuple[int, Result],
+            midpoint: Callable[[int, int], int], done: Callable[[int, int], bool]) -> tuple[int, Result]:
+    """Bisection between ``lo`` (known to fail) and ``best[0]`` (where ``best[1]`` was found).
+
+    Probes ``found(midpoint(lo, hi))`` until ``done(lo, hi)`` and returns the smallest
+    value probed with a placement and that placement.
+    """
+    hi = best[0]
+    while not done(lo, hi):
+        mid = midpoint(lo, hi)
+        r = found(mid)
+        if r is not None:
+            hi, best = mid, (mid, r)
+        else:
+            lo = mid
+    return best
+
+
 def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, memory_model: str | None = None,
                  tolerance: float = 0.01, seed: int = 0, time_limit: float | None = None,
                  options: dict[str, Any] | None = None, micro_batches: int | None = None) -> FitResult:
     """The smallest capacity (bytes, the same on every device, to ``tolerance``) at which
     ``solver`` places ``problem`` on ``devices`` devices under ``memory_model`` (default:
     peak for graphs with the param/output/temp split, else static). See the module doc.
-    ``micro_batches`` > 1 fits one step of that many micro-batches (docs/model.md section 7):
-    every probe is a pipelined solve, the bound is the unrolled step's."""
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph (its own devices' capacities are ignored).
+    devices : int
+        Device count (>= 1).
+    solver : str, optional
+        Registered solver name.
+    memory_model : {"static", "peak"}, optional
+        The model a placement must fit.
+    tolerance : float, optional
+        Relative precision of the answer (> 0; 0.01 is 1%).
+    seed : int, optional
+        Passed to the solver.
+    time_limit : float, optional
+        Seconds per probe; None sets no wall-clock limit (deterministic).
+    options : dict, optional
+        Solver options (see ``optpart solvers``).
+    micro_batches : int, optional
+        Fit one step of that many micro-batches (docs/model.md section 7): every probe is a
+        pipelined solve and the bound is the unrolled step's (default: the file's recorded M).
+
+    Returns
+    -------
+    FitResult
+        ``capacity`` in bytes (None when nothing was found), the solver's result there,
+        every probe and the proven :func:`capacity_lower_bound`.
+    """
     if not isinstance(devices, (int, np.integer)) or devices < 1:
         raise OptpartError(f"devices={devices!r} must be an integer >= 1")
     if not tolerance > 0:
@@ -227,15 +335,8 @@ def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, m
         if r is not None:
             best = (max(math.ceil(lb), 1), r)
             hi = best[0]
-    while hi > max(lo, 1) * (1 + tolerance) and hi - lo > 1:
-        mid = math.ceil(math.sqrt(max(lo, 1) * hi)) if lo > 0 else math.ceil(hi / 2)
-        mid = min(max(mid, lo + 1), hi - 1)
-        _q, r = probe(devices, mid)
-        if r is not None:
-            hi, best = mid, (mid, r)
-        else:
-            lo = mid
-    cap, r = best
+    cap, r = _bisect(lambda c: probe(devices, c)[1], lo, best, _geometric_midpoint,
+                     lambda lo, hi: hi <= max(lo, 1) * (1 + tolerance) or hi - lo <= 1)
     r = probe.polish(devices, cap, r)
     return FitResult(float(cap), devices, lb, r, model, solver, "capacity", probes=probe.probes)
 
@@ -245,7 +346,35 @@ def min_devices(problem: Problem, memory: float, solver: str = "heuristic", *, m
                 options: dict[str, Any] | None = None, micro_batches: int | None = None) -> FitResult:
     """The smallest number of devices of ``memory`` bytes each on which ``solver`` places
     ``problem`` (doubling from the proven lower bound, then bisection; at most
-    ``max_devices``, default the node count). ``micro_batches`` as in :func:`min_capacity`."""
+    ``max_devices``, default the node count).
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph (its own device count is ignored).
+    memory : float
+        Bytes per device (> 0).
+    solver : str, optional
+        Registered solver name.
+    memory_model : {"static", "peak"}, optional
+        The model a placement must fit.
+    max_devices : int, optional
+        The largest count probed (default: the node count).
+    seed : int, optional
+        Passed to the solver.
+    time_limit : float, optional
+        Seconds per probe; None sets no wall-clock limit.
+    options : dict, optional
+        Solver options.
+    micro_batches : int, optional
+        As in :func:`min_capacity`.
+
+    Returns
+    -------
+    FitResult
+        ``devices`` (None when no count up to ``max_devices`` worked), the result there,
+        every probe and the proven :func:`devices_lower_bound`.
+    """
     if not memory > 0:
         raise OptpartError(f"memory={memory!r} must be a positive number of bytes")
     model = _model(problem, memory_model)
@@ -268,14 +397,7 @@ def min_devices(problem: Problem, memory: float, solver: str = "heuristic", *, m
     if best is None:
         return FitResult(float(memory), None, float(lb), None, model, solver, "devices",
                          reason=f"{solver} found no placement with up to {limit} devices", probes=probe.probes)
-    hi = best[0]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        _, r = probe(mid, memory)
-        if r is not None:
-            hi, best = mid, (mid, r)
-        else:
-            lo = mid
-    k, r = best
+    k, r = _bisect(lambda k: probe(k, memory)[1], lo, best, lambda lo, hi: (lo + hi) // 2,
+                   lambda lo, hi: hi - lo <= 1)
     r = probe.polish(k, memory, r)
     return FitResult(float(memory), k, float(lb), r, model, solver, "devices", probes=probe.probes)

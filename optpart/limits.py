@@ -59,7 +59,20 @@ def max_devices() -> int:
 
 
 def check_devices(k: int, what: str = "device count") -> None:
-    """Raise :class:`OptpartError` when ``k`` devices exceed :func:`max_devices`."""
+    """Raise :class:`OptpartError` when ``k`` devices exceed :func:`max_devices`.
+
+    Parameters
+    ----------
+    k : int
+        The device count asked for (a file's devices, ``--devices K``).
+    what : str, optional
+        What is counted, for the message (``"field 'devices': device count"``).
+
+    Raises
+    ------
+    ProblemError
+        One line naming ``what``, ``k`` and the limit (``OPTPART_MAX_DEVICES`` raises it).
+    """
     limit = max_devices()
     if k > limit:
         raise ProblemError(f"{what} {k} exceeds the limit of {limit} devices "
@@ -67,7 +80,18 @@ def check_devices(k: int, what: str = "device count") -> None:
 
 
 def check_jobs(jobs: int) -> None:
-    """Raise :class:`OptpartError` when ``jobs`` worker processes exceed ``OPTPART_MAX_JOBS`` (256)."""
+    """Raise :class:`OptpartError` when ``jobs`` worker processes exceed ``OPTPART_MAX_JOBS`` (256).
+
+    Parameters
+    ----------
+    jobs : int
+        Worker processes asked for (``--jobs``).
+
+    Raises
+    ------
+    OptpartError
+        One line naming ``--jobs`` and the limit.
+    """
     limit = _env_int("OPTPART_MAX_JOBS", DEFAULT_MAX_JOBS)
     if jobs > limit:
         raise OptpartError(f"--jobs {jobs} exceeds the limit of {limit} worker processes "
@@ -75,7 +99,21 @@ def check_jobs(jobs: int) -> None:
 
 
 def check_cells(n_nodes: int, n_devices: int) -> None:
-    """Raise :class:`ProblemError` when ``n_nodes x n_devices`` exceeds ``OPTPART_MAX_CELLS``."""
+    """Raise :class:`ProblemError` when ``n_nodes x n_devices`` exceeds ``OPTPART_MAX_CELLS``.
+
+    Parameters
+    ----------
+    n_nodes : int
+        Node count of the graph.
+    n_devices : int
+        Device count; per-node, per-device tables (allowed masks, costs) hold
+        ``n_nodes * n_devices`` cells, so their product is what must stay bounded.
+
+    Raises
+    ------
+    ProblemError
+        One line giving both counts, their product and the limit.
+    """
     limit = _env_int("OPTPART_MAX_CELLS", DEFAULT_MAX_CELLS)
     if n_nodes * n_devices > limit:
         raise ProblemError(f"{n_nodes} nodes x {n_devices} devices = {n_nodes * n_devices} node-device pairs "

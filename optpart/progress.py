@@ -32,14 +32,31 @@ _QUIET = False
 
 
 def set_quiet(quiet: bool = True) -> None:
-    """Turn every progress display of this process off (``True``) or back on (``False``)."""
+    """Turn every progress display of this process off (``True``) or back on (``False``).
+
+    Parameters
+    ----------
+    quiet : bool, optional
+        True silences every display (a library user, a test); False lets
+        :func:`is_enabled` decide again.
+    """
     global _QUIET
     _QUIET = bool(quiet)
 
 
 @contextmanager
 def quiet(enabled: bool = True) -> Iterator[None]:
-    """Quiet mode for the duration of a block (the CLI's ``-q``), restored afterwards."""
+    """Quiet mode for the duration of a block (the CLI's ``-q``), restored afterwards.
+
+    Parameters
+    ----------
+    enabled : bool, optional
+        Whether the block is quiet; False keeps the current setting (never un-quiets).
+
+    Yields
+    ------
+    None
+    """
     global _QUIET
     before = _QUIET
     _QUIET = bool(enabled) or before
@@ -89,17 +106,35 @@ class Progress:
                 bar.refresh()
 
     def stage(self, text: str) -> None:
-        """Say what is being done now (``'tracing: counting FLOPs'``)."""
+        """Say what is being done now (``'tracing: counting FLOPs'``).
+
+        Parameters
+        ----------
+        text : str
+            The current stage, shown after the description.
+        """
         if self._bar is not None:
             self._bar.set_description_str(f"{self.description}: {text}")
 
     def advance(self, n: int = 1) -> None:
-        """Count ``n`` units of work done."""
+        """Count ``n`` units of work done.
+
+        Parameters
+        ----------
+        n : int, optional
+            Units done since the last call (of ``total``).
+        """
         if self._bar is not None:
             self._bar.update(n)
 
     def note(self, message: str) -> None:
-        """Print one line above the bar (a fallback taken, a choice made)."""
+        """Print one line above the bar (a fallback taken, a choice made).
+
+        Parameters
+        ----------
+        message : str
+            The line, printed to stderr without breaking the bar.
+        """
         if self._bar is not None:
             self._bar.write(message, file=sys.stderr)
 
@@ -118,6 +153,20 @@ def progress(description: str, *, total: int | None = None, enabled: bool | None
     """Show ``description`` with elapsed time (or a bar when ``total`` is given) while the block runs.
 
     ``enabled`` forces the display on or off; by default :func:`is_enabled` decides.
+
+    Parameters
+    ----------
+    description : str
+        What runs (``"tracing gpt2"``).
+    total : int, optional
+        Units of work, for a bar with a count; None shows elapsed time only.
+    enabled : bool, optional
+        Force the display on or off (default: :func:`is_enabled`).
+
+    Yields
+    ------
+    Progress
+        Call :meth:`Progress.advance`, :meth:`Progress.stage` and :meth:`Progress.note` on it.
     """
     bar = Progress(description, total, is_enabled() if enabled is None else bool(enabled))
     try:

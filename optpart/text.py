@@ -23,6 +23,20 @@ def safe(text: object, limit: int | None = DEFAULT_LIMIT) -> str:
     Python-style escapes (``\\x1b``, ``\\n``, ``\\u202e``), so the result is one line
     that cannot drive a terminal.
 
+    Parameters
+    ----------
+    text : object
+        Any value (a node id, a file's field); ``str(text)`` is escaped.
+    limit : int or None, optional
+        The most characters kept (then ``...``); None keeps all.
+
+    Returns
+    -------
+    str
+        Printable, one-line text, safe for a terminal or a log.
+
+    Examples
+    --------
     >>> safe("conv\\x1b[31m1")
     'conv\\\\x1b[31m1'
     >>> safe("a" * 10, limit=4)
@@ -49,6 +63,20 @@ def plot_safe(text: object, limit: int | None = 200) -> str:
     """:func:`safe` text that matplotlib draws literally: ``$`` is escaped so that it is
     never read as the start of TeX math.
 
+    Parameters
+    ----------
+    text : object
+        A label.
+    limit : int or None, optional
+        The most characters kept.
+
+    Returns
+    -------
+    str
+        The label, escaped for matplotlib.
+
+    Examples
+    --------
     >>> plot_safe("cost$1")
     'cost\\\\$1'
     """

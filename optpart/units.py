@@ -90,6 +90,16 @@ def parse_bandwidth(text: str | float | int) -> float:
 
     ``B`` is a byte and ``bit`` a bit; spellings that readers take both ways (``GBps``,
     ``Gbps``, ``gbps``, ``Gb/s``) are refused with the two readings offered, never guessed.
+
+    Parameters
+    ----------
+    text : str or float or int
+        A number (bytes per second) or a number with a unit.
+
+    Returns
+    -------
+    float
+        Bytes per second (> 0; ``inf`` for an unlimited link).
     """
     value, unit = _split(text, "bandwidth")
     body = unit[:-2] if unit.endswith("/s") else unit
@@ -118,7 +128,17 @@ def parse_bandwidth(text: str | float | int) -> float:
 
 
 def parse_speed(text: str | float | int) -> float:
-    """Read a relative device speed (``1``, ``'0.5'``): a positive finite number, 1.0 being the reference device."""
+    """Read a relative device speed (``1``, ``'0.5'``): a positive finite number, 1.0 being the reference device.
+
+    Parameters
+    ----------
+    text : str or float or int
+        The speed; no unit.
+
+    Returns
+    -------
+    float
+    """
     value, unit = _split(text, "speed")
     if unit or not math.isfinite(value) or value <= 0:
         raise OptpartError(f"speed {text!r} must be a positive finite number (1.0 is the reference device)")
@@ -126,7 +146,22 @@ def parse_speed(text: str | float | int) -> float:
 
 
 def parse_list(text: str | float | int, parse, what: str) -> list[float]:
-    """Read a comma-separated list (``'80GiB,80GiB,40GiB'``), one value per device, with ``parse``."""
+    """Read a comma-separated list (``'80GiB,80GiB,40GiB'``), one value per device, with ``parse``.
+
+    Parameters
+    ----------
+    text : str or float or int
+        One value or a comma list.
+    parse : callable
+        Reads one item (:func:`parse_bytes`, :func:`parse_speed`, ...).
+    what : str
+        The flag or field, for the message.
+
+    Returns
+    -------
+    list of float
+        One parsed value per item.
+    """
     if isinstance(text, (int, float)):
         return [parse(text)]
     parts = [t.strip() for t in str(text).split(",")]
@@ -136,7 +171,18 @@ def parse_list(text: str | float | int, parse, what: str) -> list[float]:
 
 
 def parse_time(text: str | float | int) -> float:
-    """Read a duration such as ``'10us'``, ``'1.5ms'``, ``'5m'`` (minutes) or ``'60'`` into seconds."""
+    """Read a duration such as ``'10us'``, ``'1.5ms'``, ``'5m'`` (minutes) or ``'60'`` into seconds.
+
+    Parameters
+    ----------
+    text : str or float or int
+        A number (seconds) or a number with a unit.
+
+    Returns
+    -------
+    float
+        Seconds (finite, >= 0).
+    """
     value, unit = _split(text, "time")
     key = unit if unit in _TIME_UNITS else unit.lower()
     if key not in _TIME_UNITS:
@@ -145,7 +191,17 @@ def parse_time(text: str | float | int) -> float:
 
 
 def format_bytes(n: float) -> str:
-    """Bytes in binary units with three significant digits: ``17179869184 -> '16 GiB'``, ``1536 -> '1.5 KiB'``."""
+    """Bytes in binary units with three significant digits: ``17179869184 -> '16 GiB'``, ``1536 -> '1.5 KiB'``.
+
+    Parameters
+    ----------
+    n : float
+        Bytes (None or NaN prints ``-``, infinity ``unlimited``).
+
+    Returns
+    -------
+    str
+    """
     if n is None or math.isnan(n):
         return "-"
     if math.isinf(n):
@@ -159,7 +215,18 @@ def format_bytes(n: float) -> str:
 
 
 def format_time(t: float) -> str:
-    """Seconds with an adapted unit: ``0.0123 -> '12.3 ms'``."""
+    """Seconds with an adapted unit: ``0.0123 -> '12.3 ms'``.
+
+    Parameters
+    ----------
+    t : float
+        Seconds (None or NaN prints ``-``).
+
+    Returns
+    -------
+    str
+        The value in s, ms, us or ns, with 4 to 6 significant digits.
+    """
     if t is None or math.isnan(t):
         return "-"
     if math.isinf(t):
@@ -177,7 +244,17 @@ def format_time(t: float) -> str:
 
 
 def format_bandwidth(bw: float) -> str:
-    """Bytes per second in decimal units: ``2.5e10 -> '25 GB/s'``."""
+    """Bytes per second in decimal units: ``2.5e10 -> '25 GB/s'``.
+
+    Parameters
+    ----------
+    bw : float
+        Bytes per second (infinity prints ``unlimited``).
+
+    Returns
+    -------
+    str
+    """
     if math.isinf(bw):
         return "unlimited"
     for unit, size in (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):

@@ -70,7 +70,18 @@ _NAMES = tuple(name for name, _ in COLUMNS)
 
 
 def options_key(options: Mapping[str, Any]) -> str:
-    """The canonical JSON of solver options: sorted keys, no spaces, None values dropped."""
+    """The canonical JSON of solver options: sorted keys, no spaces, None values dropped.
+
+    Parameters
+    ----------
+    options : mapping of str to object
+        Solver options of a run (JSON-serialisable values).
+
+    Returns
+    -------
+    str
+        The text stored in the ``options`` column: equal options, equal keys.
+    """
     clean = {k: options[k] for k in sorted(options) if options[k] is not None}
     return json.dumps(clean, sort_keys=True, separators=(",", ":"))
 
@@ -112,6 +123,16 @@ def _open_and_create(path: Path) -> tuple[sqlite3.Connection, str]:
 def connect(path: str | Path) -> sqlite3.Connection:
     """Open (creating when needed) a results database in WAL mode and check its schema.
 
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The database file; its folder must exist.
+
+    Returns
+    -------
+    sqlite3.Connection
+        With rows as :class:`sqlite3.Row`; retries while another sweep holds the lock.
+
     Raises
     ------
     OptpartError
@@ -145,7 +166,19 @@ def connect(path: str | Path) -> sqlite3.Connection:
 
 
 def done_keys(con: sqlite3.Connection, *, include_errors: bool = True) -> set[tuple[str, str, str]]:
-    """Identities ``(problem_hash, solver, options)`` already in the database."""
+    """Identities ``(problem_hash, solver, options)`` already in the database.
+
+    Parameters
+    ----------
+    con : sqlite3.Connection
+        An open results database.
+    include_errors : bool, optional
+        False leaves out runs that ended in ``error`` (so ``--retry-errors`` runs them again).
+
+    Returns
+    -------
+    set of tuple of str
+    """
     sql = "SELECT problem_hash, solver, options FROM runs"
     if not include_errors:
         sql += " WHERE status != 'error'"
@@ -177,6 +210,22 @@ def claim(con: sqlite3.Connection, key: tuple[str, str, str], owner: str, *,
     Returns ``"claimed"`` (run it), ``"done"`` (its row is there: skip it) or ``"busy"``
     (a live sweep holds it: wait for its row). One ``BEGIN IMMEDIATE`` transaction, so
     two sweeps never both get ``"claimed"``.
+
+    Parameters
+    ----------
+    con : sqlite3.Connection
+        An open results database.
+    key : tuple of str
+        The run's identity ``(problem_hash, solver, options)``.
+    owner : str
+        This sweep's token (:func:`owner_token`); a claim whose owner process is gone is taken over.
+    include_errors : bool, optional
+        False lets an ``error`` row be run again.
+
+    Returns
+    -------
+    str
+        ``"claimed"``, ``"done"`` or ``"busy"``.
     """
     host, pid = socket.gethostname(), os.getpid()
     con.execute("BEGIN IMMEDIATE")
@@ -201,7 +250,15 @@ def claim(con: sqlite3.Connection, key: tuple[str, str, str], owner: str, *,
 
 
 def release_claims(con: sqlite3.Connection, owner: str) -> None:
-    """Drop every claim of ``owner`` (a sweep ending, or interrupted)."""
+    """Drop every claim of ``owner`` (a sweep ending, or interrupted).
+
+    Parameters
+    ----------
+    con : sqlite3.Connection
+        An open results database.
+    owner : str
+        The sweep's token.
+    """
     with con:
         con.execute("DELETE FROM claims WHERE owner = ?", (owner,))
 
@@ -209,6 +266,15 @@ def release_claims(con: sqlite3.Connection, owner: str) -> None:
 def insert_run(con: sqlite3.Connection, row: Mapping[str, Any], owner: str | None = None) -> None:
     """Write one run and commit at once; a row with the same identity is replaced. With
     ``owner``, the run's claim by that owner is dropped in the same transaction.
+
+    Parameters
+    ----------
+    con : sqlite3.Connection
+        An open results database.
+    row : mapping of str to object
+        Column values (:data:`COLUMNS`).
+    owner : str, optional
+        The sweep that claimed the run.
 
     Raises
     ------
@@ -232,7 +298,23 @@ def insert_run(con: sqlite3.Connection, row: Mapping[str, Any], owner: str | Non
 
 def connect_readonly(path: str | Path) -> sqlite3.Connection:
     """Open an existing results database for reading only: a missing, empty or foreign
-    file is an error, and the file is never created, converted or written."""
+    file is an error, and the file is never created, converted or written.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        An existing results database.
+
+    Returns
+    -------
+    sqlite3.Connection
+        Opened with ``mode=ro``.
+
+    Raises
+    ------
+    OptpartError
+        For a missing file, a directory, a file that is not SQLite, or another schema.
+    """
     path = Path(path)
     if not path.exists():
         raise OptpartError(f"no such results database: {path}")
@@ -262,6 +344,18 @@ def load_runs(path_or_con: str | Path | sqlite3.Connection,
     """Every run as a dictionary (ordered by id), optionally only those with the given identities.
 
     A path is opened read-only (:func:`connect_readonly`): reading never changes the file.
+
+    Parameters
+    ----------
+    path_or_con : str, pathlib.Path or sqlite3.Connection
+        The database, or an open connection (left open).
+    keys : iterable of tuple of str, optional
+        Identities ``(problem_hash, solver, options)`` to keep.
+
+    Returns
+    -------
+    list of dict
+        One dictionary of column values per run.
     """
     own = not isinstance(path_or_con, sqlite3.Connection)
     con = connect_readonly(path_or_con) if own else path_or_con

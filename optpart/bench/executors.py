@@ -40,17 +40,60 @@ class Executor(abc.ABC):
 
     capacity: int = 1
 
-    @abc.abstractmethod
     def submit(self, fn: Callable[[Any], Any], arg: Any) -> Any:
-        """Start ``fn(arg)``; return a handle."""
+        """Start ``fn(arg)``.
 
-    @abc.abstractmethod
+        Parameters
+        ----------
+        fn : callable
+            A picklable function of one argument (:func:`optpart.bench.sweep.run_one`).
+        arg : object
+            Its argument (picklable: it may travel to another process or machine).
+
+        Returns
+        -------
+        object
+            A handle for :meth:`wait_any` and :meth:`outcome`.
+        """
+        return self._submit(fn, arg)
+
     def wait_any(self, handles: Iterable[Any]) -> tuple[set, set]:
-        """Block until at least one handle is done: ``(done, pending)``."""
+        """Block until at least one handle is done.
+
+        Parameters
+        ----------
+        handles : iterable
+            Handles returned by :meth:`submit`.
+
+        Returns
+        -------
+        done, pending : set
+            The handles finished, and the others.
+        """
+        return self._wait_any(set(handles))
+
+    def outcome(self, handle: Any) -> Any:
+        """The value of a finished call, or raise its exception.
+
+        Parameters
+        ----------
+        handle : object
+            A handle :meth:`wait_any` reported done.
+
+        Returns
+        -------
+        object
+            What ``fn(arg)`` returned.
+        """
+        return handle.result()
 
     @abc.abstractmethod
-    def outcome(self, handle: Any) -> Any:
-        """The value of a finished call, or raise its exception."""
+    def _submit(self, fn: Callable[[Any], Any], arg: Any) -> Any:
+        """Start ``fn(arg)``; return a future-like handle (with ``result()``)."""
+
+    @abc.abstractmethod
+    def _wait_any(self, handles: set) -> tuple[set, set]:
+        """``(done, pending)`` once at least one of ``handles`` is done."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -71,7 +114,7 @@ class InlineExecutor(Executor):
 
     capacity = 1
 
-    def submit(self, fn, arg):
+    def _submit(self, fn, arg):
         future: cf.Future = cf.Future()
         try:
             future.set_result(fn(arg))
@@ -79,12 +122,8 @@ class InlineExecutor(Executor):
             future.set_exception(exc)
         return future
 
-    def wait_any(self, handles):
-        handles = set(handles)
+    def _wait_any(self, handles):
         return handles, set()
-
-    def outcome(self, handle):
-        return handle.result()
 
     def close(self) -> None:
         pass
@@ -145,7 +184,7 @@ class LocalExecutor(Executor):
         return cf.ProcessPoolExecutor(max_workers=self._jobs, mp_context=multiprocessing.get_context("spawn"),
                                       initializer=_die_with_parent, initargs=(os.getpid(),))
 
-    def submit(self, fn, arg):
+    def _submit(self, fn, arg):
         try:
             return self._pool.submit(fn, arg)
         except cf.process.BrokenProcessPool:
@@ -154,12 +193,9 @@ class LocalExecutor(Executor):
             self._pool = self._new_pool()
             return self._pool.submit(fn, arg)
 
-    def wait_any(self, handles):
+    def _wait_any(self, handles):
         done, pending = cf.wait(list(handles), return_when=cf.FIRST_COMPLETED)
         return set(done), set(pending)
-
-    def outcome(self, handle):
-        return handle.result()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -193,18 +229,15 @@ class DaskExecutor(Executor):
         threads = sum(self._client.nthreads().values())
         self.capacity = max(1, 2 * threads)
 
-    def submit(self, fn, arg):
+    def _submit(self, fn, arg):
         # pure=False: two runs with equal arguments are still two runs.
         return self._client.submit(fn, arg, pure=False)
 
-    def wait_any(self, handles):
+    def _wait_any(self, handles):
         from dask.distributed import wait
         with self._client.as_current():  # wait() looks for the current client; ours is not the default
             done, pending = wait(list(handles), return_when="FIRST_COMPLETED")
         return set(done), set(pending)
-
-    def outcome(self, handle):
-        return handle.result()
 
     def close(self) -> None:
         self._client.close()
@@ -213,6 +246,17 @@ class DaskExecutor(Executor):
 def make_executor(spec: str | None = None, jobs: int = 1) -> Executor:
     """The executor named by ``spec``: ``None``/``"local"`` (a pool of ``jobs`` processes),
     ``"inline"`` (this process), or ``"dask://HOST:PORT"`` / ``"tcp://HOST:PORT"`` (a Dask scheduler).
+
+    Parameters
+    ----------
+    spec : str, optional
+        The executor (``--executor``).
+    jobs : int, optional
+        Worker processes of the local pool (``--jobs``; bounded by ``OPTPART_MAX_JOBS``).
+
+    Returns
+    -------
+    Executor
 
     Raises
     ------

@@ -41,7 +41,19 @@ _SOLVED = ("optimal", "feasible")
 
 
 def best_known(rows: Iterable[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
-    """``{problem_hash: (best makespan, best lower bound)}``; best makespan is inf when none was found."""
+    """``{problem_hash: (best makespan, best lower bound)}``; best makespan is inf when none was found.
+
+    Parameters
+    ----------
+    rows : iterable of mapping
+        Runs (:func:`optpart.bench.db.load_runs`).
+
+    Returns
+    -------
+    dict of str to tuple of float
+        Per problem hash, the smallest makespan of a run with a placement (seconds) and the
+        largest lower bound of any run that did not fail.
+    """
     best: dict[str, list[float]] = {}
     for r in rows:
         entry = best.setdefault(r["problem_hash"], [math.inf, 0.0])
@@ -64,6 +76,19 @@ def summarize(rows: Sequence[Mapping[str, Any]],
 
     ``reference`` (default: ``rows``) gives the best known makespans and bounds, so a
     report on one sweep can still compare with everything else in the database.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The runs to summarise.
+    reference : sequence of mapping, optional
+        Runs giving the best known makespan and bound per problem.
+
+    Returns
+    -------
+    list of dict
+        Per group: runs, feasible and optimal shares, mean gap, makespan over best known
+        (geometric mean and maximum), median wall time.
     """
     best = best_known(reference if reference is not None else rows)
     groups: dict[tuple[str, int, float], list[Mapping[str, Any]]] = {}
@@ -112,6 +137,18 @@ def _cell(key: str, value: Any) -> str:
 
 def format_report(summary: Sequence[Mapping[str, Any]], fmt: str = "markdown") -> str:
     """The summary as a Markdown table, CSV (raw numbers) or JSON (raw numbers).
+
+    Parameters
+    ----------
+    summary : sequence of mapping
+        :func:`summarize`'s rows.
+    fmt : {"markdown", "csv", "json"}, optional
+        The output format.
+
+    Returns
+    -------
+    str
+        The report, ending in a newline.
 
     Raises
     ------

@@ -85,6 +85,18 @@ def scale_memory(problem: Problem, scale: float) -> Problem:
     """``problem`` with each device capacity ``scale`` times its own, or ``scale`` times
     total memory / K for a device with unlimited capacity.
 
+    Parameters
+    ----------
+    problem : Problem
+        A problem with devices.
+    scale : float
+        The factor (``--memory-scale``).
+
+    Returns
+    -------
+    Problem
+        The same graph, devices and links, capacities scaled.
+
     Raises
     ------
     OptpartError
@@ -101,12 +113,33 @@ def scale_memory(problem: Problem, scale: float) -> Problem:
 
 
 def problem_hash(problem: Problem) -> str:
-    """SHA-256 (hex) of the problem's optpart JSON bytes: equal problems, equal hashes."""
+    """SHA-256 (hex) of the problem's optpart JSON bytes: equal problems, equal hashes.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem of a run (devices included).
+
+    Returns
+    -------
+    str
+        64 hex digits: the run's identity in the results database.
+    """
     return hashlib.sha256(problem_to_json(problem).encode("utf-8")).hexdigest()
 
 
 def check_solvers(names: Sequence[str]) -> list[str]:
     """Canonical solver names, or an error (before any run) for an unknown or missing one.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Solver names or aliases (``--solvers``).
+
+    Returns
+    -------
+    list of str
+        Their registered names, in the order given.
 
     Raises
     ------
@@ -208,6 +241,18 @@ def run_one(task: Mapping[str, Any]) -> dict[str, Any]:
     """Solve one run and return the columns it fills; an exception becomes status ``error``.
 
     Runs in a worker process (or on a Dask worker): it never touches the database.
+
+    Parameters
+    ----------
+    task : mapping
+        ``problem``, ``solver`` and ``options`` (``time_limit`` and ``seed`` among them).
+
+    Returns
+    -------
+    dict
+        Result columns: status, makespan, lower bound, gap, bytes per device (static and
+        peak, as JSON), memory model, wall seconds and message; or status ``error`` with the
+        exception's text.
     """
     problem: Problem = task["problem"]
     opts = dict(task["options"])
@@ -268,6 +313,15 @@ class Progress:
             print(f"optpart bench: {skipped} run(s) already in the database, {total} to go", file=stream)
 
     def update(self, spec: RunSpec, status: str) -> None:
+        """Count one finished run and redraw the line.
+
+        Parameters
+        ----------
+        spec : RunSpec
+            The run (named on non-terminal streams).
+        status : str
+            Its status (``"error"`` is counted apart).
+        """
         self.done += 1
         self.errors += status == "error"
         if self.stream is None:
@@ -397,7 +451,18 @@ def _run_claimed(todo: list[RunSpec], con, ex: Executor, owner: str, retry_error
 
 
 def iter_instances(paths: Iterable[str | Path]) -> list[Path]:
-    """Expand directories into the problem files they hold (sorted); keep files as given."""
+    """Expand directories into the problem files they hold (sorted); keep files as given.
+
+    Parameters
+    ----------
+    paths : iterable of str or pathlib.Path
+        Files and folders (``optpart bench INSTANCES...``).
+
+    Returns
+    -------
+    list of pathlib.Path
+        Folders expanded to their ``.json``, ``.json.gz`` and ``.stg`` files; files kept.
+    """
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():

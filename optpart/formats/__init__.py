@@ -68,7 +68,23 @@ def load(path: str | Path) -> Problem:
     """Read a problem from an optpart JSON, STG or dnn-partitioning file (format detected).
 
     The cyclic garbage collector is paused meanwhile (:func:`optpart._gc.no_gc`): a big
-    JSON graph parses into millions of dicts, whose collector passes cost a third of the time."""
+    JSON graph parses into millions of dicts, whose collector passes cost a third of the time.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A ``.json``/``.json.gz`` (optpart or dnn-partitioning), ``.stg`` or ``.npz`` file.
+
+    Returns
+    -------
+    Problem
+        The frozen problem (with the file's devices, when it has any).
+
+    Raises
+    ------
+    FormatError
+        One line naming the file and the offending field, node or line.
+    """
     with no_gc():
         return _load(Path(path))
 
@@ -105,7 +121,15 @@ def _write(path: Path, text: str) -> None:
 
 def save(problem: Problem, path: str | Path) -> None:
     """Write a problem as optpart JSON (gzip-compressed when the name ends in ``.gz``), or
-    as the columnar ``.npz`` format when the name ends in ``.npz`` (big graphs; docs/formats.md)."""
+    as the columnar ``.npz`` format when the name ends in ``.npz`` (big graphs; docs/formats.md).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem to write.
+    path : str or pathlib.Path
+        The file; its name chooses the format and the compression.
+    """
     if Path(path).name.endswith(".npz"):
         write_npz(problem, path)
         return
@@ -113,19 +137,57 @@ def save(problem: Problem, path: str | Path) -> None:
 
 
 def save_result(result: Result, problem: Problem, path: str | Path, include_wall_time: bool = True) -> None:
-    """Write a result as optpart JSON (gzip-compressed when the name ends in ``.gz``)."""
+    """Write a result as optpart JSON (gzip-compressed when the name ends in ``.gz``).
+
+    Parameters
+    ----------
+    result : Result
+        The result to write.
+    problem : Problem
+        Its problem (node and device ids are written, not indices).
+    path : str or pathlib.Path
+        The file.
+    include_wall_time : bool, optional
+        False drops ``wall_seconds``, so that equal runs write equal bytes.
+    """
     write_pieces(Path(path), result_json_pieces(result, problem, include_wall_time))
 
 
 def load_result(path: str | Path, problem: Problem) -> Result:
-    """Read a result file and re-score it against ``problem``."""
+    """Read a result file and re-score it against ``problem``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        An optpart-result file.
+    problem : Problem
+        The problem it was computed for (ids are resolved against it).
+
+    Returns
+    -------
+    Result
+        Re-scored by the evaluator; the stored figures are not trusted.
+    """
     path = Path(path)
     return result_from_dict(parse_json(read_bytes(path), path), problem)
 
 
 def with_result_devices(problem: Problem, result_path: str | Path) -> Problem:
     """``problem`` with the devices and links recorded in a result file, when the problem
-    file carries none (see :func:`optpart.formats.optpart_json.problem_for_result`)."""
+    file carries none (see :func:`optpart.formats.optpart_json.problem_for_result`).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem read from its file.
+    result_path : str or pathlib.Path
+        The result file.
+
+    Returns
+    -------
+    Problem
+        ``problem`` itself when it has devices, else on the result's devices and links.
+    """
     if problem.n_devices:
         return problem
     path = Path(result_path)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import zlib
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,57 @@ HAVE_ORJSON = _orjson is not None
 _CHUNK = 16 * 2**20
 
 
+
+def short(x: Any, limit: int = 40) -> str:
+    """``repr(x)`` cut to ``limit`` characters, for one-line error messages.
+
+    Parameters
+    ----------
+    x : object
+        The offending value, as read.
+    limit : int, optional
+        The most characters kept before ``...``.
+
+    Returns
+    -------
+    str
+        The (cut) representation.
+    """
+    text = repr(x)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def json_number(value: Any, what: str) -> float:
+    """A JSON number that must be finite and >= 0 (never a bool), as a float.
+
+    Parameters
+    ----------
+    value : object
+        The value read from the document.
+    what : str
+        The field, for the message (``"result field 'makespan'"``).
+
+    Returns
+    -------
+    float
+        The number.
+
+    Raises
+    ------
+    FormatError
+        One line naming ``what`` and the value: not a number, beyond the float range,
+        negative, infinite or NaN.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FormatError(f"{what} is {short(value)}; it must be a number")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise FormatError(f"{what} is {short(value)}; it is beyond the float range") from None
+    if not (0 <= x < math.inf):
+        raise FormatError(f"{what} is {short(value)}; it must be a finite number >= 0")
+    return x
+
 def _too_big(path: Path, limit: int, compressed: bool) -> FormatError:
     what = "decompresses to more than" if compressed else "is larger than"
     return FormatError(f"{path} {what} the input limit of {limit} bytes "
@@ -40,7 +92,24 @@ def _too_big(path: Path, limit: int, compressed: bool) -> FormatError:
 
 
 def read_bytes(path: str | Path) -> bytes:
-    """A file's bytes, gunzipped when its name ends in ``.gz``, within the input size limit."""
+    """A file's bytes, gunzipped when its name ends in ``.gz``, within the input size limit.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    bytes
+        Its (decompressed) content.
+
+    Raises
+    ------
+    FormatError
+        A missing file, a directory, a broken gzip stream, or more than
+        :func:`optpart.limits.max_input_bytes` (also after decompression).
+    """
     path = Path(path)
     if not path.exists():
         raise FormatError(f"no such file: {path}")
@@ -72,7 +141,18 @@ def read_bytes(path: str | Path) -> bytes:
 
 
 def read_text(path: str | Path) -> str:
-    """A file's text (UTF-8), gunzipped when its name ends in ``.gz``; see :func:`read_bytes`."""
+    """A file's text (UTF-8), gunzipped when its name ends in ``.gz``; see :func:`read_bytes`.
+
+    Parameters
+    ----------
+    path : path-like
+        A text file, possibly gzip-compressed.
+
+    Returns
+    -------
+    str
+        The decoded text; bytes that are not UTF-8 are an error naming the offset.
+    """
     data = read_bytes(path)
     try:
         return data.decode("utf-8")
@@ -81,7 +161,20 @@ def read_text(path: str | Path) -> str:
 
 
 def parse_json(data: bytes | str, path: str | Path) -> Any:
-    """Parse JSON text, or raise :class:`FormatError` naming the file, line and column."""
+    """Parse JSON text, or raise :class:`FormatError` naming the file, line and column.
+
+    Parameters
+    ----------
+    data : bytes or str
+        The document's text.
+    path : str or pathlib.Path
+        Its file, for the message.
+
+    Returns
+    -------
+    object
+        The parsed value (``NaN``/``Infinity`` constants are refused: not JSON).
+    """
     try:
         if _orjson is not None:
             return _orjson.loads(data)
@@ -103,14 +196,35 @@ def _reject_constant(name: str):
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` (gzip-compressed, deterministically, when the name ends in ``.gz``)."""
+    """Write ``data`` (gzip-compressed, deterministically, when the name ends in ``.gz``).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    data : bytes
+        Its content.
+    """
     write_pieces(path, [data])
 
 
 def write_pieces(path: str | Path, pieces: list[bytes | str]) -> None:
     """Write ``pieces`` one after the other (``str`` as UTF-8), gzip-compressed and
     deterministic when the name ends in ``.gz``: the same bytes as writing their
-    concatenation, without building it."""
+    concatenation, without building it.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+    pieces : list of bytes or str
+        Its content, in order.
+
+    Raises
+    ------
+    FormatError
+        When the file cannot be written (naming it and the reason).
+    """
     path = Path(path)
     try:
         with open(path, "wb") as raw:

@@ -49,6 +49,18 @@ _FLOPS = re.compile(r"^\s*((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([kKmMgGtTpP]
 def parse_flops(text: str | float | int) -> float:
     """Read a compute rate such as ``'312TFLOP/s'``, ``'15.7 TFLOPS'`` or ``1e12`` into FLOP/s.
 
+    Parameters
+    ----------
+    text : str or float or int
+        A number of FLOP/s, or a number with a prefix (k, M, G, T, P, E) and ``FLOP/s`` or ``FLOPS``.
+
+    Returns
+    -------
+    float
+        FLOP per second (finite, > 0).
+
+    Examples
+    --------
     >>> parse_flops("312TFLOP/s")
     312000000000000.0
     """
@@ -120,7 +132,18 @@ class CostModel:
 
     # ------------------------------------------------------------------ pricing
     def element_bytes(self, dtype: str) -> int:
-        """Bytes per element of a dtype name such as ``'float32'`` or ``'torch.float16'``."""
+        """Bytes per element of a dtype name such as ``'float32'`` or ``'torch.float16'``.
+
+        Parameters
+        ----------
+        dtype : str
+            A dtype name (``"bfloat16"``, ``"torch.int64"``).
+
+        Returns
+        -------
+        int
+            Bytes per element.
+        """
         name = str(dtype).rsplit(".", 1)[-1].lower()
         for dt, size in self.dtype_bytes:
             if dt == name:
@@ -135,6 +158,20 @@ class CostModel:
 
         ``kernel=False`` marks an operator that only changes tensor metadata (a view):
         it costs nothing.
+
+        Parameters
+        ----------
+        flops : float
+            Floating-point operations of the operator.
+        bytes_moved : float
+            Bytes it reads and writes.
+        kernel : bool, optional
+            False for a view (no kernel runs).
+
+        Returns
+        -------
+        float
+            Seconds: ``max(min_op_time, flops / (peak_flops * efficiency), bytes_moved / memory_bandwidth)``.
         """
         if not kernel:
             return 0.0
@@ -143,11 +180,35 @@ class CostModel:
         return max(self.min_op_time, compute, memory)
 
     def training_state_bytes(self, numel: int, dtype: str) -> float:
-        """Bytes a trainable tensor holds in training: weight + gradient + optimizer state."""
+        """Bytes a trainable tensor holds in training: weight + gradient + optimizer state.
+
+        Parameters
+        ----------
+        numel : int
+            Elements of the trainable tensor.
+        dtype : str
+            The dtype of its weight and gradient.
+
+        Returns
+        -------
+        float
+            Bytes held all step (weight and gradient in ``dtype``, optimizer state per element).
+        """
         return 2.0 * numel * self.element_bytes(dtype) + numel * self.optimizer_bytes_per_param
 
     def update_bytes_moved(self, numel: int, dtype: str) -> float:
-        """Bytes an optimizer step moves: read weight, gradient and state; write weight and state."""
+        """Bytes an optimizer step moves: read weight, gradient and state; write weight and state.
+
+        Parameters
+        ----------
+        numel, dtype : int, str
+            Size and dtype of the parameter being updated.
+
+        Returns
+        -------
+        float
+            Bytes the update reads and writes (its roofline memory term).
+        """
         return 3.0 * numel * self.element_bytes(dtype) + 2.0 * numel * self.optimizer_bytes_per_param
 
     # ------------------------------------------------------------------ (de)serialisation
@@ -161,7 +222,17 @@ class CostModel:
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> "CostModel":
-        """Inverse of :meth:`to_dict`; unknown keys are an error naming them."""
+        """Inverse of :meth:`to_dict`; unknown keys are an error naming them.
+
+        Parameters
+        ----------
+        doc : mapping
+            Fields of the cost model (as written by :meth:`to_dict`).
+
+        Returns
+        -------
+        CostModel
+        """
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(doc) - names)
         if unknown:
@@ -176,7 +247,18 @@ class CostModel:
 
     def replace(self, **changes: Any) -> "CostModel":
         """A copy with some fields changed; values may be strings with units
-        (``peak_flops="312TFLOP/s"``, ``link_latency="10us"``, ``memory_bandwidth="2TB/s"``)."""
+        (``peak_flops="312TFLOP/s"``, ``link_latency="10us"``, ``memory_bandwidth="2TB/s"``).
+
+        Parameters
+        ----------
+        **changes : object
+            Field names and new values; None leaves a field as it is.
+
+        Returns
+        -------
+        CostModel
+            The changed copy (this one is frozen).
+        """
         names = {f.name for f in dataclasses.fields(self)}
         parsed: dict[str, Any] = {}
         for k, v in changes.items():

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import FormatError
 from ..limits import check_devices
-from ._io import parse_json, read_bytes
+from ._io import json_number as _num, parse_json, read_bytes, short as _short
 from ..problem import Constraints, Device, Links, Problem
 
 __all__ = ["read_dnn_partitioning", "dnn_partitioning_from_dict", "looks_like_dnn_partitioning"]
@@ -43,25 +43,18 @@ _MS = 1e-3
 
 
 def looks_like_dnn_partitioning(doc: Any) -> bool:
+    """Whether a parsed JSON document is a dnn-partitioning instance (its two telltale fields).
+
+    Parameters
+    ----------
+    doc : object
+        The parsed document.
+
+    Returns
+    -------
+    bool
+    """
     return isinstance(doc, dict) and "maxSizePerFPGA" in doc and "nodes" in doc
-
-
-def _num(value: Any, what: str) -> float:
-    """A JSON number >= 0 (finite), or a :class:`FormatError` naming ``what`` and the value."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise FormatError(f"{what} is {_short(value)}; it must be a number")
-    try:
-        x = float(value)
-    except OverflowError:
-        raise FormatError(f"{what} is {_short(value)}; it is beyond the float range") from None
-    if not (0 <= x < math.inf):
-        raise FormatError(f"{what} is {_short(value)}; it must be a finite number >= 0")
-    return x
-
-
-def _short(x: Any, limit: int = 40) -> str:
-    text = repr(x)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _device_count(value: Any, name: str) -> int:
@@ -82,6 +75,18 @@ def dnn_partitioning_from_dict(doc: Mapping[str, Any], name: str = "dnn") -> Pro
 
     Every number is checked (a number, finite, >= 0); ``maxFPGAs`` must be a whole
     number >= 1. Nothing is rounded or replaced.
+
+    Parameters
+    ----------
+    doc : mapping
+        The parsed document (``nodes``, ``edges``, ``maxSizePerFPGA``, ``maxFPGAs``).
+    name : str, optional
+        The problem's name (the file's stem), also used in messages.
+
+    Returns
+    -------
+    Problem
+        ``maxFPGAs`` devices of ``maxSizePerFPGA`` bytes; times in seconds (the file's are ms).
     """
     for key in ("nodes", "edges", "maxSizePerFPGA", "maxFPGAs"):
         if key not in doc:
@@ -160,6 +165,18 @@ def dnn_partitioning_from_dict(doc: Mapping[str, Any], name: str = "dnn") -> Pro
 
 
 def read_dnn_partitioning(path: str | Path) -> Problem:
+    """Read a dnn-partitioning JSON file (the operator graphs of the dnn-partitioning benchmark).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file (``.json`` or ``.json.gz``).
+
+    Returns
+    -------
+    Problem
+        Named after the file, with its devices.
+    """
     path = Path(path)
     doc = parse_json(read_bytes(path), path)
     if not isinstance(doc, dict):

@@ -160,7 +160,18 @@ def from_networkx(
 
 def to_networkx(problem: Problem) -> nx.DiGraph:
     """The whole problem as a ``DiGraph``: node/edge fields and metadata, devices, links,
-    constraints and problem metadata as graph attributes (see the module docstring)."""
+    constraints and problem metadata as graph attributes (see the module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        Any problem, with or without devices.
+
+    Returns
+    -------
+    networkx.DiGraph
+        Nodes keyed by id; :func:`from_networkx` reads it back to an equal problem.
+    """
     from .optpart_json import constraints_to_dict, links_to_dict
 
     meta = dict(problem.meta)

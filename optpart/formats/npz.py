@@ -62,7 +62,15 @@ def _json_bytes(x: Any) -> bytes:
 
 
 def write_npz(problem: Problem, path: str | Path) -> None:
-    """Write ``problem`` as an optpart ``.npz`` file (deterministic bytes)."""
+    """Write ``problem`` as an optpart ``.npz`` file (deterministic bytes).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    path : str or pathlib.Path
+        The file to write.
+    """
     from .optpart_json import _num, links_to_dict
 
     encoded = [s.encode("utf-8") for s in problem.node_ids]
@@ -202,7 +210,23 @@ def _node_ids(path: Path, blob: np.ndarray, off: np.ndarray) -> list[str]:
 
 
 def read_npz(path: str | Path) -> Problem:
-    """Read a problem written by :func:`write_npz`."""
+    """Read a problem written by :func:`write_npz`.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The ``.npz`` file: a zip of ``.npy`` columns and a JSON header (docs/formats.md).
+
+    Returns
+    -------
+    Problem
+        Equal to the problem written; the stored topological order is verified, not trusted.
+
+    Raises
+    ------
+    FormatError
+        Naming a missing, unknown or malformed member, or an edited topological order.
+    """
     from .optpart_json import _constraints_from_dict, _links_from_dict, _devices_from_list
 
     path = Path(path)

@@ -9,10 +9,8 @@ placement entry per line, keys in a fixed order, so equal inputs give equal byte
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping
 
-import numpy as np
 
 from ..errors import FormatError, ProblemError
 from ..model import records
@@ -23,6 +21,7 @@ from ..result import Result, Status
 from ..documents import (PROBLEM_FORMAT, RESULT_FORMAT, VERSION, _document, _document_pieces,  # noqa: F401
                          _dumps, _joined_rows, _json_safe, _num, constraints_to_dict, float_reprs, links_to_dict,
                          problem_to_json, result_json_pieces, result_to_json)
+from ._io import json_number, short as _short
 
 __all__ = [
     "PROBLEM_FORMAT",
@@ -51,11 +50,6 @@ def _check_header(doc: Any, expected: str) -> None:
     version = doc["version"]
     if isinstance(version, bool) or not isinstance(version, int) or version != VERSION:
         raise FormatError(f"unsupported {expected} version {doc['version']!r}; this optpart reads version {VERSION}")
-
-
-def _short(x: Any, limit: int = 40) -> str:
-    text = repr(x)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 #: The fields of an optpart-problem document.
@@ -112,6 +106,17 @@ def problem_for_result(problem: Problem, doc: Mapping[str, Any]) -> Problem:
     problem file has no devices of its own (a bare graph solved with ``--devices/--memory``).
 
     A problem that has devices is returned as it is: its own devices are the reference.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem read from its file.
+    doc : mapping
+        The parsed result document.
+
+    Returns
+    -------
+    Problem
     """
     if problem.n_devices or not isinstance(doc, Mapping) or "devices" not in doc:
         return problem
@@ -126,6 +131,23 @@ def result_from_dict(doc: Mapping[str, Any], problem: Problem) -> Result:
     The schedule is optional: without it, the placement is scored by the canonical schedule.
     The makespan and memory figures are recomputed from the placement and schedule; the
     stored ones are ignored (``optpart evaluate`` prints both).
+
+    Parameters
+    ----------
+    doc : mapping
+        The parsed optpart-result document.
+    problem : Problem
+        Its problem (ids resolve against it).
+
+    Returns
+    -------
+    Result
+        Evaluated anew.
+
+    Raises
+    ------
+    FormatError
+        Naming the missing or malformed field, or a node or device the problem does not have.
     """
     from ..evaluate import evaluate
 
@@ -184,14 +206,4 @@ def result_from_dict(doc: Mapping[str, Any], problem: Problem) -> Result:
 def _result_number(doc: Mapping[str, Any], key: str) -> float:
     """A result's optional number (``null`` or absent read as 0), or an error naming the field."""
     value = doc.get(key)
-    if value is None:
-        return 0.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise FormatError(f"result field '{key}' must be a number, got {_short(value)}")
-    try:
-        x = float(value)
-    except OverflowError:
-        raise FormatError(f"result field '{key}' is {_short(value)}; it is beyond the float range") from None
-    if not math.isfinite(x) or x < 0:
-        raise FormatError(f"result field '{key}' is {_short(value)}; it must be a finite number >= 0")
-    return x
+    return 0.0 if value is None else json_number(value, f"result field '{key}'")

@@ -26,7 +26,20 @@ __all__ = ["read_stg", "parse_stg"]
 
 
 def parse_stg(text: str, name: str = "stg") -> Problem:
-    """Parse STG text into a :class:`Problem` without devices."""
+    """Parse STG text into a :class:`Problem` without devices.
+
+    Parameters
+    ----------
+    text : str
+        The STG text: task count, then one line per task (id, time, predecessor count,
+        predecessors); the two dummy tasks (entry, exit) are kept as zero-time nodes.
+    name : str, optional
+        The problem's name, also used in messages.
+
+    Returns
+    -------
+    Problem
+    """
     rows: list[list[str]] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
@@ -81,6 +94,16 @@ def parse_stg(text: str, name: str = "stg") -> Problem:
 
 
 def read_stg(path: str | Path) -> Problem:
-    """Read an ``.stg`` file; the problem is named after the file."""
+    """Read an ``.stg`` file; the problem is named after the file.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The ``.stg`` file (or ``.stg.gz``).
+
+    Returns
+    -------
+    Problem
+    """
     path = Path(path)
     return parse_stg(read_text(path), name=path.stem)

@@ -3,6 +3,9 @@
 One module per concept, each rule written once:
 
 * :mod:`~optpart.model.problem`: the frozen :class:`Problem`;
+* :mod:`~optpart.model.placement`: what a placement means on it (run and transfer times,
+  constraints kept, ids to indices);
+* :mod:`~optpart.model.frozen`: the read-only list and dict a problem holds;
 * :mod:`~optpart.model.graph`: edge checks, CSR adjacency, Kahn's order, the cycle report;
 * :mod:`~optpart.model.devices`: :class:`Device`, :class:`Links`, and the one resolver of
   device and link values (counts, ids, units, per-device lists, file devices, default links);

@@ -18,7 +18,20 @@ __all__ = ["float_column", "partial_column", "check_sum", "short"]
 
 
 def short(x: Any, limit: int = 40) -> str:
-    """``repr(x)``, cut to ``limit`` characters for an error message."""
+    """``repr(x)``, cut to ``limit`` characters for an error message.
+
+    Parameters
+    ----------
+    x : object
+        The offending value.
+    limit : int, optional
+        The most characters of ``repr(x)`` kept before ``...``.
+
+    Returns
+    -------
+    str
+        A one-line representation for a message.
+    """
     text = repr(x)
     return text if len(text) <= limit else text[:limit] + "..."
 

@@ -147,7 +147,22 @@ def best_allowed(allowed: np.ndarray, value: np.ndarray, none: float) -> np.ndar
 
     Rows allowed everywhere (most nodes) take ``value.max()``; only the other rows are
     searched, by a boolean ``argmax`` over the columns sorted by value. No ``n x k`` float
-    matrix (512 MB at 10^6 nodes on 64 devices)."""
+    matrix (512 MB at 10^6 nodes on 64 devices).
+
+    Parameters
+    ----------
+    allowed : numpy.ndarray of bool, shape (n, k)
+        ``allowed[v, d]``: node ``v`` may run on device ``d``.
+    value : numpy.ndarray, shape (k,)
+        A per-device value (a capacity in bytes, a speed).
+    none : float
+        The answer for a row with no allowed device.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n,)
+        Per node, the best value among the devices it may use.
+    """
     n, k = allowed.shape
     out = np.full(n, float(value.max()) if k else none)
     rows = np.flatnonzero(~allowed.all(axis=1))
@@ -167,6 +182,25 @@ def colocation_groups(colocate: Sequence[Sequence[str]], index: Mapping[str, int
 
     Disjoint groups (the common case: one group per variable) take a vectorised path;
     overlapping ones a union-find (Tarjan 1975) over the merged nodes.
+
+    Parameters
+    ----------
+    colocate : sequence of sequence of str
+        The ``colocate`` constraint: groups of node ids that must share a device.
+    index : mapping of str to int
+        Node id to node index.
+    n : int
+        The node count.
+
+    Returns
+    -------
+    list of numpy.ndarray of int64
+        One sorted index array per merged group of two or more nodes.
+
+    Raises
+    ------
+    ProblemError
+        When a group names an unknown node.
     """
     sizes = np.fromiter(map(len, colocate), dtype=np.int64, count=len(colocate))
     flat_ids = list(chain.from_iterable(colocate))

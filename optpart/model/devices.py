@@ -212,7 +212,7 @@ def devices_from_values(devices: Any, memory: Value = math.inf, speed: Value = 1
     names: list[str] | None = None
     count: int | None = None
     if devices is not None:
-        if isinstance(devices, (int, np.integer, float)) and not isinstance(devices, (bool, np.bool_)):
+        if isinstance(devices, (int, np.integer, float, np.bool_)):  # device_count refuses a bool
             count = device_count(devices)
         else:
             names = [str(d) for d in devices]
@@ -222,8 +222,7 @@ def devices_from_values(devices: Any, memory: Value = math.inf, speed: Value = 1
             keys = [str(k) for k in value]
             if names is None and (count is None or count == len(keys)):
                 names, count = keys, device_count(len(keys))
-            elif names is None:
-                raise ProblemError(f"{what} names {len(keys)} devices but devices={count}")
+            # else the devices are dev<i>: per_device names the unknown or the missing one
         elif count is None and list_length(value):
             count = device_count(list_length(value))
     if count is None:
@@ -421,6 +420,11 @@ def resolve_devices(problem: "Problem", *, devices: int | None = None, memory: V
         if links is problem.links:
             return problem
         return problem.with_devices(list(problem.devices), links=links, constraints=problem.constraints)
+    if problem.n_devices == 0 and (devices is not None or isinstance(memory, Mapping) or isinstance(speed, Mapping)
+                                   or list_length(memory) or list_length(speed)):
+        # nothing to keep: the rule of Problem.with_devices, one resolver for both
+        return problem.with_devices(devices_from_values(devices, math.inf if memory is None else memory,
+                                                        1.0 if speed is None else speed), links=links)
     k = device_count(devices) if devices is not None else (list_length(memory) or list_length(speed)
                                                            or problem.n_devices)
     if devices is None and problem.n_devices and k != problem.n_devices:

@@ -106,18 +106,11 @@ def adjacency(src: np.ndarray, dst: np.ndarray, n: int) -> Adjacency:
     return Adjacency(np.argsort(src, kind="stable"), out_ptr, np.argsort(dst, kind="stable"), in_ptr)
 
 
-def kahn_order(dst: np.ndarray, adj: Adjacency) -> list[int] | None:
-    """Kahn's order, or None when the graph has a cycle.
+def _kahn(dst: np.ndarray, adj: Adjacency) -> list[int]:
+    """The nodes Kahn's algorithm removes, in its order (all of them unless there is a cycle).
 
     The loop walks ``order`` while appending to it (the list is the queue), over plain
     Python lists: the fastest pure-Python form (about 2 s for 10^6 nodes).
-
-    Parameters
-    ----------
-    dst : numpy.ndarray
-        Edge destinations.
-    adj : Adjacency
-        The graph's CSR adjacency.
     """
     indeg = np.diff(adj.in_ptr).tolist()
     out_ptr = adj.out_ptr.tolist()
@@ -130,7 +123,27 @@ def kahn_order(dst: np.ndarray, adj: Adjacency) -> list[int] | None:
             indeg[w] = d
             if not d:
                 append(w)
-    return order if len(order) == len(indeg) else None
+    return order
+
+
+def kahn_order(dst: np.ndarray, adj: Adjacency) -> list[int] | None:
+    """Kahn's order, or None when the graph has a cycle.
+
+    Parameters
+    ----------
+    dst : numpy.ndarray
+        Edge destinations (int64, one per edge).
+    adj : Adjacency
+        The graph's CSR adjacency.
+
+    Returns
+    -------
+    list of int or None
+        Every node index once, each after its predecessors; None when a cycle keeps
+        some node from being removed.
+    """
+    order = _kahn(dst, adj)
+    return order if len(order) == adj.in_ptr.size - 1 else None
 
 
 def node_on_cycle(src: np.ndarray, dst: np.ndarray, adj: Adjacency) -> int:
@@ -142,21 +155,16 @@ def node_on_cycle(src: np.ndarray, dst: np.ndarray, adj: Adjacency) -> int:
     Parameters
     ----------
     src, dst : numpy.ndarray
-        Edge ends.
+        Edge ends of a graph that :func:`kahn_order` found cyclic.
     adj : Adjacency
-        The graph's CSR adjacency.
+        Its CSR adjacency; in-edges are walked backwards from a node left over.
+
+    Returns
+    -------
+    int
+        The index of a node on a cycle (the smallest-index start, walked back).
     """
-    n = adj.in_ptr.size - 1
-    indeg = np.diff(adj.in_ptr).tolist()
-    out_ptr = adj.out_ptr.tolist()
-    succ = dst[adj.out_edges].tolist()
-    queue = [v for v in range(n) if indeg[v] == 0]
-    for v in queue:
-        for w in succ[out_ptr[v]:out_ptr[v + 1]]:
-            indeg[w] -= 1
-            if not indeg[w]:
-                queue.append(w)
-    remaining = {v for v in range(n) if indeg[v] > 0}
+    remaining = set(range(adj.in_ptr.size - 1)).difference(_kahn(dst, adj))
     v = min(remaining)
     seen: set[int] = set()
     while v not in seen:
@@ -213,6 +221,22 @@ def is_kahn_order(order, src: np.ndarray, in_edges: np.ndarray, in_ptr: np.ndarr
 
     Reference: A. B. Kahn, "Topological sorting of large networks", Communications of
     the ACM 5(11), 1962.
+
+    Parameters
+    ----------
+    order : array_like of int
+        The claimed order (read from a ``.npz`` file), one node index per position.
+    src : numpy.ndarray
+        Edge sources (int64, one per edge).
+    in_edges, in_ptr : numpy.ndarray
+        The CSR in-adjacency (:class:`Adjacency`): in-edge ids of ``v`` are
+        ``in_edges[in_ptr[v]:in_ptr[v+1]]``.
+
+    Returns
+    -------
+    bool
+        True exactly when ``order`` equals :func:`kahn_order`'s result; False for any other
+        permutation, a non-integer array or the wrong length.
     """
     order = np.asarray(order)
     n = in_ptr.size - 1

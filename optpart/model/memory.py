@@ -77,7 +77,25 @@ def fits(used, capacity):
 
 
 def as_placement(problem: Problem, placement) -> np.ndarray:
-    """A placement (array of device indices, or ``{node id: device id}``) as a checked int array."""
+    """A placement (array of device indices, or ``{node id: device id}``) as a checked int array.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the placement is for.
+    placement : array_like of int or mapping of str to str
+        Device index per node (length ``n_nodes``), or ``{node id: device id}`` naming every node.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_nodes,)
+        Device index of every node.
+
+    Raises
+    ------
+    ProblemError
+        Naming the wrong length, the node placed outside ``0..K-1``, or an unknown id.
+    """
     if isinstance(placement, dict):
         return problem.placement_from_ids(placement)
     arr = np.asarray(placement, dtype=np.int64)
@@ -94,7 +112,20 @@ _as_placement = as_placement
 
 
 def static_memory(problem: Problem, placement) -> np.ndarray:
-    """Bytes per device under the static model: the sum of ``memory`` of its nodes."""
+    """Bytes per device under the static model: the sum of ``memory`` of its nodes.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (``memory`` per node, bytes).
+    placement : array_like of int or mapping
+        Device per node (see :func:`as_placement`).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n_devices,)
+        Bytes each device holds under the static model; no schedule is needed.
+    """
     placement = _as_placement(problem, placement)
     return np.bincount(placement, weights=problem.memory, minlength=problem.n_devices).astype(np.float64)
 
@@ -161,6 +192,20 @@ def peak_memory(problem: Problem, placement, start: np.ndarray, finish: np.ndarr
     it has no consumer); a copy received on another device is live from its first arrival
     until the last consumer there finishes. Intervals are half-open, so a tensor freed at
     ``t`` and one allocated at ``t`` do not add up; a zero-length interval counts at its instant.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (``param_bytes``, ``output_bytes``, ``temp_bytes`` per node, bytes).
+    placement : array_like of int or mapping
+        Device per node (see :func:`as_placement`).
+    start, finish : numpy.ndarray, shape (n_nodes,)
+        The schedule: each node's start and finish time in seconds (an evaluated result's).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n_devices,)
+        The largest number of bytes each device holds at any instant of the step.
     """
     placement = _as_placement(problem, placement)
     base, _, _, _, ev_delta, bounds = _liveness_events(problem, placement, start, finish)
@@ -179,6 +224,21 @@ def memory_timeline(problem: Problem, placement, start, finish) -> list[tuple[np
     The first point is ``(0, params)``, the ``param_bytes`` held all step; the last is at
     the makespan. A zero-length interval appears as a spike (two points at one time).
     ``max(bytes)`` of a device equals its :func:`peak_memory`.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem, with its split memory fields.
+    placement : array_like of int or mapping
+        Device per node, as :func:`as_placement` reads it.
+    start, finish : array_like of float, shape (n_nodes,)
+        The schedule (seconds).
+
+    Returns
+    -------
+    list of tuple of numpy.ndarray
+        Per device ``(times, bytes)``: step-function breakpoints in seconds and the bytes
+        in use from each breakpoint on.
     """
     placement = _as_placement(problem, placement)
     base, makespan, _, ev_time, ev_delta, bounds = _liveness_events(problem, placement, start, finish)
@@ -193,7 +253,24 @@ def memory_timeline(problem: Problem, placement, start, finish) -> list[tuple[np
 
 
 def device_memory(problem: Problem, placement, start=None, finish=None, model: str = "static") -> np.ndarray:
-    """Bytes per device under ``model`` ("static" or "peak"; peak needs the schedule)."""
+    """Bytes per device under ``model`` ("static" or "peak"; peak needs the schedule).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    placement : array_like of int or mapping
+        Device per node (see :func:`as_placement`).
+    start, finish : array_like of float, optional
+        The schedule (seconds); required for ``"peak"``, unused for ``"static"``.
+    model : {"static", "peak"}
+        The memory model of docs/model.md section 3.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n_devices,)
+        Bytes per device under ``model``.
+    """
     if model == "static":
         return static_memory(problem, placement)
     if model == "peak":
@@ -208,6 +285,25 @@ def overflow_message(problem: Problem, placement, start=None, finish=None, model
     """One line naming the first device over capacity under ``model``, or None when all fit.
 
     ``"heft: device 'gpu0' holds 2.90 GiB (peak) but has 2.00 GiB"``.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its devices' capacities).
+    placement : array_like of int or mapping
+        Device per node.
+    start, finish : array_like of float, optional
+        The schedule (seconds); needed for ``"peak"``.
+    model : {"static", "peak"}
+        The memory model to check.
+    solver : str, optional
+        A solver name to start the line with.
+
+    Returns
+    -------
+    str or None
+        The message, with sizes in binary units; None when every device fits
+        (:func:`optpart.memory.fits`, exact on integer byte counts).
     """
     used = device_memory(problem, placement, start, finish, model)
     over = np.flatnonzero(~fits(used, problem.device_memory))

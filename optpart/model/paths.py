@@ -26,7 +26,27 @@ __all__ = ["bottom_levels_csr", "bottom_levels_by_edge", "top_levels_csr", "mean
 def bottom_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequence[int],
                       node_weight: Sequence[float], out_weight: Sequence[float]) -> list[float]:
     """Bottom levels from CSR lists: ``succ[i]``/``out_weight[i]`` for ``i`` in
-    ``out_ptr[v]:out_ptr[v+1]`` are the successors of ``v`` and their edge weights."""
+    ``out_ptr[v]:out_ptr[v+1]`` are the successors of ``v`` and their edge weights.
+
+    Parameters
+    ----------
+    topo : sequence of int
+        A topological order of the nodes.
+    out_ptr : sequence of int
+        CSR offsets, length ``n + 1``.
+    succ : sequence of int
+        Successor of each CSR slot.
+    node_weight : sequence of float
+        Weight per node (a run time in seconds).
+    out_weight : sequence of float
+        Weight per CSR slot (the edge's transfer time in seconds).
+
+    Returns
+    -------
+    list of float
+        ``bl(v) = w(v) + max over successors (c(v, w) + bl(w))``: the longest path from
+        ``v`` to a sink, ``v`` included. Plain lists: the loop is pure Python and O(V + E).
+    """
     bl = list(node_weight)
     for v in reversed(topo):
         best = 0
@@ -39,7 +59,22 @@ def bottom_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequenc
 
 
 def bottom_levels_by_edge(problem: Problem, node_weight: np.ndarray, edge_weight: np.ndarray) -> np.ndarray:
-    """Bottom levels of ``problem``'s nodes; ``edge_weight`` is indexed by edge id."""
+    """Bottom levels of ``problem``'s nodes; ``edge_weight`` is indexed by edge id.
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph (its topological order and CSR adjacency).
+    node_weight : numpy.ndarray, shape (n_nodes,)
+        Weight per node (seconds).
+    edge_weight : numpy.ndarray, shape (n_edges,)
+        Weight per edge id (seconds).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n_nodes,)
+        The bottom level of every node (see :func:`bottom_levels_csr`).
+    """
     levels = bottom_levels_csr(problem.topo.tolist(), problem.out_ptr.tolist(),
                                problem.edge_dst[problem.out_edges].tolist(),
                                np.asarray(node_weight, dtype=np.float64).tolist(),
@@ -49,7 +84,24 @@ def bottom_levels_by_edge(problem: Problem, node_weight: np.ndarray, edge_weight
 
 def top_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequence[int],
                    node_weight: Sequence[float], out_weight: Sequence[float] | None = None) -> list[float]:
-    """Top levels from the same CSR lists; ``out_weight`` None means free edges."""
+    """Top levels from the same CSR lists; ``out_weight`` None means free edges.
+
+    Parameters
+    ----------
+    topo : sequence of int
+        A topological order; sources first.
+    out_ptr, succ : sequence of int
+        CSR out-adjacency: successors of ``v`` are ``succ[out_ptr[v]:out_ptr[v+1]]``.
+    node_weight : sequence of float
+        Weight per node (seconds).
+    out_weight : sequence of float, optional
+        Weight per CSR slot (seconds); None: edges cost nothing.
+
+    Returns
+    -------
+    list of float
+        ``top(v)``: the longest path from a source to the start of ``v`` (``v`` excluded).
+    """
     top = [0] * len(node_weight)
     for v in topo:
         tv = top[v] + node_weight[v]
@@ -69,6 +121,18 @@ def mean_costs(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     (Topcuoglu, Hariri, Wu, IEEE TPDS 13(3), 2002, section 4.1, which averages latency
     and transfer rate). With one device communication is free. The one mean-cost
     definition: HEFT, m-ETF and the heuristic's ranks all use it.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (times, allowed devices, speeds, links).
+
+    Returns
+    -------
+    wbar : numpy.ndarray of float64, shape (n_nodes,)
+        Mean run time of each node over its allowed devices (seconds).
+    cbar : numpy.ndarray of float64, shape (n_edges,)
+        Mean transfer time of each edge over ordered pairs of distinct devices (seconds).
     """
     k = problem.n_devices
     allowed = problem.allowed
@@ -90,7 +154,20 @@ def mean_costs(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
 def upward_rank(problem: Problem, wbar: np.ndarray | None = None, cbar: np.ndarray | None = None) -> np.ndarray:
     """HEFT's upward rank, ``rank(v) = wbar(v) + max over successors w of (cbar(v, w) + rank(w))``:
-    the bottom level under :func:`mean_costs` (the one rank definition); O(V + E)."""
+    the bottom level under :func:`mean_costs` (the one rank definition); O(V + E).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    wbar, cbar : numpy.ndarray, optional
+        Mean node and edge costs (:func:`mean_costs`); computed when either is None.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n_nodes,)
+        The upward rank of every node (seconds).
+    """
     if wbar is None or cbar is None:
         wbar, cbar = mean_costs(problem)
     return bottom_levels_by_edge(problem, wbar, cbar)
@@ -101,5 +178,17 @@ def priority_order(problem: Problem, priority: np.ndarray) -> np.ndarray:
 
     For bottom levels (``bl(u) >= bl(w)`` on every edge) this is a topological order
     even with zero-time nodes and free transfers.
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph (its ``topo_rank``: each node's position in the topological order).
+    priority : array_like of float, shape (n_nodes,)
+        Priority per node; higher goes first.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_nodes,)
+        Node indices, highest priority first.
     """
     return np.lexsort((problem.topo_rank, -np.asarray(priority, dtype=np.float64)))

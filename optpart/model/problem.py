@@ -43,6 +43,7 @@ from .constraints import Constraints, allowed_mask, constraint_devices, resolve_
 from .devices import Device, Links, check_path_bounds, device_list, device_table, link_matrices
 from .frozen import FrozenDict, FrozenList
 from .graph import adjacency, check_edges, topological_order
+from .placement import PlacementViews
 
 __all__ = ["Problem"]
 
@@ -50,7 +51,7 @@ __all__ = ["Problem"]
 _FIELDS = ('name', 'meta', 'node_ids', 'node_index', 'n_nodes', 'time', 'memory', 'has_split', 'param_bytes', 'output_bytes', 'temp_bytes', 'node_meta', 'edge_src', 'edge_dst', 'edge_bytes', 'n_edges', 'out_edges', 'out_ptr', 'in_edges', 'in_ptr', 'topo', 'topo_rank', 'devices', 'device_ids', 'device_index', 'n_devices', 'device_memory', 'device_speed', 'links', 'latency', 'bandwidth', 'constraints', 'pin', 'forbidden', 'group_of', 'groups', '_allowed', '_frozen')
 
 
-class Problem:
+class Problem(PlacementViews):
     """A placement problem. Build it with :meth:`from_arrays`, :meth:`build`,
     :func:`optpart.load` or :func:`optpart.from_networkx`.
 
@@ -301,20 +302,6 @@ class Problem:
         """True when the problem has at least one device."""
         return self.n_devices > 0
 
-    def respects_constraints(self, placement: np.ndarray) -> bool:
-        """Does a placement keep every pin, forbid and colocation group?
-
-        Parameters
-        ----------
-        placement : array_like of int
-            A device index per node.
-        """
-        placement = np.asarray(placement, dtype=np.int64)
-        n = self.n_nodes
-        if placement.shape != (n,) or not self.allowed[np.arange(n), placement].all():
-            return False
-        return all(np.unique(placement[members]).size == 1 for members in self.groups)
-
     @property
     def allowed(self) -> np.ndarray:
         """``n x k`` boolean mask: may node ``v`` run on device ``d`` (pins, forbids and groups applied)."""
@@ -326,26 +313,6 @@ class Problem:
     @property
     def has_constraints(self) -> bool:
         return bool((self.pin >= 0).any() or self.forbidden or self.groups)
-
-    def duration(self, placement: np.ndarray) -> np.ndarray:
-        """Run time of every node on its device: ``time(v) / speed(d(v))``."""
-        return self.time / self.device_speed[np.asarray(placement, dtype=np.int64)]
-
-    def transfer_times(self, placement: np.ndarray) -> np.ndarray:
-        """Transfer time of every edge under a placement (0 within one device)."""
-        placement = np.asarray(placement, dtype=np.int64)
-        a = placement[self.edge_src]
-        b = placement[self.edge_dst]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            c = self.latency[a, b] + self.edge_bytes / self.bandwidth[a, b]
-        c[a == b] = 0.0
-        return c
-
-    def transfer_time(self, edge: int, a: int, b: int) -> float:
-        """Transfer time of one edge from device ``a`` to device ``b``."""
-        if a == b:
-            return 0.0
-        return float(self.latency[a, b] + self.edge_bytes[edge] / self.bandwidth[a, b])
 
     def running_need(self) -> np.ndarray:
         """Bytes each node surely holds on its device while it runs, under peak
@@ -434,7 +401,18 @@ class Problem:
         return q._freeze()
 
     def with_meta(self, **items: Any) -> "Problem":
-        """The same problem with ``items`` added to its metadata (arrays shared, not copied)."""
+        """The same problem with ``items`` added to its metadata (arrays shared, not copied).
+
+        Parameters
+        ----------
+        **items : object
+            Metadata entries to add or replace (JSON-serialisable values travel with the file).
+
+        Returns
+        -------
+        Problem
+            A new frozen problem; this one is unchanged.
+        """
         q = self._copy_graph()
         q.meta = FrozenDict({**self.meta, **items})
         return q._freeze()
@@ -470,20 +448,6 @@ class Problem:
                          f"forbid={ {k: list(v) for k, v in c.forbid.items()} })")
         return "Problem(" + ", ".join(parts) + ")"
 
-    # ------------------------------------------------------------------ conveniences
-    def placement_from_ids(self, mapping: Mapping[str, str]) -> np.ndarray:
-        """Turn ``{node id: device id}`` into an integer placement array, naming what is missing."""
-        placement = np.full(self.n_nodes, -1, dtype=np.int64)
-        for nid, did in mapping.items():
-            if nid not in self.node_index:
-                raise ProblemError(f"placement names unknown node '{nid}'")
-            if did not in self.device_index:
-                raise ProblemError(f"placement puts node '{nid}' on unknown device '{did}'")
-            placement[self.node_index[nid]] = self.device_index[did]
-        missing = np.flatnonzero(placement < 0)
-        if missing.size:
-            raise ProblemError(f"placement leaves node '{self.node_ids[missing[0]]}' without a device")
-        return placement
 
 
 def _unpickle(state: dict[str, Any]) -> Problem:
@@ -492,4 +456,3 @@ def _unpickle(state: dict[str, Any]) -> Problem:
     for key, value in state.items():
         object.__setattr__(p, key, value)
     return p._freeze()
-

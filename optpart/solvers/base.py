@@ -59,6 +59,31 @@ def finalize(problem: Problem, solution: Solution, solver: str, wall_seconds: fl
     placement is kept only when it fits the requested model (otherwise ``unknown`` with
     the overflowing device named), ``optimal`` becomes ``feasible``, ``infeasible``
     becomes ``unknown``, and the solver's bound is dropped (it may depend on the model).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem solved.
+    solution : Solution
+        What the solver returned (placement, optional schedule, status, bound).
+    solver : str
+        The solver's name, for messages and the result.
+    wall_seconds : float
+        Time the solver took.
+    options : dict
+        The options it ran with (recorded in the result).
+    memory_model : {"static", "peak"}, optional
+        The model the caller asked for.
+
+    Returns
+    -------
+    Result
+        Scored by the evaluator (the one scorer of every solver).
+
+    Raises
+    ------
+    SolverError
+        When the solver's schedule breaks a rule of the model (a solver bug).
     """
     status = Status(solution.status)
     own = solution.memory_model

@@ -103,6 +103,23 @@ def available_solvers() -> list[str]:
 
 
 def solver_info(name: str) -> SolverInfo:
+    """The registry entry of a solver (aliases resolved), without importing it.
+
+    Parameters
+    ----------
+    name : str
+        A registered name (as :func:`solver_names` lists them) or an alias of one.
+
+    Returns
+    -------
+    SolverInfo
+        Its module, summary, whether it is exact, its requirements and extra.
+
+    Raises
+    ------
+    SolverError
+        For an unknown name, listing the available ones.
+    """
     key = ALIASES.get(name, name)
     if key not in SOLVERS:
         raise SolverError(f"unknown solver '{name}'; available: {', '.join(solver_names())}")
@@ -110,7 +127,24 @@ def solver_info(name: str) -> SolverInfo:
 
 
 def get_solver(name: str):
-    """The ``solve`` function of a solver, importing its module on first use."""
+    """The ``solve`` function of a solver, importing its module on first use.
+
+    Parameters
+    ----------
+    name : str
+        Which solver (an alias is resolved).
+
+    Returns
+    -------
+    callable
+        ``solve(problem, ...) -> Solution`` of the solver's module.
+
+    Raises
+    ------
+    SolverError
+        When the module or one of its requirements is missing (with the ``pip install``
+        extra to add).
+    """
     info = solver_info(name)
     if importlib.util.find_spec(info.module) is None:
         raise SolverError(f"solver '{info.name}' is registered but its module {info.module} is missing")

@@ -33,6 +33,59 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
+class _NotThisType(Exception):
+    """Raised by a converter: the value is not of the option's type."""
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise _NotThisType
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise _NotThisType
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise _NotThisType from None
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise _NotThisType
+    try:
+        out = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise _NotThisType from None
+    if math.isnan(out):
+        raise _NotThisType
+    return out
+
+
+def _to_dict(value: Any) -> dict:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise _NotThisType
+    return dict(value)
+
+
+def _to_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _NotThisType
+    return value
+
+
+#: One converter per option type, and the words for "a value of that type".
+_CONVERT = {bool: _to_bool, int: _to_int, float: _to_float, dict: _to_dict, str: _to_str}
+_KIND = {bool: "true or false", int: "an integer", float: "a number", dict: "a mapping of names to values",
+         str: "a string"}
+
+
 @dataclass(frozen=True)
 class Option:
     """One solver option: name, type (bool, int, float, str, or dict for raw backend
@@ -52,52 +105,32 @@ class Option:
     allow_none: bool = False
 
     def coerce(self, solver: str, value: Any) -> Any:
-        """The value converted to the option's type, or :class:`SolverError` naming it."""
+        """The value converted to the option's type, or :class:`SolverError` naming it.
+
+        Parameters
+        ----------
+        solver : str
+            The solver's name, for the message.
+        value : object
+            The value given (a string from the CLI's ``-o key=value``, or a Python value).
+
+        Returns
+        -------
+        object
+            The value as the option's type, within its range and choices (None when allowed).
+        """
         where = f"{solver}: option {self.name}={value!r}"
         if value is None:
             if self.allow_none:
                 return None
             raise SolverError(f"{where} must be a {self.type.__name__}")
-        if self.type is bool:
-            if isinstance(value, bool):
-                out = value
-            elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-                out = value.strip().lower() in _TRUE
-            elif isinstance(value, int) and value in (0, 1):
-                out = bool(value)
-            else:
-                raise SolverError(f"{where} must be true or false")
-        elif self.type is int:
-            if isinstance(value, bool):
-                raise SolverError(f"{where} must be an integer")
-            try:
-                out = int(value) if not isinstance(value, float) else None
-            except (TypeError, ValueError):
-                out = None
-            if out is None:
-                if isinstance(value, float) and value.is_integer():
-                    out = int(value)
-                else:
-                    raise SolverError(f"{where} must be an integer")
-        elif self.type is float:
-            if isinstance(value, bool):
-                raise SolverError(f"{where} must be a number")
-            try:
-                out = float(value)
-            except (TypeError, ValueError, OverflowError):
-                raise SolverError(f"{where} must be a number") from None
-            if math.isnan(out):
-                raise SolverError(f"{where} must be a number")
-        elif self.type is dict:
-            if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-                raise SolverError(f"{where} must be a mapping of names to values")
-            out = dict(value)
-        elif self.type is str:
-            if not isinstance(value, str):
-                raise SolverError(f"{where} must be a string")
-            out = value
-        else:  # pragma: no cover - a spec bug, not a user error
+        convert = _CONVERT.get(self.type)
+        if convert is None:  # pragma: no cover - a spec bug, not a user error
             raise TypeError(f"option {self.name}: unsupported type {self.type!r}")
+        try:
+            out = convert(value)
+        except _NotThisType:
+            raise SolverError(f"{where} must be {_KIND[self.type]}") from None
         if self.choices and out not in self.choices:
             raise SolverError(f"{where} must be one of: {', '.join(map(str, self.choices))}")
         if self.min is not None and out < self.min:
@@ -135,10 +168,39 @@ class SolverSpec:
     uses_time_limit: bool = False
 
     def option(self, name: str) -> Option | None:
+        """The declared option called ``name``, or None.
+
+        Parameters
+        ----------
+        name : str
+            The option's name.
+
+        Returns
+        -------
+        Option or None
+        """
         return next((o for o in self.options if o.name == name), None)
 
     def validate(self, solver: str, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Check and convert user options; unknown names are an error listing the valid ones."""
+        """Check and convert user options; unknown names are an error listing the valid ones.
+
+        Parameters
+        ----------
+        solver : str
+            The solver's name, for messages.
+        options : mapping of str to object
+            The options given.
+
+        Returns
+        -------
+        dict
+            Each option converted (:meth:`Option.coerce`), in sorted name order.
+
+        Raises
+        ------
+        SolverError
+            Naming an unknown option (with the valid ones) or a bad value.
+        """
         out: dict[str, Any] = {}
         for key in sorted(options):
             opt = self.option(key)

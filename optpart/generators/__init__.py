@@ -6,20 +6,36 @@
   small fork-join of operators), a loss, a backward pass mirroring the forward, and
   one parameter-update node per layer colocated with that layer's weights.
 * :func:`chain` and :func:`fork_join`: the simplest shapes.
+* :func:`planted_dag` (:mod:`optpart.generators.planted`): a random DAG with a known optimum.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .problem import Constraints, Device, Links, Problem
+from ..problem import Constraints, Device, Links, Problem
+from .planted import planted_dag
 
 __all__ = ["layered_dag", "training_graph", "chain", "fork_join", "uniform_devices", "planted_dag",
            "large_training_graph"]
 
 
 def uniform_devices(k: int, memory: float = float("inf"), speed: float = 1.0) -> list[Device]:
-    """``k`` identical devices named ``dev0..dev{k-1}``."""
+    """``k`` identical devices named ``dev0..dev{k-1}``.
+
+    Parameters
+    ----------
+    k : int
+        Device count.
+    memory : float, optional
+        Capacity of each, in bytes (unlimited by default).
+    speed : float, optional
+        Relative speed of each (1 is the reference device).
+
+    Returns
+    -------
+    list of Device
+    """
     return [Device(f"dev{i}", memory, speed) for i in range(k)]
 
 
@@ -43,6 +59,31 @@ def layered_dag(n: int, *, layers: int | None = None, edge_prob: float = 0.3, cc
     first layer has at least one predecessor in the layer above. With ``k``, the problem
     gets ``k`` identical devices of capacity ``memory_slack * total / k`` (unlimited when
     ``memory_slack`` is None).
+
+    Parameters
+    ----------
+    n : int
+        Node count.
+    layers : int, optional
+        Layer count (default ``round(sqrt(n))``).
+    edge_prob : float, optional
+        Probability of each edge between consecutive layers.
+    ccr : float, optional
+        Communication-to-computation ratio: mean transfer time over mean node time.
+    k : int, optional
+        Identical devices to add; without ``k`` the problem has none (give them later with
+        :meth:`Problem.with_devices`).
+    memory_slack : float, optional
+        Total capacity over total memory (1.5: 50% room); None: unlimited.
+    seed : int, optional
+        Seed of the numpy generator: equal seeds give equal problems.
+    name : str, optional
+        Default ``layered-{n}-s{seed}``.
+
+    Returns
+    -------
+    Problem
+        Static memory only (no param/output/temp split).
     """
     rng = np.random.default_rng(seed)
     layers = layers or max(1, int(round(np.sqrt(n))))
@@ -97,6 +138,28 @@ def training_graph(n_layers: int, *, width: int = 2, ccr: float = 0.5, k: int | 
     ``w{i}`` (parameters + optimizer state), which feeds forward and backward and is
     updated by ``u{i}``; ``w{i}``, ``u{i}`` and the backward weight-gradient node are
     colocated. About ``(2 * width + 5) * n_layers`` nodes.
+
+    Parameters
+    ----------
+    n_layers : int
+        Layer count.
+    width : int, optional
+        Parallel operators per layer.
+    ccr : float, optional
+        Mean transfer over mean operator time, which sets the link bandwidth.
+    k : int, optional
+        How many identical devices the problem gets (none without it).
+    memory_slack : float, optional
+        Capacity of all devices together over the graph's total memory; None: unlimited.
+    seed : int, optional
+        Seeds the operator times, memories and tensor sizes.
+    name : str, optional
+        Default ``training-{n_layers}x{width}-s{seed}``.
+
+    Returns
+    -------
+    Problem
+        With colocation constraints tying each weight to its update.
     """
     rng = np.random.default_rng(seed)
     ids: list[str] = []
@@ -170,95 +233,51 @@ def training_graph(n_layers: int, *, width: int = 2, ccr: float = 0.5, k: int | 
 
 
 def chain(n: int, time: float = 1.0, memory: float = 1.0, nbytes: float = 0.0) -> Problem:
-    """A chain ``c0 -> c1 -> ... -> c{n-1}`` of equal nodes (no devices)."""
+    """A chain ``c0 -> c1 -> ... -> c{n-1}`` of equal nodes (no devices).
+
+    Parameters
+    ----------
+    n : int
+        Node count.
+    time : float, optional
+        Seconds of each node.
+    memory : float, optional
+        Bytes of each node.
+    nbytes : float, optional
+        Bytes of each edge's tensor.
+
+    Returns
+    -------
+    Problem
+        Named ``chain-{n}``, without devices.
+    """
     return Problem.from_arrays([f"c{i}" for i in range(n)], np.full(n, time), np.full(n, memory),
                                list(range(n - 1)), list(range(1, n)), np.full(max(n - 1, 0), nbytes),
                                name=f"chain-{n}")
 
 
 def fork_join(width: int, time: float = 1.0, memory: float = 1.0, nbytes: float = 0.0) -> Problem:
-    """``src`` -> ``width`` parallel nodes -> ``sink`` (no devices)."""
+    """``src`` -> ``width`` parallel nodes -> ``sink`` (no devices).
+
+    Parameters
+    ----------
+    width : int
+        Parallel nodes between ``src`` and ``sink``.
+    time, memory : float, optional
+        Seconds and bytes of every node (the two ends included).
+    nbytes : float, optional
+        Bytes per edge (``2 * width`` edges).
+
+    Returns
+    -------
+    Problem
+        Named ``fork-join-{width}``, without devices.
+    """
     ids = ["src"] + [f"p{i}" for i in range(width)] + ["sink"]
     src = [0] * width + list(range(1, width + 1))
     dst = list(range(1, width + 1)) + [width + 1] * width
     return Problem.from_arrays(ids, np.full(width + 2, time), np.full(width + 2, memory), src, dst,
                                np.full(2 * width, nbytes), name=f"fork-join-{width}")
-
-
-def planted_dag(n: int, k: int = 4, *, ccr: float = 1.0, preds: int = 2, window: int = 64,
-                chains: bool = True, seed: int = 0, name: str | None = None) -> Problem:
-    """A random DAG whose optimal makespan is known: a planted schedule with no idle time.
-
-    Each of ``k`` identical devices runs ``n / k`` nodes back to back from 0 to ``L``
-    (node times uniform in [1, 10], then scaled per device so that each device's sum is
-    ``L``). Every node gets up to ``preds`` predecessors, drawn among the ``window``
-    nodes (on any device) that finished last before its data would have to leave:
-    a transfer (``bytes / bandwidth``, the bandwidth set so that the mean transfer is
-    ``ccr`` times the mean node time) always arrives by its planted start. The planted schedule is thus valid, and since every
-    device is busy for all of ``[0, L]`` the work bound ``L`` is met: the optimum is
-    exactly ``L`` (stored in ``meta["optimum"]``). Capacities are the planted loads
-    plus 5%, so the planted placement fits. Nodes are numbered by planted start time.
-
-    With ``chains`` (the default) every node also reads a tensor from the node just
-    before it on its planted device, which finishes exactly at its start: the planted
-    schedule has no slack anywhere, which is what makes these instances hard for list
-    schedulers (HEFT lands several percent above ``L`` at 200-2,000 nodes).
-    """
-    rng = np.random.default_rng(seed)
-    per = np.full(k, n // k)
-    per[: n % k] += 1
-    dev = np.repeat(np.arange(k), per)
-    t = rng.uniform(1.0, 10.0, size=n)
-    sums = np.bincount(dev, weights=t, minlength=k)
-    length = float(sums.max())
-    t = t * (length / sums)[dev]
-    start = np.zeros(n)
-    offs = np.concatenate([[0], np.cumsum(per)])
-    prev = np.full(n, -1)                      # the node before each one on its device
-    for d in range(k):
-        seg = t[offs[d]:offs[d + 1]]
-        start[offs[d]:offs[d + 1]] = np.concatenate([[0.0], np.cumsum(seg)[:-1]])
-        prev[offs[d] + 1:offs[d + 1]] = np.arange(offs[d], offs[d + 1] - 1)
-    order = np.lexsort((dev, start))           # renumber nodes by planted start
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n)
-    t, dev, start, prev = t[order], dev[order], start[order], prev[order]
-    prev = np.where(prev >= 0, rank[np.maximum(prev, 0)], -1)
-    fin = start + t
-    memory = rng.uniform(1e6, 1e8, size=n)
-    mean_t = float(t.mean())
-    mean_b = 5e7
-    bw = mean_b / (ccr * mean_t) if ccr > 0 else float("inf")
-    # predecessors whose data would arrive in time even from another device
-    by_finish = np.argsort(fin, kind="stable")
-    fin_sorted = fin[by_finish]
-    xs, xd, xb = [], [], []
-    if chains:
-        has = np.flatnonzero(prev >= 0)
-        xs.append(prev[has])
-        xd.append(has)
-        xb.append(rng.uniform(1e6, 1e8, size=has.size))
-    for _ in range(max(1, preds)):
-        b = rng.uniform(1e6, 1e8, size=n)
-        c = b / bw
-        cnt = np.searchsorted(fin_sorted, start - c, side="right")   # nodes finished by S - c
-        pick = cnt - 1 - rng.integers(0, window, size=n)
-        ok = pick >= 0
-        u = by_finish[np.maximum(pick, 0)]
-        xs.append(u[ok])
-        xd.append(np.flatnonzero(ok))
-        xb.append(b[ok])
-    s = np.concatenate(xs)
-    dd = np.concatenate(xd)
-    nb = np.concatenate(xb)
-    key, first = np.unique(s * n + dd, return_index=True)
-    s, dd, nb = key // n, key % n, nb[first]
-    load = np.bincount(dev, weights=memory, minlength=k)
-    devices = [Device(f"dev{i}", float(load[i] * 1.05)) for i in range(k)]
-    return Problem.from_arrays([f"p{i}" for i in range(n)], t, memory, s, dd, nb, devices=devices,
-                               links=Links(0.0, bw), name=name or f"planted-{n}-k{k}-c{ccr:g}-s{seed}",
-                               meta={"generator": "planted_dag", "seed": seed, "ccr": ccr,
-                                     "optimum": length, "planted_placement": dev.tolist()})
 
 
 def large_training_graph(n_target: int, seed: int = 0, *, k: int | None = None, memory_slack: float = 1.5,
@@ -272,6 +291,26 @@ def large_training_graph(n_target: int, seed: int = 0, *, k: int | None = None, 
     backward operators and six update nodes, each colocated with its weight. 38 nodes per
     layer; layers are chained (forward out -> next in; backward in -> previous out).
     With ``k``, ``k`` identical devices of capacity ``memory_slack * total / k``.
+
+    Parameters
+    ----------
+    n_target : int
+        Approximate node count (rounded to whole layers of 38 nodes).
+    seed : int, optional
+        Seeds the costs.
+    k : int, optional
+        With it, that many identical devices.
+    memory_slack : float, optional
+        Their total capacity over the total memory (1.5 by default).
+    ccr : float, optional
+        Communication-to-computation ratio (0.3 by default: a fast interconnect).
+    name : str, optional
+        Default ``large-training-{n}-s{seed}``.
+
+    Returns
+    -------
+    Problem
+        Built with numpy arrays throughout: 10^6 nodes in seconds.
     """
     rng = np.random.default_rng(seed)
     f_names = ["in", "q", "k", "v", "scores", "softmax", "mix", "proj", "add", "norm", "mlp1", "act", "mlp2"]
@@ -335,6 +374,28 @@ def fork_join_dag(n: int, *, width: int = 4, ccr: float = 1.0, k: int | None = N
     bandwidth makes the mean transfer ``ccr`` times the mean node time, so a branch placed
     away from its fork pays two transfers. With ``k``: ``k`` identical devices of
     capacity ``memory_slack * total / k`` (unlimited when ``memory_slack`` is None).
+
+    Parameters
+    ----------
+    n : int
+        Approximate node count (the last stage is completed).
+    width : int, optional
+        Branches per stage.
+    ccr : float, optional
+        Mean transfer time over mean node time.
+    k : int, optional
+        Devices (identical) the problem gets; None: no devices.
+    memory_slack : float, optional
+        Room factor of the devices' capacity; None: unlimited capacity.
+    seed : int, optional
+        Seeds branch lengths, times and sizes.
+    name : str, optional
+        Default ``forkjoin-{n}-w{width}-s{seed}``.
+
+    Returns
+    -------
+    Problem
+        Integer node times in [1, 10].
     """
     rng = np.random.default_rng(seed)
     src: list[int] = []
