@@ -192,10 +192,12 @@ def test_bench_does_not_import_the_command_line():
     assert out.stdout.strip() == "False"
 
 
-def test_many_devices_on_a_tiny_graph_stay_cheap():
-    """1024 devices (the default limit) on 3 nodes: no O(k^2) work per schedule evaluation and
-    no O(k^3) device-symmetry check, so the heuristic and cpsat answer with the placement on
-    one device. Counted, not timed: the heuristic's evaluations stay within its budget."""
+def test_many_devices_on_a_tiny_graph_form_one_symmetry_class_and_get_a_one_device_optimum():
+    """1024 devices (the default limit) on 3 nodes: the devices form one symmetry class (for
+    cpsat's symmetry breaking too), and both the heuristic and cpsat answer the one-device
+    placement of makespan 4 (cpsat proves it). How cheap this is is not asserted: it is a matter
+    of wall time, which no test may depend on (the heuristic stops at the bound heft meets, so
+    no search evaluation runs)."""
     import optpart
     p = optpart.Problem.build(
         nodes=[{"id": "a", "time": 1, "memory": 10}, {"id": "b", "time": 2, "memory": 10},
