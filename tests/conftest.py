@@ -32,7 +32,19 @@ INSTANCES = ROOT / "instances"
 
 
 def shared_data(*parts: str) -> Path:
-    """A path under ../shared/data, or skip the test (saying why) when it is not there."""
+    """A path under the shared benchmark data, or skip the test (saying why) when it is absent.
+
+    Parameters
+    ----------
+    *parts : str
+        Path components below :data:`SHARED_DATA` (``$OPTPART_SHARED_DATA``, else
+        ``../shared/data`` beside the checkout; a worktree sets the variable).
+
+    Returns
+    -------
+    pathlib.Path
+        The existing path (the data is optional: a clean clone has none, and skips).
+    """
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"shared data not found at {path} (it sits beside the project checkout, "
@@ -65,6 +77,19 @@ def budget(solver: str, deterministic_time: float = 10.0) -> dict:
     A solver whose spec offers ``deterministic_time`` (CP-SAT) gets it, plus the safety net as
     its time limit; other solvers that take a time limit get only the safety net (their own
     work counters bound them); solvers that ignore time limits get nothing.
+
+    Parameters
+    ----------
+    solver : str
+        A registered solver name.
+    deterministic_time : float
+        CP-SAT's deterministic time budget (its work units, not seconds), so the answer does
+        not depend on the machine's speed.
+
+    Returns
+    -------
+    dict
+        Keyword arguments for :func:`optpart.solve`.
     """
     from optpart.solvers.registry import solver_spec
 
@@ -80,7 +105,22 @@ def budget(solver: str, deterministic_time: float = 10.0) -> dict:
 def execute_notebook(notebook: Path, tmp_path: Path, monkeypatch) -> list[dict]:
     """Run ``notebook`` top to bottom with a kernel of this interpreter (so it imports the
     optpart under test) and return every code cell's outputs. A failing cell raises
-    nbclient's CellExecutionError; notebooks assert their own claims."""
+    nbclient's CellExecutionError; notebooks assert their own claims.
+
+    Parameters
+    ----------
+    notebook : pathlib.Path
+        The ``.ipynb`` file; it runs in its own folder (relative paths as a user's would).
+    tmp_path : pathlib.Path
+        Where the kernel spec is written (``JUPYTER_PATH`` points there).
+    monkeypatch : pytest.MonkeyPatch
+        Sets ``JUPYTER_PATH`` and ``MPLBACKEND=Agg`` for the test only.
+
+    Returns
+    -------
+    list of dict
+        Every output of every code cell, in order.
+    """
     import json
     import sys
 

@@ -326,7 +326,7 @@ def test_result_json_round_trip(tmp_path_factory, data):
 EDGE_CASE_XFAIL: dict[str, str] = {}
 
 
-@pytest.mark.parametrize("solver", [pytest.param(s, marks=pytest.mark.xfail(reason=EDGE_CASE_XFAIL[s], strict=False))
+@pytest.mark.parametrize("solver", [pytest.param(s, marks=pytest.mark.xfail(reason=EDGE_CASE_XFAIL[s], strict=True))
                                     if s in EDGE_CASE_XFAIL else s for s in AVAILABLE])
 # No shrinking: the examples are already tiny, and shrinking a known (xfail) failure costs minutes.
 @settings(max_examples=examples(15), phases=[Phase.explicit, Phase.reuse, Phase.generate])
