@@ -147,6 +147,8 @@ def test_every_exact_solver_result_passes_the_checker(solver, problem):
     r = solve(problem, solver)
     if r.ok:
         assert violations(problem, r) == []
+    else:
+        assert r.placement is None and r.message, (solver, r.status)
 
 
 # ------------------------------------------------------------------ 3. the heuristic's guarantee
