@@ -26,8 +26,25 @@ if _PROFILE not in ("ci", "thorough"):
 settings.load_profile(_PROFILE)
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The shared benchmark data sits beside the checkout; OPTPART_SHARED_DATA points elsewhere (e.g. from a worktree).
-SHARED_DATA = Path(os.environ.get("OPTPART_SHARED_DATA") or ROOT.parent / "shared" / "data")
+
+
+def _main_checkout(root: Path) -> Path:
+    """The main checkout of a git worktree (its ``.git`` file names the shared git folder), or
+    ``root`` itself: the shared data sits beside the main checkout, not beside a worktree."""
+    marker = root / ".git"
+    if not marker.is_file():
+        return root
+    text = marker.read_text().strip()
+    if not text.startswith("gitdir:"):
+        return root
+    gitdir = Path(text[len("gitdir:"):].strip())
+    common = gitdir / "commondir"
+    shared = (gitdir / common.read_text().strip()).resolve() if common.is_file() else gitdir
+    return shared.parent if shared.name == ".git" else root
+
+
+#: The shared benchmark data sits beside the (main) checkout; OPTPART_SHARED_DATA points elsewhere.
+SHARED_DATA = Path(os.environ.get("OPTPART_SHARED_DATA") or _main_checkout(ROOT).parent / "shared" / "data")
 INSTANCES = ROOT / "instances"
 
 
