@@ -225,12 +225,36 @@ def test_metis_honours_pins_groups_and_memory():
 
 
 @pytest.mark.skipif("metis" not in BASELINES, reason="pymetis is not installed (extra 'metis')")
+def test_metis_repairs_a_balanced_cut_that_overflows_the_small_device():
+    # METIS balances memory across parts; dev0 holds only 20% of the graph, so its part must
+    # be emptied into dev1 by the repair, and the result must fit.
+    p = layered_dag(60, seed=4)
+    total = float(p.memory.sum())
+    p = p.with_devices([Device("dev0", 0.2 * total), Device("dev1", 0.9 * total)])
+    r = optpart.solve(p, "metis")
+    assert r.status is Status.FEASIBLE, r.message
+    assert r.stats["repair_moves"] > 0
+    optpart.check(p, r)
+    assert np.unique(r.placement).size == 2  # repaired, not collapsed onto one device
+
+
+@pytest.mark.skipif("metis" not in BASELINES, reason="pymetis is not installed (extra 'metis')")
 def test_metis_reports_memory_it_cannot_repair():
-    # Everything forced onto dev0 by pins, which cannot hold it: repair cannot help.
+    # Three 6 B nodes on two 10 B devices: the total fits but no split does, and the
+    # screening does not prove it, so metis itself runs, repairs, and must say it failed.
+    p = chain(3, memory=6.0).with_devices([Device("dev0", 10), Device("dev1", 10)])
+    r = optpart.solve(p, "metis")
+    assert r.status is Status.UNKNOWN and r.placement is None
+    assert "after repair" in r.message and "needs 12 B of 10 B" in r.message
+
+
+def test_pinned_overflow_is_proven_before_metis_runs():
+    # Everything forced onto dev0 by pins, which cannot hold it: the registry's screening
+    # proves it before any solver runs (issue 15).
     p = chain(6, memory=4.0)
     p = p.with_devices([Device("dev0", 16), Device("dev1", 100)],
                        constraints=Constraints(pin={f"c{i}": "dev0" for i in range(5)}))
-    r = optpart.solve(p, "metis")  # the registry's screening proves it before metis runs (issue 15)
+    r = optpart.solve(p, "metis" if "metis" in BASELINES else "heft")
     assert r.status is Status.INFEASIBLE and r.placement is None
     assert "pinned to device 'dev0' need 20 B" in r.message
 

@@ -34,6 +34,8 @@ MEMORY_RTOL = 1e-9
 #: Below this, float64 holds every integer exactly, so sums of integer byte counts are exact.
 EXACT_INTEGERS = 2.0 ** 53
 
+_PLAIN = (float, int)  # Python scalars :func:`fits` compares without building arrays (hot loops)
+
 
 def fits(used, capacity):
     """``used <= capacity``, with float noise allowed only where floats make noise: the one memory-fit rule.
@@ -59,6 +61,10 @@ def fits(used, capacity):
     >>> fits(100.0, 100.0), fits(101.0, 100.0), fits(2.0 ** 31, 2.0 ** 31 - 1)
     (True, False, False)
     """
+    if type(used) in _PLAIN and type(capacity) in _PLAIN:  # two Python numbers: the same rule without numpy
+        u, c = float(used), float(capacity)
+        exact = abs(u) <= EXACT_INTEGERS and abs(c) <= EXACT_INTEGERS and u.is_integer() and c.is_integer()
+        return u <= c + (0.0 if exact else MEMORY_RTOL * max(1.0, abs(c)))
     scalar = np.ndim(used) == 0 and np.ndim(capacity) == 0
     used = np.asarray(used, dtype=np.float64)
     capacity = np.asarray(capacity, dtype=np.float64)

@@ -31,6 +31,25 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> E
     """Place and schedule ``g`` by earliest start time; higher ``priority`` wins ties.
 
     Raises :class:`~optpart.schedule.eft.NoRoom` when a ready node has no device left.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    priority : sequence of float
+        Priority of every node (higher first among equal start times), e.g. the upward rank.
+    policy : MemoryPolicy
+        Which devices each node may use, and the memory bookkeeping.
+
+    Returns
+    -------
+    EftSchedule
+        Placement, start and finish of every node.
+
+    Raises
+    ------
+    NoRoom
+        When a ready node has no device left.
     """
     with no_gc():
         return _etf(g, priority, policy)

@@ -69,7 +69,20 @@ class GapLine:
 
     # ----------------------------------------------------------------- queries
     def earliest_start(self, ready: float, duration: float) -> float:
-        """The earliest ``t >= ready`` at which a node of ``duration`` may run here."""
+        """The earliest ``t >= ready`` at which a node of ``duration`` may run here.
+
+        Parameters
+        ----------
+        ready : float
+            When the node's inputs are on this device (seconds).
+        duration : float
+            Its run time here (seconds; zero fits in any gap).
+
+        Returns
+        -------
+        float
+            The start of the first idle gap at or after ``ready`` long enough, else the line's end.
+        """
         if ready >= self.end:
             return ready
         bend = self.bend
@@ -115,6 +128,15 @@ class GapLine:
         """Mark ``[start, finish]`` busy; the slot must come from :meth:`earliest_start`.
 
         Raises ValueError when a positive-length slot is not idle (a caller's bug).
+
+        Parameters
+        ----------
+        start, finish : float
+            The slot (seconds), as found by :meth:`earliest_start`.
+
+        Returns
+        -------
+        None
         """
         end = self.end
         if start >= end:

@@ -80,17 +80,63 @@ class Graph:
         return self.problem.bandwidth.tolist()
 
     def comm(self, nbytes: float, a: int, b: int) -> float:
-        """Transfer time of ``nbytes`` from device ``a`` to ``b`` (0 on one device)."""
+        """Transfer time of ``nbytes`` from device ``a`` to ``b`` (0 on one device).
+
+        Parameters
+        ----------
+        nbytes : float
+            Bytes of the tensor.
+        a, b : int
+            Sending and receiving device.
+
+        Returns
+        -------
+        float
+            ``latency + nbytes / bandwidth`` in seconds; 0 when ``a == b``.
+        """
         return self.lat[a][b] + nbytes * self.inv_bw[a][b]
 
     def duration(self, v: int, d: int) -> float:
-        """Run time of ``v`` on device ``d``."""
+        """Run time of ``v`` on device ``d``.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+        d : int
+            Device index.
+
+        Returns
+        -------
+        float
+            ``time[v] / speed[d]`` in seconds.
+        """
         return self.time[v] * self.inv_speed[d]
 
 
 def arrivals(g: Graph, v: int, devices: Sequence[int], place: Sequence[int], finish: Sequence[float]
              ) -> list[float]:
-    """When all of ``v``'s inputs are on each device of ``devices`` (predecessors placed)."""
+    """When all of ``v``'s inputs are on each device of ``devices`` (predecessors placed).
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    v : int
+        Node index.
+    devices : sequence of int
+        The candidate devices.
+    place : sequence of int
+        Device index of every node.
+        (every predecessor of ``v`` placed).
+    finish : sequence of float
+        Finish time of every node (predecessors of ``v`` set), seconds.
+
+    Returns
+    -------
+    list of float
+        Per device of ``devices``, the latest input arrival there (0 without inputs).
+    """
     lat, inv_bw = g.lat, g.inv_bw
     lo, hi = g.in_ptr[v], g.in_ptr[v + 1]
     pred, ib = g.pred, g.in_bytes
@@ -108,5 +154,24 @@ def arrivals(g: Graph, v: int, devices: Sequence[int], place: Sequence[int], fin
 
 
 def arrival(g: Graph, v: int, d: int, place: Sequence[int], finish: Sequence[float]) -> float:
-    """When all of ``v``'s inputs are on device ``d``."""
+    """When all of ``v``'s inputs are on device ``d``.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    v : int
+        Node index.
+    d : int
+        Device index.
+    place : sequence of int
+        Device index of every node.
+    finish : sequence of float
+        Finish time of every node, seconds.
+
+    Returns
+    -------
+    float
+        The latest arrival of ``v``'s inputs on ``d`` (0 without inputs).
+    """
     return arrivals(g, v, (d,), place, finish)[0]

@@ -36,7 +36,22 @@ __all__ = ["insertion_times", "insertion_schedule", "justify", "schedule_placeme
 
 
 def edge_comm(g: Graph, place: Sequence[int], reverse: bool = False) -> list[float]:
-    """Transfer time per in-edge CSR position (out-edge position with ``reverse``) under ``place``."""
+    """Transfer time per in-edge CSR position (out-edge position with ``reverse``) under ``place``.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : sequence of int
+        Device index of every node.
+    reverse : bool
+        Per out-edge position instead (the backward pass of justification).
+
+    Returns
+    -------
+    list of float
+        Seconds per edge position; 0 where both ends share a device.
+    """
     p = g.problem
     pl = np.asarray(place, dtype=np.int64)
     edges = p.out_edges if reverse else p.in_edges
@@ -84,7 +99,24 @@ def _replay_loop(order, place, dur, ptr, nbr, comm, n: int, k: int) -> tuple[lis
 
 def insertion_times(g: Graph, place: Sequence[int], order: Sequence[int], reverse: bool = False
                     ) -> tuple[list[float], list[float]]:
-    """``(start, finish)`` lists of the insertion schedule of ``place`` taking nodes in ``order``."""
+    """``(start, finish)`` lists of the insertion schedule of ``place`` taking nodes in ``order``.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : sequence of int
+        Device index of every node.
+    order : sequence of int
+        A topological order (reverse topological with ``reverse``).
+    reverse : bool
+        Schedule the reversed graph (justification's backward pass).
+
+    Returns
+    -------
+    tuple of list of float
+        ``(start, finish)`` per node, seconds.
+    """
     ptr, nbr = (g.out_ptr, g.succ) if reverse else (g.in_ptr, g.pred)
     inv = g.inv_speed
     time = g.time
@@ -96,7 +128,25 @@ def insertion_schedule(problem: Problem, placement, order, duration: np.ndarray 
                        transfer: np.ndarray | None = None) -> np.ndarray:
     """Start times for ``placement`` when nodes are taken in ``order`` (topological), each
     into the earliest idle gap of its device after its data arrived. ``duration`` (per
-    node) and ``transfer`` (per edge id) default to the problem's under the placement."""
+    node) and ``transfer`` (per edge id) default to the problem's under the placement.
+
+    Parameters
+    ----------
+    problem : Problem
+    placement : array_like of int
+        Device of every node.
+    order : array_like of int
+        A topological order.
+    duration : numpy.ndarray, optional
+        Run time per node (default: the problem's under ``placement``).
+    transfer : numpy.ndarray, optional
+        Transfer time per edge id (default: the problem's under ``placement``).
+
+    Returns
+    -------
+    numpy.ndarray
+        Start time of every node (float64, seconds).
+    """
     placement = np.asarray(placement, dtype=np.int64)
     dur = (problem.duration(placement) if duration is None else np.asarray(duration, dtype=np.float64)).tolist()
     comm = problem.transfer_times(placement) if transfer is None else np.asarray(transfer, dtype=np.float64)
@@ -107,7 +157,20 @@ def insertion_schedule(problem: Problem, placement, order, duration: np.ndarray 
 
 
 def placement_levels(g: Graph, place: Sequence[int]) -> list[float]:
-    """Bottom levels under ``place`` (run time on its device, transfers between devices)."""
+    """Bottom levels under ``place`` (run time on its device, transfers between devices).
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : sequence of int
+        Device index of every node.
+
+    Returns
+    -------
+    list of float
+        Per node, the longest path to a sink, seconds (its own run time included).
+    """
     inv, time = g.inv_speed, g.time
     dur = [time[v] * inv[place[v]] for v in range(g.n)]
     return bottom_levels_csr(g.topo.tolist(), g.out_ptr, g.succ, dur, edge_comm(g, place, reverse=True))
@@ -119,7 +182,24 @@ def _makespan(f: Sequence[float]) -> float:
 
 def justify(g: Graph, place: Sequence[int], start: Sequence[float], finish: Sequence[float], rounds: int = 1
             ) -> tuple[list[float], list[float], float]:
-    """Double justification, ``rounds`` times at most; the best of the input and the results."""
+    """Double justification, ``rounds`` times at most; the best of the input and the results.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : sequence of int
+        Device index of every node.
+    start, finish : sequence of float
+        The schedule to justify, seconds.
+    rounds : int
+        At most this many forward-backward rounds (stops when one gains nothing).
+
+    Returns
+    -------
+    tuple
+        ``(start, finish, makespan)`` of the best schedule seen (the input included).
+    """
     best = (list(start), list(finish), _makespan(finish))
     rank = g.rank
     inv, time = g.inv_speed, g.time
@@ -144,7 +224,22 @@ def justify(g: Graph, place: Sequence[int], start: Sequence[float], finish: Sequ
 
 def schedule_placement(g: Graph, place: Sequence[int], justify_rounds: int = 1
                        ) -> tuple[list[float], list[float], float]:
-    """Bottom-level order, insertion, then ``justify_rounds`` rounds of justification."""
+    """Bottom-level order, insertion, then ``justify_rounds`` rounds of justification.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : sequence of int
+        Device index of every node.
+    justify_rounds : int
+        Rounds of :func:`justify` after the insertion schedule (0: none).
+
+    Returns
+    -------
+    tuple
+        ``(start, finish, makespan)``, seconds.
+    """
     order = priority_order(g.problem, np.asarray(placement_levels(g, place))).tolist()
     s, f = insertion_times(g, place, order)
     if justify_rounds > 0:

@@ -156,12 +156,45 @@ class LivenessTracker:
 
     def peak_if(self, v: int, d: int, start: float, finish: float, extra_param: float | None = None) -> float:
         """Peak bytes of device ``d`` after placing ``v`` there at ``[start, finish)``.
-        ``extra_param`` replaces ``param_bytes[v]`` (a colocation group reserves its whole parameters)."""
+        ``extra_param`` replaces ``param_bytes[v]`` (a colocation group reserves its whole parameters).
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+        d : int
+            Device index.
+        start, finish : float
+            The slot considered, in seconds.
+        extra_param : float, optional
+            Parameter bytes to count instead of ``param_bytes[v]``.
+
+        Returns
+        -------
+        float
+            The device's peak live bytes with ``v`` added.
+        """
         par = self.param[v] if extra_param is None else extra_param
         return self.base[d] + par + max(0.0, self.lines[d].peak_with(self._delta(v, d, start, finish)))
 
     def place(self, v: int, d: int, start: float, finish: float, extra_param: float | None = None) -> None:
-        """Record ``v`` on ``d`` at ``[start, finish)``; close the tensors whose last consumer it is."""
+        """Record ``v`` on ``d`` at ``[start, finish)``; close the tensors whose last consumer it is.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+        d : int
+            Device index.
+        start, finish : float
+            The slot considered, in seconds.
+        extra_param : float, optional
+            Parameter bytes to count instead of ``param_bytes[v]``.
+
+        Returns
+        -------
+        None
+        """
         line = self.lines[d]
         self.base[d] += self.param[v] if extra_param is None else extra_param
         for a, b, x in self._delta(v, d, start, finish):
@@ -218,6 +251,17 @@ class LivenessTracker:
                 self.out[v] = 0.0  # closed: a second call changes nothing
 
     def in_sink(self, v: int) -> bool:
+        """True when ``v`` has no consumer (its output lives to the end of the step).
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+
+        Returns
+        -------
+        bool
+        """
         return self.problem.out_ptr[v + 1] == self.problem.out_ptr[v]
 
     def peaks(self) -> np.ndarray:
@@ -253,6 +297,17 @@ class LivenessPolicy:
         return self.group_param[g] if self.group_dev[g] < 0 else 0.0
 
     def devices_for(self, v: int) -> list[int]:
+        """Devices ``v`` may use now: its group's device once one member is placed, else the allowed devices whose parameters-so-far leave room for ``v``'s.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+
+        Returns
+        -------
+        list of int
+        """
         g = self.group_of[v]
         if g >= 0 and self.group_dev[g] >= 0:
             return [self.group_dev[g]]
@@ -260,12 +315,58 @@ class LivenessPolicy:
         return [d for d in self.allowed[v] if fits(base[d] + par, cap[d])]
 
     def peak_if(self, v: int, d: int, start: float, finish: float) -> float:
+        """The peak of ``d`` with ``v`` run at ``[start, finish)`` (a group's first member reserves the group's parameters).
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+        d : int
+            Device index.
+        start, finish : float
+            The slot considered, in seconds.
+
+        Returns
+        -------
+        float
+            Bytes.
+        """
         return self.tracker.peak_if(v, d, start, finish, self._param(v))
 
     def admits(self, v: int, d: int, start: float, finish: float) -> bool:
+        """Whether ``d``'s peak stays within capacity with ``v`` at that slot (:func:`optpart.memory.fits`).
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+        d : int
+            Device index.
+        start, finish : float
+            The slot considered, in seconds.
+
+        Returns
+        -------
+        bool
+        """
         return bool(fits(self.peak_if(v, d, start, finish), self.capacity[d]))
 
     def place(self, v: int, d: int, start: float, finish: float) -> None:
+        """Record ``v`` on ``d`` at ``[start, finish)`` (and settle its colocation group there).
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+        d : int
+            Device index.
+        start, finish : float
+            The slot considered, in seconds.
+
+        Returns
+        -------
+        None
+        """
         par = self._param(v)
         g = self.group_of[v]
         if g >= 0:
@@ -273,6 +374,17 @@ class LivenessPolicy:
         self.tracker.place(v, d, start, finish, par)
 
     def no_room_message(self, v: int) -> str:
+        """One line on why ``v`` fits nowhere: the device with most room, its peak and what the node adds.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+
+        Returns
+        -------
+        str
+        """
         p = self.problem
         devs = self.allowed[v] if self.group_of[v] < 0 or self.group_dev[self.group_of[v]] < 0 \
             else [self.group_dev[self.group_of[v]]]

@@ -51,13 +51,66 @@ _NEG_INF = -math.inf
 class MemoryPolicy(Protocol):
     """What the engine asks about memory (see the module docstring)."""
 
-    def devices_for(self, v: int) -> list[int]: ...
+    def devices_for(self, v: int) -> list[int]:
+        """The devices ``v`` may use now (constraints, group, memory).
 
-    def admits(self, v: int, d: int, start: float, finish: float) -> bool: ...
+        Parameters
+        ----------
+        v : int
+            Node index.
 
-    def place(self, v: int, d: int, start: float, finish: float) -> None: ...
+        Returns
+        -------
+        list of int
+            Ascending device indices; empty when none is left (the engine raises NoRoom).
+        """
 
-    def no_room_message(self, v: int) -> str: ...
+    def admits(self, v: int, d: int, start: float, finish: float) -> bool:
+        """Whether ``v`` may run on ``d`` at that slot (time-dependent models such as liveness).
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+        d : int
+            Device index.
+        start, finish : float
+            The slot considered, in seconds.
+
+        Returns
+        -------
+        bool
+        """
+
+    def place(self, v: int, d: int, start: float, finish: float) -> None:
+        """Record that ``v`` runs on ``d`` at ``[start, finish)``.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+        d : int
+            Device index.
+        start, finish : float
+            The slot considered, in seconds.
+
+        Returns
+        -------
+        None
+        """
+
+    def no_room_message(self, v: int) -> str:
+        """One line saying why ``v`` found no device.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+
+        Returns
+        -------
+        str
+        """
 
 
 class StaticPolicy:
@@ -101,19 +154,52 @@ class StaticPolicy:
             self.allowed_list[v] = np.flatnonzero(allowed[v]).tolist()
 
     def need(self, v: int) -> float:
-        """Bytes placing ``v`` now adds: the whole group for a group's first member, else its own."""
+        """Bytes placing ``v`` now adds: the whole group for a group's first member, else its own.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+
+        Returns
+        -------
+        float
+            Bytes (0 when ``v``'s group already sits on a device).
+        """
         g = self.group_of[v]
         if g < 0:
             return self.mem[v]
         return 0.0 if self.group_device[g] >= 0 else self.group_need[g]
 
     def fixed_device(self, v: int) -> int:
-        """The device ``v``'s colocation group already sits on, or -1."""
+        """The device ``v``'s colocation group already sits on, or -1.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+
+        Returns
+        -------
+        int
+        """
         g = self.group_of[v]
         return self.group_device[g] if g >= 0 else -1
 
     def fits(self, v: int, d: int) -> bool:
-        """May ``v`` go to device ``d`` now (constraints, group, memory)?"""
+        """May ``v`` go to device ``d`` now (constraints, group, memory)?
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+        d : int
+            Device index.
+
+        Returns
+        -------
+        bool
+        """
         g = self.group_of[v]
         if g >= 0 and self.group_device[g] >= 0:
             return d == self.group_device[g]
@@ -122,6 +208,18 @@ class StaticPolicy:
         return not self.memory_aware or self.need(v) <= self.room[d]
 
     def devices_for(self, v: int) -> list[int]:
+        """The devices ``v`` may use now: its group's device once settled, else the allowed devices with room for :meth:`need` bytes.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+
+        Returns
+        -------
+        list of int
+            Ascending; the shared allowed list when every device has room (callers must not mutate it).
+        """
         g = self.group_of[v]
         if g >= 0 and self.group_device[g] >= 0:
             return [self.group_device[g]]
@@ -142,7 +240,18 @@ class StaticPolicy:
         Lets the engine's ``near`` mode test only the few devices it considers instead of
         building the whole list (see :func:`optpart.schedule.eft._near_devices`). ``need``
         is ``-inf`` when every device of ``base`` qualifies. The caller must not modify
-        ``base`` or ``room``."""
+        ``base`` or ``room``.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+
+        Returns
+        -------
+        tuple
+            ``(base, need, room)`` as above.
+        """
         g = self.group_of[v]
         if g < 0:
             need = self.mem[v]
@@ -158,9 +267,40 @@ class StaticPolicy:
     admits_everything = True
 
     def admits(self, v: int, d: int, start: float, finish: float) -> bool:
+        """Always True: static memory does not depend on the slot (the engine skips the call).
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+        d : int
+            Device index.
+        start, finish : float
+            The slot considered, in seconds.
+
+        Returns
+        -------
+        bool
+        """
         return True
 
     def place(self, v: int, d: int, start: float = 0.0, finish: float = 0.0) -> None:
+        """Charge ``v``'s bytes (a group's first member: the whole group's) to ``d``.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+        d : int
+            Device index.
+        start, finish : float
+            The slot considered, in seconds.
+            (unused by the static model).
+
+        Returns
+        -------
+        None
+        """
         g = self.group_of[v]
         if g >= 0:
             if self.group_device[g] >= 0:
@@ -175,6 +315,17 @@ class StaticPolicy:
             self.min_room = self.room[d]
 
     def no_room_message(self, v: int) -> str:
+        """One line naming ``v``, the bytes it needs and the most free memory on a device it may use.
+
+        Parameters
+        ----------
+        v : int
+            Node index.
+
+        Returns
+        -------
+        str
+        """
         problem = self.problem
         need = self.need(v)
         free = max((self.capacity[d] - self.used[d] for d in self.allowed_list[v]), default=0.0)

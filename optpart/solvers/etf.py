@@ -43,7 +43,27 @@ SPEC = SolverSpec(options=(), memory_models=("static", "peak"), uses_hint=False,
 
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static") -> Solution:
-    """Place and schedule ``problem`` with m-ETF; see the module docstring."""
+    """Place and schedule ``problem`` with m-ETF; see the module docstring.
+
+    Parameters
+    ----------
+    problem : Problem
+        The instance.
+    time_limit : float, optional
+        Accepted for the common solver signature; the construction is one pass and ignores it.
+    seed : int
+        Accepted for the common signature (the construction is deterministic).
+    hint : numpy.ndarray, optional
+        Ignored (the baseline starts from nothing).
+    memory_model : {"static", "peak"}
+        ``peak`` (on a problem with split memory): the liveness policy checks every slot while
+        scheduling; else the static budget.
+
+    Returns
+    -------
+    Solution
+        The placement and status (``unknown`` with a one-line reason when nothing fits).
+    """
     peak = memory_model == "peak" and problem.has_split
     if peak:  # liveness tracked while scheduling, as Baechi's m-ETF keeps memory in its simulation
         from ..schedule.liveness import LivenessPolicy

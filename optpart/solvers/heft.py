@@ -52,7 +52,17 @@ SPEC = SolverSpec(
 
 
 def heft_order(problem: Problem) -> list[int]:
-    """HEFT's node order: decreasing upward rank under mean costs, ties by topological position."""
+    """HEFT's node order: decreasing upward rank under mean costs, ties by topological position.
+
+    Parameters
+    ----------
+    problem : Problem
+
+    Returns
+    -------
+    list of int
+        A topological order of the nodes.
+    """
     return priority_order(problem, upward_rank(problem)).tolist()
 
 

@@ -132,12 +132,12 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
 
     device_of_part = _assign_parts(problem, comp, parts, n_super, uniform)
     sdev = device_of_part[parts]
-    sdev, reason = _repair(problem, comp, n_super, sdev, s_mem, xadj, adjncy, ew, device_of_part)
+    sdev, reason, moves = _repair(problem, comp, n_super, sdev, s_mem, xadj, adjncy, ew, device_of_part)
+    stats = {"constraints": ncon, "super_vertices": n_super, "repair_moves": moves}
     if reason is not None:
-        return Solution(Status.UNKNOWN, message=reason)
+        return Solution(Status.UNKNOWN, message=reason, stats=stats)
     placement = sdev[comp]
-    return Solution(Status.FEASIBLE, placement=placement,
-                    stats={"constraints": ncon, "super_vertices": n_super})
+    return Solution(Status.FEASIBLE, placement=placement, stats=stats)
 
 
 def _assign_parts(problem: Problem, comp: np.ndarray, parts: np.ndarray, n_super: int,
@@ -168,7 +168,30 @@ def _assign_parts(problem: Problem, comp: np.ndarray, parts: np.ndarray, n_super
 
 def _repair(problem: Problem, comp: np.ndarray, n_super: int, sdev: np.ndarray, s_mem: np.ndarray,
             xadj: np.ndarray, adjncy: np.ndarray, ew: np.ndarray, device_of_part: np.ndarray):
-    """Move super-vertices to allowed devices, then off overflowing devices; bounded by O(V) moves."""
+    """Move super-vertices to allowed devices, then off overflowing devices; bounded by O(V) moves.
+
+    Parameters
+    ----------
+    problem : Problem
+    comp : numpy.ndarray
+        Super-vertex of each node (:func:`_contract`).
+    n_super : int
+        Number of super-vertices.
+    sdev : numpy.ndarray
+        Device of each super-vertex from the partition (not modified).
+    s_mem : numpy.ndarray
+        Static bytes of each super-vertex.
+    xadj, adjncy, ew : numpy.ndarray
+        The undirected super-vertex graph in CSR form, with edge bytes.
+    device_of_part : numpy.ndarray
+        Device of each METIS part (names the part in the message).
+
+    Returns
+    -------
+    tuple
+        ``(sdev, reason, moves)``: the repaired devices, None or the one-line reason a device
+        still overflows, and how many super-vertices were moved.
+    """
     k = problem.n_devices
     cap = problem.device_memory.tolist()
     # Allowed devices per super vertex (the group's members share one mask).
@@ -179,6 +202,7 @@ def _repair(problem: Problem, comp: np.ndarray, n_super: int, sdev: np.ndarray, 
     used = np.bincount(sdev, weights=s_mem, minlength=k).tolist()
     mem = s_mem.tolist()
     xa, adj, w = xadj.tolist(), adjncy.tolist(), ew.tolist()
+    moves = [0]
 
     def traffic(s: int) -> list[float]:
         t = [0.0] * k
@@ -195,6 +219,7 @@ def _repair(problem: Problem, comp: np.ndarray, n_super: int, sdev: np.ndarray, 
         used[sdev[s]] -= mem[s]
         used[d] += mem[s]
         sdev[s] = d
+        moves[0] += 1
         return True
 
     # Constraints first: a super-vertex on a device it may not use goes to an allowed one.
@@ -206,6 +231,7 @@ def _repair(problem: Problem, comp: np.ndarray, n_super: int, sdev: np.ndarray, 
             used[sdev[s]] -= mem[s]
             used[d] += mem[s]
             sdev[s] = d  # memory repair below may still make room
+            moves[0] += 1
     # Memory: empty overflowing devices, best-connected-elsewhere vertices first.
     for d in range(k):
         if fits(used[d], cap[d]):
@@ -225,5 +251,5 @@ def _repair(problem: Problem, comp: np.ndarray, n_super: int, sdev: np.ndarray, 
         if not fits(used[d], cap[d]):
             p = int(np.flatnonzero(device_of_part == d)[0])
             return sdev, (f"metis part {p} needs {format_bytes(used[d])} of {format_bytes(cap[d])} "
-                          f"on device '{problem.device_ids[d]}' after repair")
-    return sdev, None
+                          f"on device '{problem.device_ids[d]}' after repair"), moves[0]
+    return sdev, None, moves[0]

@@ -31,6 +31,27 @@ SPEC = SolverSpec(options=(), memory_models=("static",), uses_hint=False, uses_t
 
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static") -> Solution:
+    """Everything on the fastest device that holds the whole graph (static sum); ties to the lower index.
+
+    Parameters
+    ----------
+    problem : Problem
+        The instance.
+    time_limit : float, optional
+        Accepted for the common solver signature; the construction is one pass and ignores it.
+    seed : int
+        Accepted for the common signature (the construction is deterministic).
+    hint : numpy.ndarray, optional
+        Ignored (the baseline starts from nothing).
+    memory_model : str
+        The model the answer is labelled with (only ``"static"`` is declared: under peak one
+        device may exceed the static total, which the registry checks with the evaluator).
+
+    Returns
+    -------
+    Solution
+        The placement and status (``unknown`` with a one-line reason when nothing fits).
+    """
     need = float(problem.memory.sum())
     usable = problem.allowed.all(axis=0) if problem.n_nodes else np.ones(problem.n_devices, dtype=bool)
     fits = usable & fits_memory(need, problem.device_memory)

@@ -43,7 +43,19 @@ SPEC = SolverSpec(
 
 
 def budgets(problem: Problem, slack: float) -> list[float]:
-    """Per-device memory budget: ``(1 + slack)`` times the device's share of the graph's memory."""
+    """Per-device memory budget: ``(1 + slack)`` times the device's share of the graph's memory.
+
+    Parameters
+    ----------
+    problem : Problem
+    slack : float
+        Extra share allowed per device (0.1: 10 % over its share), >= 0.
+
+    Returns
+    -------
+    list of float
+        Bytes per device, never above its capacity.
+    """
     total = float(problem.memory.sum())
     cap = problem.device_memory
     k = problem.n_devices

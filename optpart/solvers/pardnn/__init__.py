@@ -89,7 +89,27 @@ _DEADLINE_SHARE = 0.5      # share of the time limit the search may use (the res
 
 def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_evals: int = 20,
                      deadline: float | None = None, units=None) -> list[int] | None:
-    """Phases 1-4: slicing, merging and mapping, refinement, memory step. None if stuck."""
+    """Phases 1-4: slicing, merging and mapping, refinement, memory step. None if stuck.
+
+    Parameters
+    ----------
+    problem : Problem
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    capacity : list of float
+        Bytes usable per device (static model).
+    refine_evals : int
+        Schedule evaluations for phase 3 (0: no refinement).
+    deadline : float, optional
+        ``time.perf_counter()`` value after which refinement stops.
+    units : tuple, optional
+        ``(unit_of, members, unit_memory)`` from :func:`memory_units` (built when None).
+
+    Returns
+    -------
+    list of int or None
+        Device of every node within ``capacity``, or None when the memory step is stuck.
+    """
     top, bottom = levels(g)
     _, paths = slice_paths(g, bottom)
     place = map_clusters(g, top, paths, problem.allowed, problem.memory.tolist(), capacity)
@@ -167,7 +187,10 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
 
     # 1. HEFT's own construction: the heuristic is never worse than heft
     t0 = _time.perf_counter()
-    full = effort * _FULL_CANDIDATES >= g.n * g.k
+    # ``near`` tests about (mean in-degree + 1) devices per node instead of k: it pays only when
+    # that is well below k (at k = 4 its bookkeeping made it twice as slow as every device)
+    near_pays = g.k > 2 * (problem.n_edges / max(1, g.n) + 1)
+    full = effort * _FULL_CANDIDATES >= g.n * g.k or not near_pays
     stats["candidates"] = "all devices" if full else "predecessors' devices + the first free"
     res = eft_schedule(g, capacity, heft_order(g), candidates="all" if full else "near")
     if res is not None:
@@ -197,10 +220,13 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
                 add(10 + tag, *rv)
     # 4. the seed method (phases 1-4; the ``pardnn`` baseline's placement)
     if not (found and (proven() or late("the seed method", 1.0))):
-        place = pardnn_placement(problem, g, capacity, refine_evals=min(20, evals // 4), deadline=deadline,
+        refine_evals = min(20, evals // 4)
+        if refine_evals < 2:  # one evaluation would only score the start: not worth a refinement
+            refine_evals = 0
+        place = pardnn_placement(problem, g, capacity, refine_evals=refine_evals, deadline=deadline,
                                  units=units())
-        if place is not None:
-            s, f, ms = schedule_placement(g, place, jr)
+        if place is not None:  # justified here only when every candidate is (else: the winner, below)
+            s, f, ms = schedule_placement(g, place, jr if justify_all else 0)
             found.append((ms, 0, place, s, f))
     # 5. the hint, and everything on the fastest device that holds it
     if hint is not None:
@@ -228,7 +254,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         found.append((ms, 3, place, s, f))
     found.sort(key=lambda x: (x[0], x[1]))
     ms, tag, place, s, f = found[0]
-    if jr and not justify_all and not late("the final justification"):
+    if jr and not justify_all and not proven() and not late("the final justification"):
         s, f, ms = justify(g, place, s, f, jr)
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)

@@ -29,18 +29,53 @@ __all__ = ["upward_rank", "heft_order", "topological_priority", "eft_schedule"]
 
 
 def upward_rank(g: Graph) -> list[float]:
-    """HEFT's upward rank (:func:`optpart.paths.upward_rank`) from the graph's mean costs."""
+    """HEFT's upward rank (:func:`optpart.paths.upward_rank`) from the graph's mean costs.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+
+    Returns
+    -------
+    list of float
+        Per node, seconds.
+    """
     return bottom_levels_csr(g.topo.tolist(), g.out_ptr, g.succ, g.mean_time, g.out_comm_mean)
 
 
 def heft_order(g: Graph) -> list[int]:
-    """Decreasing upward rank, ties by topological position (HEFT's order)."""
+    """Decreasing upward rank, ties by topological position (HEFT's order).
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+
+    Returns
+    -------
+    list of int
+        A topological order.
+    """
     return _priority_order(g.problem, np.asarray(upward_rank(g))).tolist()
 
 
 def topological_priority(g: Graph, priority: Sequence[float]) -> list[int]:
     """Nodes by decreasing ``priority`` but never before a predecessor (Kahn's algorithm
-    with a heap keyed by (-priority, node index))."""
+    with a heap keyed by (-priority, node index)).
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    priority : sequence of float
+        Per node; higher goes first when ready.
+
+    Returns
+    -------
+    list of int
+        A topological order.
+    """
     pr = (-np.asarray(priority, dtype=np.float64)).tolist()
     indeg = [g.in_ptr[v + 1] - g.in_ptr[v] for v in range(g.n)]
     heap = [(pr[v], v) for v in range(g.n) if indeg[v] == 0]
@@ -60,7 +95,24 @@ def topological_priority(g: Graph, priority: Sequence[float]) -> list[int]:
 def eft_schedule(g: Graph, capacity: Sequence[float], order: Sequence[int] | None = None,
                  candidates: str = "all") -> tuple[list[int], list[float], list[float]] | None:
     """``(place, start, finish)`` of the memory-aware EFT construction within ``capacity``
-    (static model), or None when some node finds no allowed device with room."""
+    (static model), or None when some node finds no allowed device with room.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    capacity : sequence of float
+        Bytes usable per device.
+    order : sequence of int, optional
+        The node order (default: HEFT's).
+    candidates : {"all", "near"}
+        Devices tried per node (see :func:`optpart.schedule.eft.eft_schedule`).
+
+    Returns
+    -------
+    tuple or None
+        ``(place, start, finish)`` lists, or None on a dead end.
+    """
     if order is None:
         order = heft_order(g)
     try:

@@ -39,7 +39,24 @@ __all__ = ["score", "local_search", "iterated_search"]
 def score(g: Graph, place: list[int], justified: bool = False, order: list[int] | None = None
           ) -> tuple[float, float, list[float], list[float]]:
     """(makespan, sum of finishes, start, finish) of the insertion schedule of ``place`` in
-    ``order`` (default: bottom-level order), double-justified when ``justified``."""
+    ``order`` (default: bottom-level order), double-justified when ``justified``.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        Device of every node.
+    justified : bool
+        Double-justify the schedule (three replays instead of one).
+    order : list of int, optional
+        A topological order to replay (default: decreasing bottom level under ``place``).
+
+    Returns
+    -------
+    tuple
+        ``(makespan, sum of finishes, start, finish)``.
+    """
     if order is None:
         order = priority_order(g, bottom_levels(g, place))
     s, f = list_schedule(g, place, order)
@@ -49,7 +66,19 @@ def score(g: Graph, place: list[int], justified: bool = False, order: list[int] 
 
 
 def start_order(g: Graph, start: list[float]) -> list[int]:
-    """Nodes by start time, ties by topological position: a topological order."""
+    """Nodes by start time, ties by topological position: a topological order.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    start : list of float
+        Start time of every node.
+
+    Returns
+    -------
+    list of int
+    """
     return np.lexsort((g.rank, np.asarray(start))).tolist()
 
 
@@ -82,6 +111,41 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
     instead of its own bottom-level order: that keeps what a better scheduler (the EFT
     construction) found about the order, which the bottom-level order may lose; ``start``
     gives the incumbent schedule. ``out`` (a dict) receives the final ``start``/``finish``.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        The starting placement (not modified).
+    allowed : numpy.ndarray
+        ``(n, k)`` bool: may node ``v`` use device ``d``.
+    unit_of, members, unit_mem : list
+        The memory units (:func:`.memory.memory_units`): unit of each node, nodes of each
+        unit, bytes of each unit.
+    capacity : list of float
+        Bytes usable per device (static model).
+    max_evals : int
+        Schedule evaluations at most (the deterministic budget).
+    deadline : float, optional
+        ``time.perf_counter()`` value after which no evaluation starts.
+    mode : {"all", "neighbors"}
+        Phase 6 or phase 3 (above).
+    swaps : bool
+        Try swaps of two units when no move pays.
+    justified : bool
+        Score double-justified schedules.
+    keep_order : bool
+        Score by replaying the incumbent's start order.
+    start : list of float, optional
+        The incumbent's start times (with ``keep_order``).
+    out : dict, optional
+        Receives ``start``, ``finish`` and ``makespan`` of the result.
+
+    Returns
+    -------
+    tuple
+        ``(place, evaluations used)``.
     """
     k = g.k
     place = list(place)
@@ -131,6 +195,26 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
     def better(a: float, b: float) -> bool:
         return a < ms - tol * max(1.0, ms) or (a <= ms + tol * max(1.0, ms) and b < tot - tol * max(1.0, tot))
 
+    def attempt(moves: list[tuple[int, int]]) -> bool | None:
+        """Apply ``moves`` ((unit, device) pairs) and score the result: keep it when better
+        (True), else undo it (False); None when the budget is spent (nothing applied)."""
+        nonlocal ms, tot, s, f, order, evals
+        if not budget.take():
+            return None
+        evals += 1
+        back = [(u, unit_dev[u]) for u, _ in moves]
+        for u, d in moves:
+            move(u, d)
+        ms2, tot2, s2, f2 = score(g, place, justified, order)
+        if better(ms2, tot2):
+            ms, tot, s, f = ms2, tot2, s2, f2
+            if order is not None:
+                order = start_order(g, s)
+            return True
+        for u, a in reversed(back):
+            move(u, a)
+        return False
+
     while budget.left > 0:
         chain = critical_chain(g, place, s, f)
         chain_units: list[int] = []
@@ -153,21 +237,11 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
                     add = sum(unit_mem[u] for u in group if unit_dev[u] != d)
                     if not fits_memory(used[d] + add, capacity[d]):
                         continue
-                    if not budget.take():
+                    accepted = attempt([(u, d) for u in group if unit_dev[u] != d])
+                    if accepted is None:
                         return done()
-                    evals += 1
-                    back = [(u, unit_dev[u]) for u in group if unit_dev[u] != d]
-                    for u, _ in back:
-                        move(u, d)
-                    ms2, tot2, s2, f2 = score(g, place, justified, order)
-                    if better(ms2, tot2):
-                        ms, tot, s, f = ms2, tot2, s2, f2
-                        if order is not None:
-                            order = start_order(g, s)
-                        accepted = True
+                    if accepted:
                         break
-                    for u, a0 in reversed(back):
-                        move(u, a0)
                 if accepted:
                     break
             for u in units:
@@ -185,18 +259,11 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
                 for d in targets:
                     if d == a or not ok(u, d) or not fits(u, d):
                         continue
-                    if not budget.take():
+                    accepted = attempt([(u, d)])
+                    if accepted is None:
                         return done()
-                    evals += 1
-                    move(u, d)
-                    ms2, tot2, s2, f2 = score(g, place, justified, order)
-                    if better(ms2, tot2):
-                        ms, tot, s, f = ms2, tot2, s2, f2
-                        if order is not None:
-                            order = start_order(g, s)
-                        accepted = True
+                    if accepted:
                         break
-                    move(u, a)
                 if accepted:
                     break
             if accepted:
@@ -216,20 +283,11 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
                     continue
                 if not (fits(u, b, unit_mem[w]) and fits(w, a, unit_mem[u])):
                     continue
-                if not budget.take():
+                accepted = attempt([(u, b), (w, a)])
+                if accepted is None:
                     return done()
-                evals += 1
-                move(u, b)
-                move(w, a)
-                ms2, tot2, s2, f2 = score(g, place, justified, order)
-                if better(ms2, tot2):
-                    ms, tot, s, f = ms2, tot2, s2, f2
-                    if order is not None:
-                        order = start_order(g, s)
-                    accepted = True
+                if accepted:
                     break
-                move(w, b)
-                move(u, a)
             if accepted:
                 break
         if not accepted:
@@ -278,14 +336,42 @@ def iterated_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: li
                     justified: bool = False, keep_order: bool = False) -> tuple[list[int], int]:
     """Iterated local search (Lourenco, Martin, Stuetzle, 2003): hill-climb, then repeatedly
     move a few random units to random allowed devices with room and hill-climb again,
-    keeping the best placement; until ``max_evals`` evaluations. Seeded, so deterministic."""
+    keeping the best placement; until ``max_evals`` evaluations. Seeded, so deterministic.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        The starting placement (not modified).
+    allowed : numpy.ndarray
+        ``(n, k)`` bool: may node ``v`` use device ``d``.
+    unit_of, members, unit_mem : list
+        The memory units (:func:`.memory.memory_units`).
+    capacity : list of float
+        Bytes usable per device (static model).
+    max_evals : int
+        Schedule evaluations at most, every round's hill climb and score included.
+    deadline : float, optional
+        ``time.perf_counter()`` value after which no round starts.
+    seed : int
+        Seed of the perturbations.
+    justified, keep_order : bool
+        As in :func:`local_search`.
+
+    Returns
+    -------
+    tuple
+        ``(best placement, evaluations used)``.
+    """
     rng = np.random.default_rng(seed)
     best, used = local_search(g, place, allowed, unit_of, members, unit_mem, capacity, max_evals, deadline,
                               justified=justified, keep_order=keep_order)
     best_ms, best_tot, _, _ = score(g, best, justified)
     k, n_units = g.k, len(members)
     strength = max(2, n_units // 8)
-    while used < max_evals and (deadline is None or _time.perf_counter() < deadline):
+    while used + 2 <= max_evals and (deadline is None or _time.perf_counter() < deadline):
+        # each round: a hill climb of at most ``max_evals - used - 1`` evaluations, then one score
         cand = list(best)
         mem = [0.0] * k
         for u in range(n_units):
@@ -315,7 +401,7 @@ def iterated_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: li
                     cand[v] = d
                 for v in members[w]:
                     cand[v] = a
-        cand, more = local_search(g, cand, allowed, unit_of, members, unit_mem, capacity, max_evals - used,
+        cand, more = local_search(g, cand, allowed, unit_of, members, unit_mem, capacity, max_evals - used - 1,
                                   deadline, justified=justified, keep_order=keep_order)
         used += more + 1
         ms, tot, _, _ = score(g, cand, justified)

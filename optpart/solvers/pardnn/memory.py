@@ -39,7 +39,18 @@ def _fits(used: float, need: float, cap: float) -> bool:
 
 
 def memory_units(problem: Problem) -> tuple[list[int], list[list[int]], list[float]]:
-    """``(unit_of, members, unit_memory)``: groups are units ``0..G-1``, then one unit per free node."""
+    """``(unit_of, members, unit_memory)``: groups are units ``0..G-1``, then one unit per free node.
+
+    Parameters
+    ----------
+    problem : Problem
+
+    Returns
+    -------
+    tuple
+        ``(unit_of, members, unit_memory)``: unit of each node, nodes of each unit, static
+        bytes of each unit.
+    """
     n = problem.n_nodes
     groups = problem.groups
     unit_of = problem.group_of.copy()
@@ -51,7 +62,20 @@ def memory_units(problem: Problem) -> tuple[list[int], list[list[int]], list[flo
 
 
 def project_constraints(problem: Problem, g: Graph, place: list[int]) -> list[int]:
-    """The nearest placement that respects pins, forbids and colocation."""
+    """The nearest placement that respects pins, forbids and colocation.
+
+    Parameters
+    ----------
+    problem : Problem
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        Device of every node (not modified).
+
+    Returns
+    -------
+    list of int
+    """
     if not problem.has_constraints:
         return place
     place = list(place)
@@ -84,7 +108,25 @@ def project_constraints(problem: Problem, g: Graph, place: list[int]) -> list[in
 def repair_memory(problem: Problem, g: Graph, place: list[int], capacity: list[float], units=None
                   ) -> list[int] | None:
     """Move units off over-full devices (memory freed per communication added); None if stuck.
-    ``units`` is :func:`memory_units` of the problem (computed when not given)."""
+    ``units`` is :func:`memory_units` of the problem (computed when not given).
+
+    Parameters
+    ----------
+    problem : Problem
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        Device of every node (not modified).
+    capacity : list of float
+        Bytes usable per device (static model).
+    units : tuple, optional
+        ``(unit_of, members, unit_memory)`` from :func:`memory_units` (built when None).
+
+    Returns
+    -------
+    list of int or None
+        A placement within ``capacity``, or None.
+    """
     k = g.k
     unit_of, members, unit_mem = units if units is not None else memory_units(problem)
     place = list(place)
@@ -138,7 +180,24 @@ def greedy_fill(problem: Problem, place: list[int] | None, capacity: list[float]
                 best_fit: bool = False) -> list[int] | None:
     """Pinned units first, then the rest by decreasing memory, each to its current device when
     it has room, else to the allowed device with the most free room (with ``best_fit``: the
-    least room that still holds it, which packs tight instances better). None if a unit finds none."""
+    least room that still holds it, which packs tight instances better). None if a unit finds none.
+
+    Parameters
+    ----------
+    problem : Problem
+    place : list of int, optional
+        Preferred device of every node (None: no preference).
+    capacity : list of float
+        Bytes usable per device (static model).
+    units : tuple, optional
+        ``(unit_of, members, unit_memory)`` from :func:`memory_units` (built when None).
+    best_fit : bool
+        Best fit instead of most free room.
+
+    Returns
+    -------
+    list of int or None
+    """
     k = problem.n_devices
     unit_of, members, unit_mem = units if units is not None else memory_units(problem)
     allowed = problem.allowed
@@ -180,6 +239,21 @@ def peak_schedule(problem: Problem, g: Graph, place: list[int], justify_rounds: 
     The justified schedule is tried first; when it breaks the peak model and the plain
     insertion schedule does not, the plain one is returned (justification moves nodes and
     so stretches or shrinks tensor lifetimes).
+
+    Parameters
+    ----------
+    problem : Problem
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        Device of every node.
+    justify_rounds : int
+        Rounds of justification tried (0: the plain insertion schedule).
+
+    Returns
+    -------
+    tuple
+        ``(start, finish, makespan, peak)``; ``peak`` in bytes per device.
     """
     from ...memory import fits, peak_memory
     from .schedule import schedule_placement
@@ -240,6 +314,24 @@ def repair_peak(problem: Problem, g: Graph, place: list[int], units=None, rounds
     the most free room (capacity minus its own peak) until the excess at ``t`` is covered.
     A unit never returns to a device it left (no cycling). ``rounds`` bounds the
     reschedules. Returns ``(place, start, finish, makespan)`` within capacity, or None.
+
+    Parameters
+    ----------
+    problem : Problem
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        Device of every node (not modified).
+    units : tuple, optional
+        ``(unit_of, members, unit_memory)`` from :func:`memory_units` (built when None).
+    rounds : int
+        Reschedules at most.
+    justify_rounds : int
+        Justification rounds of each reschedule.
+
+    Returns
+    -------
+    tuple or None
     """
     from ...memory import fits, memory_timeline
 

@@ -18,7 +18,8 @@ schedule instead of budgeting static bytes:
    schedule fits; HEFT under peak (the first EFT order above is exactly it); m-ETF under
    liveness (the ``etf`` baseline's schedule); the
    heuristic's static answers (within the capacities and without limits) when their own
-   schedules fit; consecutive topological stages and mirrored pipeline stages.
+   schedules fit; consecutive topological stages and mirrored pipeline stages
+   (:mod:`.peak_stages`).
 4. **Improvement**: hill climbing over unit moves along the critical chain, every
    move checked against the peak model (:func:`_improve`), sized by ``effort``.
 5. **Overflow search**: when no candidate fits, a tabu search minimises the overflow
@@ -52,6 +53,7 @@ from .memory import (
     repair_peak,
 )
 from ...model.screening import infeasibility, live_at_start, running_need  # re-exported (old path)
+from .peak_stages import chunk_placements
 from .schedule import Graph, critical_chain, justify
 
 __all__ = ["eft_peak", "live_at_start", "peak_infeasibility", "running_need", "solve_peak"]
@@ -60,7 +62,17 @@ __all__ = ["eft_peak", "live_at_start", "peak_infeasibility", "running_need", "s
 
 def peak_infeasibility(problem: Problem) -> str | None:
     """A proven reason that no placement fits under peak, or None: the model's one screen
-    (:func:`optpart.model.screening.infeasibility` under ``"peak"``), named for this module's callers."""
+    (:func:`optpart.model.screening.infeasibility` under ``"peak"``), named for this module's callers.
+
+    Parameters
+    ----------
+    problem : Problem
+
+    Returns
+    -------
+    str or None
+        The one-line reason, or None when no proof was found.
+    """
     return infeasibility(problem, "peak")
 
 
@@ -76,7 +88,21 @@ def eft_peak(problem: Problem, g: Graph, order: list[int] | None = None):
     """Earliest-finish-time insertion list scheduling (the engine of :mod:`optpart.schedule.eft`)
     with the liveness policy: a node goes to a slot only when the device's peak stays within
     capacity. ``(place, start, finish)`` or None when some node fits nowhere (a dead end of
-    the greedy, not a proof)."""
+    the greedy, not a proof).
+
+    Parameters
+    ----------
+    problem : Problem
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    order : list of int, optional
+        Node order (default: HEFT's).
+
+    Returns
+    -------
+    tuple or None
+        ``(place, start, finish)`` lists, or None on a dead end.
+    """
     from ...schedule import NoRoom, eft_schedule
     from ...schedule.liveness import LivenessPolicy
 
@@ -243,109 +269,32 @@ def _overflow_tabu(problem: Problem, g: Graph, pool: _Pool, start: list[int], un
     return used
 
 
-def _chunk_placements(problem: Problem, g: Graph):
-    """Consecutive stages of the topological order, one per device, cut where the running
-    sum of a weight reaches each device's share (Baechi's m-TOPO cut, here by liveness
-    weights): ``param + output`` bytes (what a stage holds), static ``memory``, and run time.
-    Stages keep most tensors on their producer's device, so few copies are received, which
-    is what the peak model punishes. Constraints are projected afterwards."""
-    if g.k < 2:
-        return []
-    order = problem.topo
-    cap = problem.device_memory
-    share = cap / cap.sum() if np.isfinite(cap).all() and cap.sum() > 0 else np.full(g.k, 1.0 / g.k)
-    bounds = np.cumsum(share)[:-1]
-    out = []
-    seen = set()
-    for tag, w in (("chunks-live", problem.param_bytes + problem.output_bytes), ("chunks-static", problem.memory),
-                   ("chunks-time", problem.time)):
-        w = np.asarray(w, dtype=np.float64)[order]
-        total = float(w.sum())
-        if not total > 0:
-            continue
-        mid = (np.cumsum(w) - 0.5 * w) / total  # each node's position by the middle of its weight
-        dev = np.searchsorted(bounds, mid, side="right")
-        place = np.empty(g.n, dtype=np.int64)
-        place[order] = dev
-        place = project_constraints(problem, g, place.tolist())
-        key = tuple(place)
-        if key not in seen:
-            seen.add(key)
-            out.append((tag, place))
-    out += _balanced_stages(problem, g, share)
-    return out
-
-
-def _balanced_stages(problem: Problem, g: Graph, share: np.ndarray, rounds: int = 8):
-    """:func:`_mirrored_stages`, with the stage shares rebalanced from the measured liveness
-    peaks (a device at ``x`` times the mean peak/capacity gets its share divided by ``x``)
-    for a fixed number of rounds; the placements with the lowest worst peak/capacity and
-    the shortest makespan are returned."""
-    cap = problem.device_memory
-    share = np.asarray(share, dtype=np.float64)
-    found = {}
-    for _ in range(rounds):
-        place = _mirrored_stages(problem, g, np.cumsum(share)[:-1])
-        if place is None or tuple(place) in found:
-            break
-        _, _, ms, peak = peak_schedule(problem, g, place, 0)
-        ratio = peak / np.maximum(cap, 1e-300)
-        found[tuple(place)] = (float(ratio.max()), ms, place)
-        if not np.isfinite(ratio).all() or not ratio.max() > 0:
-            break
-        share = share * np.clip(float(ratio.mean()) / np.maximum(ratio, 1e-12), 0.5, 2.0)
-        share /= share.sum()
-    if not found:
-        return []
-    by_fit = min(found.values(), key=lambda x: (x[0], x[1]))
-    by_time = min((x for x in found.values() if fits(x[0], 1.0)), key=lambda x: x[1], default=by_fit)
-    return [("stages-balanced", by_fit[2])] + ([("stages-fast", by_time[2])] if by_time is not by_fit else [])
-
-
-def _mirrored_stages(problem: Problem, g: Graph, bounds: np.ndarray) -> list[int] | None:
-    """Pipeline stages for training graphs: forward cut into stages, backward follows its tensors.
-
-    On one device the liveness level peaks at the turn from forward to backward (every
-    kept activation is live then). Nodes starting before that instant are cut into
-    consecutive stages by ``param + output`` bytes; every later node, in topological order,
-    joins the device of its predecessor with the largest output (the activation or gradient
-    it reads), so each activation is consumed where it was produced and no copy of it is
-    received elsewhere. The layer-wise pipeline split of GPipe (Huang et al., NeurIPS 2019).
-    """
-    from ...memory import memory_timeline
-    from .schedule import schedule_placement
-
-    s, f, _ = schedule_placement(g, [0] * g.n, 0)
-    times, level = memory_timeline(problem, np.zeros(g.n, dtype=np.int64), np.asarray(s), np.asarray(f))[0]
-    turn = float(times[int(np.argmax(level))])
-    start = np.asarray(s)
-    order = problem.topo
-    fwd = order[start[order] < turn]
-    if fwd.size == 0 or fwd.size == g.n:
-        return None
-    w = (problem.param_bytes + problem.output_bytes)[fwd].astype(np.float64)
-    total = float(w.sum())
-    if not total > 0:
-        return None
-    place = [-1] * g.n
-    for v, dv in zip(fwd.tolist(), np.searchsorted(bounds, (np.cumsum(w) - 0.5 * w) / total, side="right").tolist()):
-        place[v] = int(dv)
-    out_b = problem.output_bytes.tolist()
-    for v in order.tolist():
-        if place[v] >= 0:
-            continue
-        best, best_b = 0, -1.0
-        for i in range(g.in_ptr[v], g.in_ptr[v + 1]):
-            u = g.pred[i]
-            if out_b[u] > best_b:
-                best, best_b = place[u], out_b[u]
-        place[v] = best
-    return project_constraints(problem, g, place)
-
-
 def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, seed: int = 0, hint=None,
                effort: float = 1.0, deadline: float | None = None) -> Solution:
-    """Place and schedule ``problem`` so that every device's liveness peak fits (module doc)."""
+    """Place and schedule ``problem`` so that every device's liveness peak fits (module doc).
+
+    Parameters
+    ----------
+    problem : Problem
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    time_limit : float, optional
+        The caller's time limit (the ``deadline`` is what is checked).
+    seed : int
+        Seed of the noisy priority orders and the static search.
+    hint : array_like of int, optional
+        A placement to repair and offer as a candidate.
+    effort : float
+        Scales the priority orders, the searches' evaluation budgets and the overflow search.
+    deadline : float, optional
+        ``time.perf_counter()`` value after which optional stages are skipped.
+
+    Returns
+    -------
+    Solution
+        Within peak memory (``feasible``/``optimal``), ``infeasible`` with a proof, or
+        ``unknown`` naming the closest candidate's overflow.
+    """
     reason = peak_infeasibility(problem)
     if reason is not None:
         return Solution(Status.INFEASIBLE, message=reason, memory_model="peak")
@@ -422,7 +371,7 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         ok_own = pool.offer("hint", ph, hs, hf)
         if not pool.offer("hint-canonical", ph, cs.tolist(), cf.tolist()) and not ok_own:
             starts.append(("hint", ph))
-    for tag, place in _chunk_placements(problem, g):
+    for tag, place in chunk_placements(problem, g):
         s, f, _, _ = peak_schedule(problem, g, place, jr)
         if not pool.offer(tag, place, s, f):
             starts.append((tag, place))

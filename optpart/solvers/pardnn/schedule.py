@@ -27,19 +27,62 @@ __all__ = ["Graph", "bottom_levels", "priority_order", "list_schedule", "schedul
 
 
 def bottom_levels(g: Graph, place: list[int]) -> list[float]:
-    """Bottom level of every node under ``place`` (the canonical priority)."""
+    """Bottom level of every node under ``place`` (the canonical priority).
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        Device of every node.
+
+    Returns
+    -------
+    list of float
+        Seconds per node.
+    """
     return placement_levels(g, place)
 
 
 def priority_order(g: Graph, priority, descending: bool = True) -> list[int]:
-    """Nodes by ``priority`` (decreasing by default), ties by topological position."""
+    """Nodes by ``priority`` (decreasing by default), ties by topological position.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    priority : array_like of float
+        Per node.
+    descending : bool
+        Highest first (default) or lowest first.
+
+    Returns
+    -------
+    list of int
+    """
     pr = np.asarray(priority, dtype=np.float64)
     return np.lexsort((g.rank, -pr if descending else pr)).tolist()
 
 
 def list_schedule(g: Graph, place: list[int], order: list[int], reverse: bool = False
                   ) -> tuple[list[float], list[float]]:
-    """Insertion schedule of ``place`` in ``order``; ``(start, finish)`` lists (see the module docstring)."""
+    """Insertion schedule of ``place`` in ``order``; ``(start, finish)`` lists (see the module docstring).
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        Device of every node.
+    order : list of int
+        A topological order (reverse topological with ``reverse``).
+    reverse : bool
+        Schedule the reversed graph.
+
+    Returns
+    -------
+    tuple of list of float
+    """
     return insertion_times(g, place, order, reverse)
 
 
@@ -49,6 +92,20 @@ def critical_chain(g: Graph, place: list[int], start: list[float], finish: list[
     From the node finishing last, step to the predecessor whose data arrives exactly at
     the start (the binding edge), else to the node just before it on its device, until a
     node starts at 0 (or no binding node is found).
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        Device of every node.
+    start, finish : list of float
+        The schedule, seconds.
+
+    Returns
+    -------
+    list of int
+        Node indices from the last-finishing node back to a start.
     """
     n = g.n
     if n == 0:
