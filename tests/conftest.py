@@ -94,19 +94,6 @@ def budget(solver: str, deterministic_time: float = 10.0) -> dict:
     A solver whose spec offers ``deterministic_time`` (CP-SAT) gets it, plus the safety net as
     its time limit; other solvers that take a time limit get only the safety net (their own
     work counters bound them); solvers that ignore time limits get nothing.
-
-    Parameters
-    ----------
-    solver : str
-        A registered solver name.
-    deterministic_time : float
-        CP-SAT's deterministic time budget (its work units, not seconds), so the answer does
-        not depend on the machine's speed.
-
-    Returns
-    -------
-    dict
-        Keyword arguments for :func:`optpart.solve`.
     """
     from optpart.solvers.registry import solver_spec
 
