@@ -26,13 +26,42 @@ if _PROFILE not in ("ci", "thorough"):
 settings.load_profile(_PROFILE)
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The shared benchmark data sits beside the checkout; OPTPART_SHARED_DATA points elsewhere (e.g. from a worktree).
-SHARED_DATA = Path(os.environ.get("OPTPART_SHARED_DATA") or ROOT.parent / "shared" / "data")
+
+
+def _main_checkout(root: Path) -> Path:
+    """The main checkout of a git worktree (its ``.git`` file names the shared git folder), or
+    ``root`` itself: the shared data sits beside the main checkout, not beside a worktree."""
+    marker = root / ".git"
+    if not marker.is_file():
+        return root
+    text = marker.read_text().strip()
+    if not text.startswith("gitdir:"):
+        return root
+    gitdir = Path(text[len("gitdir:"):].strip())
+    common = gitdir / "commondir"
+    shared = (gitdir / common.read_text().strip()).resolve() if common.is_file() else gitdir
+    return shared.parent if shared.name == ".git" else root
+
+
+#: The shared benchmark data sits beside the (main) checkout; OPTPART_SHARED_DATA points elsewhere.
+SHARED_DATA = Path(os.environ.get("OPTPART_SHARED_DATA") or _main_checkout(ROOT).parent / "shared" / "data")
 INSTANCES = ROOT / "instances"
 
 
 def shared_data(*parts: str) -> Path:
-    """A path under ../shared/data, or skip the test (saying why) when it is not there."""
+    """A path under the shared benchmark data, or skip the test (saying why) when it is absent.
+
+    Parameters
+    ----------
+    *parts : str
+        Path components below :data:`SHARED_DATA` (``$OPTPART_SHARED_DATA``, else
+        ``../shared/data`` beside the checkout; a worktree sets the variable).
+
+    Returns
+    -------
+    pathlib.Path
+        The existing path (the data is optional: a clean clone has none, and skips).
+    """
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"shared data not found at {path} (it sits beside the project checkout, "
@@ -86,7 +115,22 @@ def budget(solver: str, deterministic_time: float = 10.0, max_nodes: int = MILP_
 def execute_notebook(notebook: Path, tmp_path: Path, monkeypatch) -> list[dict]:
     """Run ``notebook`` top to bottom with a kernel of this interpreter (so it imports the
     optpart under test) and return every code cell's outputs. A failing cell raises
-    nbclient's CellExecutionError; notebooks assert their own claims."""
+    nbclient's CellExecutionError; notebooks assert their own claims.
+
+    Parameters
+    ----------
+    notebook : pathlib.Path
+        The ``.ipynb`` file; it runs in its own folder (relative paths as a user's would).
+    tmp_path : pathlib.Path
+        Where the kernel spec is written (``JUPYTER_PATH`` points there).
+    monkeypatch : pytest.MonkeyPatch
+        Sets ``JUPYTER_PATH`` and ``MPLBACKEND=Agg`` for the test only.
+
+    Returns
+    -------
+    list of dict
+        Every output of every code cell, in order.
+    """
     import json
     import sys
 

@@ -32,7 +32,22 @@ __all__ = ["brute_force", "brute_force_makespan", "liveness_intervals", "sweep_p
 
 
 def brute_force(problem: optpart.Problem) -> tuple[float, np.ndarray | None, np.ndarray | None]:
-    """``(optimal makespan, placement, start)``; ``(inf, None, None)`` when nothing fits."""
+    """The optimum of a tiny problem by enumeration: the exact solvers' referee.
+
+    Parameters
+    ----------
+    problem : optpart.Problem
+        At most about 7 nodes and 3 devices (the search is exponential in both). Pins,
+        forbids and colocation groups are honoured through ``problem.allowed`` and
+        ``problem.groups``; memory is checked under the static model.
+
+    Returns
+    -------
+    tuple
+        ``(makespan, placement, start)``: the optimal makespan in seconds, one optimal
+        placement (device index per node) and its semi-active start times; ``(inf, None,
+        None)`` when no placement fits memory and constraints.
+    """
     n, k = problem.n_nodes, problem.n_devices
     allowed = problem.allowed
     rank = np.empty(n, dtype=np.int64)
@@ -61,7 +76,18 @@ def brute_force(problem: optpart.Problem) -> tuple[float, np.ndarray | None, np.
 
 
 def brute_force_makespan(problem: optpart.Problem) -> float | None:
-    """The optimal makespan, or None when no placement fits memory and constraints."""
+    """The optimal makespan of a tiny problem, by :func:`brute_force`.
+
+    Parameters
+    ----------
+    problem : optpart.Problem
+        As for :func:`brute_force` (tiny; static memory).
+
+    Returns
+    -------
+    float or None
+        The optimal makespan in seconds, or None when no placement fits memory and constraints.
+    """
     best, _, _ = brute_force(problem)
     return None if best == float("inf") else best
 

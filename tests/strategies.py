@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from optpart import Constraints, Device, LinkOverride, Links, Problem
 
-__all__ = ["SHAPES", "examples", "graphs", "problems", "split_problems", "tiny_problems", "placements"]
+__all__ = ["SHAPES", "draw_placement", "edge_case_problems", "examples", "graphs", "placements", "problems",
+           "split_problems", "tiny_problems", "zero_time_problems"]
 
 #: The ``ci`` profile's example count, the unit in which tests state their own counts.
 CI_EXAMPLES = 40
@@ -142,7 +143,22 @@ _SHAPE_STRATEGIES = {"chain": _chain, "fork_join": _fork_join, "layered": _layer
 
 @st.composite
 def graphs(draw, max_nodes: int = 10, shapes=SHAPES):
-    """``(n, edges, groups, time, memory, bytes)``: a DAG with integer costs."""
+    """A DAG of one of the shapes, with small integer costs (shrinks to readable cases).
+
+    Parameters
+    ----------
+    max_nodes : int
+        Upper bound on the node count (a shape may stay below it).
+    shapes : sequence of str
+        Shapes to draw from, names of :data:`SHAPES`.
+
+    Returns
+    -------
+    SearchStrategy of tuple
+        ``(n, edges, groups, time, memory, bytes)``: node count, ``(src, dst)`` pairs in a
+        topological numbering, colocation groups (node index lists; ``training`` colocates each
+        weight with its update), integer times 0-10, memories 0-100 and edge bytes 0-16.
+    """
     shape = draw(st.sampled_from(shapes))
     n, edges, groups = draw(_SHAPE_STRATEGIES[shape](max_nodes))
     time = draw(st.lists(st.integers(0, 10), min_size=n, max_size=n))
@@ -156,18 +172,40 @@ def problems(draw, max_nodes: int = 10, max_devices: int = 8, memory: tuple[str,
              constraints: bool = True, pins: bool = True, shapes=SHAPES, per_pair_links: bool = True,
              forbids: bool | None = None, scales: bool = True):
     """A full problem: graph, 1..max_devices devices with mixed speeds and capacities,
-    uniform or per-pair links, and (optionally) colocation groups (``constraints``: the
-    shape's pairs and sometimes one larger group of 3-5 unrelated nodes), pins (``pins``:
-    on free nodes and on members of a group) and forbidden devices (``forbids``, default
-    ``pins``: on free nodes, never on all devices nor on a pin).
+    uniform or per-pair links, and optionally constraints.
 
-    Memory regimes: ``loose`` (every device holds everything), ``tight`` (capacity
-    between total/K and about 1.3 x that), ``just_enough`` (every device holds
-    total/K plus the largest node or group: the heuristic's sufficient condition).
+    Parameters
+    ----------
+    max_nodes : int
+        Upper bound on the node count (see :func:`graphs`).
+    max_devices : int
+        Devices are drawn from 1 to this many; speeds 0.5, 1 or 2.
+    memory : tuple of str
+        Memory regimes to draw from: ``loose`` (every device holds everything), ``tight``
+        (capacity between total/K and about 1.3 x that, so some problems have no fit),
+        ``just_enough`` (every device holds total/K plus the largest node or group: the
+        heuristic's sufficient condition for finding a placement).
+    constraints : bool
+        Draw colocation groups (the shape's pairs and sometimes one larger group of 3-5
+        unrelated nodes), and allow pins and forbids.
+    pins : bool
+        Draw pins, on free nodes and on members of a group (a pinned group).
+    shapes : sequence of str
+        Graph shapes, names of :data:`SHAPES`.
+    per_pair_links : bool
+        Sometimes override the latency and bandwidth of some ordered device pairs.
+    forbids : bool or None
+        Draw forbidden devices on free nodes (never all devices, never a node's pin);
+        None follows ``pins``.
+    scales : bool
+        Sometimes make all times equal, and scale times by a tiny (2**-30 s) or huge
+        (2**20 s) unit and memories and bytes by 2**30 (GiB-scale). Links scale with them
+        and every factor is a power of two, so transfer times stay exact binary fractions.
 
-    ``scales``: times are sometimes all equal, and sometimes scaled by a tiny (2**-30 s) or
-    huge (2**20 s) unit, and memories and bytes by 2**30 (GiB-scale); links scale with them,
-    and every factor is a power of two, so transfer times stay exact binary fractions.
+    Returns
+    -------
+    SearchStrategy of optpart.Problem
+        Named ``hyp-<regime>``; node ids ``v0..``, device ids ``d0..``.
     """
     n, edges, groups, time, mem, nbytes = draw(graphs(max_nodes, shapes))
     k = draw(st.integers(1, max_devices))
@@ -234,15 +272,38 @@ def problems(draw, max_nodes: int = 10, max_devices: int = 8, memory: tuple[str,
 
 
 def tiny_problems(max_nodes: int = 6, max_devices: int = 3, **kw):
-    """Problems small enough for the brute-force oracle and the exact solvers."""
+    """Problems small enough for the brute-force oracle and the exact solvers.
+
+    Parameters
+    ----------
+    max_nodes, max_devices : int
+        Size limits (the oracle is exponential in both).
+    **kw
+        Passed on to :func:`problems`.
+
+    Returns
+    -------
+    SearchStrategy of optpart.Problem
+    """
     return problems(max_nodes=max_nodes, max_devices=max_devices, **kw)
 
 
 @st.composite
 def split_problems(draw, **kw):
-    """A :func:`problems` problem whose nodes give the peak split ``param_bytes``/
-    ``output_bytes``/``temp_bytes`` (some nodes give only ``memory``: mixed files); outputs and
-    temporaries are zero, small or GiB-scale, so peak and static differ."""
+    """A :func:`problems` problem whose nodes give the peak split, so peak and static differ.
+
+    Parameters
+    ----------
+    **kw
+        Passed on to :func:`problems`.
+
+    Returns
+    -------
+    SearchStrategy of optpart.Problem
+        Some nodes give ``param_bytes`` (half their memory), ``output_bytes`` and
+        ``temp_bytes`` (zero, small or GiB-scale); the others only ``memory`` (mixed files,
+        held as parameters under peak). Named ``<base>-split``.
+    """
     base = draw(problems(**kw))
     n = base.n_nodes
     unit = draw(st.sampled_from([1.0, 2.0 ** 30]))
@@ -258,7 +319,18 @@ def split_problems(draw, **kw):
 
 @st.composite
 def placements(draw, problem: Problem):
-    """A placement that honours pins, forbids and colocation (memory not guaranteed)."""
+    """A placement that honours pins, forbids and colocation (memory not guaranteed).
+
+    Parameters
+    ----------
+    problem : optpart.Problem
+        The problem whose ``allowed`` devices and ``groups`` the placement respects.
+
+    Returns
+    -------
+    SearchStrategy of numpy.ndarray
+        A device index per node (int64); a group takes its first member's device.
+    """
     allowed = problem.allowed
     out = np.zeros(problem.n_nodes, dtype=np.int64)
     for v in range(problem.n_nodes):
@@ -279,6 +351,16 @@ def edge_case_problems(draw, max_nodes: int = 9, max_devices: int = 3):
     times); chains of *views* (zero time, zero memory, zero-byte edges: reshape-like nodes)
     behind existing nodes, views behind views; and the param/output/temp split on some nodes
     (others give only ``memory``: mixed files), so that peak and static differ.
+
+    Parameters
+    ----------
+    max_nodes, max_devices : int
+        Size limits of the base problem (views are added on top, up to 9 more nodes).
+
+    Returns
+    -------
+    SearchStrategy of optpart.Problem
+        Loose or just-enough memory, no pins, uniform links; named ``edge-<unit>``.
     """
     base = draw(problems(max_nodes=max_nodes, max_devices=max_devices, pins=False, per_pair_links=False,
                          memory=("loose", "just_enough")))
@@ -330,6 +412,16 @@ def zero_time_problems(draw, max_nodes: int = 14, max_devices: int = 4):
     views, times of 1e-9 and 1e6 units, many equal finish times (repeated times), speeds that
     make durations inexact (3.0), free or costly links. Memory is loose or total/K plus the
     largest node (the heuristic's sufficient condition), so every list scheduler can finish.
+
+    Parameters
+    ----------
+    max_nodes, max_devices : int
+        Size limits.
+
+    Returns
+    -------
+    SearchStrategy of optpart.Problem
+        Without constraints; named ``hyp-zero-time``.
     """
     n = draw(st.integers(1, max_nodes))
     times = draw(st.lists(st.sampled_from(EXTREME_TIMES), min_size=n, max_size=n))
@@ -358,11 +450,22 @@ def zero_time_problems(draw, max_nodes: int = 14, max_devices: int = 4):
     )
 
 
-def draw_placement(data, problem) -> "np.ndarray":
-    """Draw any placement of ``problem`` (one device per node), with colocation groups kept
-    together and pins applied; forbidden devices are not avoided (callers check ``allowed``)."""
-    import numpy as np
+def draw_placement(data, problem: Problem) -> np.ndarray:
+    """Draw any placement of ``problem`` inside a test, unlike :func:`placements`: forbidden
+    devices are not avoided (callers check ``allowed``), so refusals get exercised too.
 
+    Parameters
+    ----------
+    data : hypothesis.strategies.DataObject
+        The test's ``st.data()`` object to draw from.
+    problem : optpart.Problem
+        The problem to place.
+
+    Returns
+    -------
+    numpy.ndarray
+        A device index per node (int64), colocation groups kept together and pins applied.
+    """
     k = problem.n_devices
     place = np.array(data.draw(st.lists(st.integers(0, k - 1), min_size=problem.n_nodes,
                                         max_size=problem.n_nodes)), dtype=np.int64)

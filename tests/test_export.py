@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
@@ -171,8 +172,11 @@ def test_cli_export_exits_1_when_the_module_plan_does_not_fit(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["gpt2", "bert"])
 def test_hugging_face_device_map_covers_every_parameter_and_buffer(name):
-    """accelerate refuses a map that leaves a parameter or buffer without a device."""
+    """Our map gives every parameter and buffer exactly one device, and accelerate's own
+    ``check_device_map`` accepts it, while it refuses the same map with one entry dropped."""
     pytest.importorskip("torch")
+    utils = pytest.importorskip("accelerate.utils", reason="accelerate (extra 'accelerate') is not installed: "
+                                "its check_device_map is this test's referee")
     from test_apply import MODELS, plan
 
     module, inputs, extra = MODELS[name]()
@@ -186,6 +190,13 @@ def test_hugging_face_device_map_covers_every_parameter_and_buffer(name):
         assert len(owners) == 1, (t, owners)
     modules = dict(module.named_modules())
     assert all(k in modules or k.rsplit(".", 1)[0] in modules for k in dm)
+    assert all(k in modules or k in tensors for k in dm)  # every key is a module or one tensor
+    dropped = max(dm, key=lambda k: (sum(t == k or t.startswith(k + ".") or k == "" for t in tensors), k))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # it warns on tensor-level keys (bert's position_ids buffer)
+        utils.check_device_map(module, dm)  # raises ValueError on a tensor without a device
+        with pytest.raises(ValueError, match="does not give any device"):
+            utils.check_device_map(module, {k: d for k, d in dm.items() if k != dropped})
 
 
 def test_split_points_of_a_torch_pipeline_follow_program_order():

@@ -192,10 +192,12 @@ def test_bench_does_not_import_the_command_line():
     assert out.stdout.strip() == "False"
 
 
-def test_many_devices_on_a_tiny_graph_stay_cheap():
-    """1024 devices (the default limit) on 3 nodes: no O(k^2) work per schedule evaluation and
-    no O(k^3) device-symmetry check, so the heuristic and cpsat answer with the placement on
-    one device. Counted, not timed: the heuristic's evaluations stay within its budget."""
+def test_many_devices_on_a_tiny_graph_form_one_symmetry_class_and_get_a_one_device_optimum():
+    """1024 devices (the default limit) on 3 nodes: the devices form one symmetry class (for
+    cpsat's symmetry breaking too), and both the heuristic and cpsat answer the one-device
+    placement of makespan 4 (cpsat proves it). How cheap this is is not asserted: it is a matter
+    of wall time, which no test may depend on (the heuristic stops at the bound heft meets, so
+    no search evaluation runs)."""
     import optpart
     p = optpart.Problem.build(
         nodes=[{"id": "a", "time": 1, "memory": 10}, {"id": "b", "time": 2, "memory": 10},
@@ -208,7 +210,8 @@ def test_many_devices_on_a_tiny_graph_stay_cheap():
     optpart.check(p, r)
     assert r.makespan == 4.0 and len(set(r.placement.tolist())) == 1
     assert r.stats["evaluations"] <= r.stats["evaluation_budget"], r.stats
-    assert r.stats.get("proven_optimal") or r.stats["evaluations"] > 0, r.stats  # heft meets the bound here
+    # the chain's work (4 s) is the lower bound and the answer meets it: a proven optimum
+    assert r.status is optpart.Status.OPTIMAL and r.lower_bound == 4.0, (r.status, r.lower_bound, r.stats)
     exact = optpart.solve(p, "cpsat", **budget("cpsat"))
     assert exact.status is optpart.Status.OPTIMAL and exact.makespan == 4.0, exact.message
     assert exact.stats["symmetry_classes"] == [list(range(1024))]

@@ -292,3 +292,6 @@ def test_dnn_partitioning_denormal_edge_cost_is_no_rate():
     p = dnn_partitioning_from_dict(doc)
     assert p.n_edges == 1 and p.n_devices == 2
     assert p.links.bandwidth == math.inf and p.links.latency == 0.0, p.links  # the cost gave no rate
+    assert p.transfer_times(np.array([0, 1])).tolist() == [0.0]
+    doc["edges"][0]["cost"] = 4.0  # the same file with a normal cost does give a rate: the check can fail
+    assert math.isfinite(dnn_partitioning_from_dict(doc).links.bandwidth)
