@@ -50,8 +50,18 @@ def levels(g: Graph) -> tuple[list[float], list[float]]:
 def slice_paths(g: Graph, bottom: list[float] | None = None) -> tuple[list[int], list[list[int]]]:
     """Slice the graph into paths, heaviest first.
 
-    Returns ``(cluster_of, paths)``: the path index of every node and the node lists of
-    the paths in slicing order (``paths[0]`` is the critical path).
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    bottom : list of float, optional
+        Bottom level of every node under mean costs (seconds; :func:`levels` when None).
+
+    Returns
+    -------
+    tuple
+        ``(cluster_of, paths)``: the path index of every node and the node lists of the
+        paths in slicing order (``paths[0]`` is the critical path).
     """
     n = g.n
     if bottom is None:
