@@ -114,10 +114,13 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
                     x = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
                     if x > r:
                         r = x
-            push(pending[d], (r, npv, v))
+            a = avail[d]
+            if r <= a:  # its inputs are there already: straight into the ready heap (candidate()
+                push(ready[d], (npv, v))  # would move it there first thing, avail never decreases)
+            else:
+                push(pending[d], (r, npv, v))
             if not dirty[d]:
                 key = cache_key[d]
-                a = avail[d]
                 t = r if r > a else a
                 if key is None or t < cache_t[d] or (t == cache_t[d] and (npv, v) < key):
                     dirty[d] = True
