@@ -82,6 +82,7 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
 
     def release(v: int) -> None:
         lo, hi = in_ptr[v], in_ptr[v + 1]
+        npv = neg_prio[v]
         if uniform:  # one link everywhere: the best remote arrival (top two by device) and local ones
             t1 = t2 = 0.0
             d1 = -1
@@ -113,13 +114,15 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
                     x = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
                     if x > r:
                         r = x
-            entry = (r, neg_prio[v], v)
-            push(pending[d], entry)
+            a = avail[d]
+            if r <= a:  # its inputs are there already: straight into the ready heap (candidate()
+                push(ready[d], (npv, v))  # would move it there first thing, avail never decreases)
+            else:
+                push(pending[d], (r, npv, v))
             if not dirty[d]:
                 key = cache_key[d]
-                a = avail[d]
                 t = r if r > a else a
-                if key is None or t < cache_t[d] or (t == cache_t[d] and entry[1:] < key):
+                if key is None or t < cache_t[d] or (t == cache_t[d] and (npv, v) < key):
                     dirty[d] = True
         released.append(v)
 
@@ -136,14 +139,18 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
             _, np_, v = pop(pend)
             if place[v] < 0:
                 push(rdy, (np_, v))
-        while rdy and (place[rdy[0][1]] >= 0 or not fits(rdy[0][1], d)):
+        while rdy:
+            top = rdy[0]
+            v = top[1]
+            if place[v] < 0 and fits(v, d):
+                return a, top
             pop(rdy)
-        if rdy:
-            return a, rdy[0]
-        while pend and (place[pend[0][2]] >= 0 or not fits(pend[0][2], d)):
+        while pend:
+            top = pend[0]
+            v = top[2]
+            if place[v] < 0 and fits(v, d):  # the device waits for data: the best node arriving first
+                return top[0], (top[1], v)
             pop(pend)
-        if pend:  # the device waits for data; the heap's top is the best node arriving first
-            return pend[0][0], (pend[0][1], pend[0][2])
         return math.inf, None
 
     check_slots = not getattr(policy, "admits_everything", False)  # as the EFT engine: skip a no-op call

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from .._gc import no_gc  # re-exported: the schedulers' hot loops pause the collector
-from ..paths import mean_costs
+from ..paths import bottom_levels_csr, mean_costs, top_levels_csr
 from ..problem import Problem
 
 __all__ = ["Graph", "arrivals", "arrival", "no_gc"]
@@ -67,6 +67,18 @@ class Graph:
         #: mean run time per node (HEFT's w-bar) and mean transfer per out-edge position (c-bar)
         self.mean_time = wbar.tolist()
         self.out_comm_mean = cbar[problem.out_edges].tolist()
+
+    # Levels under mean costs: HEFT's order, m-ETF's priority and the seed method's slicing all
+    # read them, so they are computed once per graph (callers get copies).
+    @cached_property
+    def mean_bottom(self) -> list[float]:
+        """Bottom level of every node under mean costs (HEFT's upward rank), seconds; do not mutate."""
+        return bottom_levels_csr(self.topo.tolist(), self.out_ptr, self.succ, self.mean_time, self.out_comm_mean)
+
+    @cached_property
+    def mean_top(self) -> list[float]:
+        """Top level of every node under mean costs (longest path ending just before it), seconds; do not mutate."""
+        return top_levels_csr(self.topo.tolist(), self.out_ptr, self.succ, self.mean_time, self.out_comm_mean)
 
     # Read only by the ParDNN seed method's phases, built on first use (not by every EFT run).
     @cached_property

@@ -201,11 +201,17 @@ class StaticPolicy:
         bool
         """
         g = self.group_of[v]
-        if g >= 0 and self.group_device[g] >= 0:
-            return d == self.group_device[g]
-        if d not in self.allowed_list[v]:
+        if g >= 0:
+            gd = self.group_device[g]
+            if gd >= 0:
+                return d == gd
+            need = self.group_need[g]
+        else:
+            need = self.mem[v]
+        allowed = self.allowed_list[v]  # the shared all-devices list holds every d: no scan
+        if allowed is not self.all_devices and d not in allowed:
             return False
-        return not self.memory_aware or self.need(v) <= self.room[d]
+        return not self.memory_aware or need <= self.room[d]
 
     def devices_for(self, v: int) -> list[int]:
         """The devices ``v`` may use now: its group's device once settled, else the allowed devices with room for :meth:`need` bytes.

@@ -238,9 +238,17 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     usable = problem.allowed.all(axis=0) & fits(float(problem.memory.sum()), np.asarray(capacity))
     if usable.any():
         d = int(np.argmax(np.where(usable, problem.device_speed, -np.inf)))
-        p1 = [d] * g.n
-        s1, f1, ms1 = schedule_placement(g, p1, 0)
-        found.append((ms1, 4, p1, s1, f1))
+        # One device runs everything back to back, so its makespan is at least the sum of the
+        # run times there (up to rounding, <= n ulps): when that sum is clearly above the best
+        # candidate it cannot win, and its O((V + E) log V) schedule is not built.
+        busy = float(np.sum(problem.time)) * g.inv_speed[d]
+        best_ms = min(x[0] for x in found) if found else float("inf")
+        if busy <= best_ms * (1.0 + 1e-6):
+            p1 = [d] * g.n
+            s1, f1, ms1 = schedule_placement(g, p1, 0)
+            found.append((ms1, 4, p1, s1, f1))
+        else:
+            stats["single_device_bound"] = busy  # the candidate's makespan is at least this
     if not found:
         place = greedy_fill(problem, None, capacity, units())
         if place is None:

@@ -21,7 +21,6 @@ from typing import Sequence
 import numpy as np
 
 from ...paths import priority_order as _priority_order
-from ...paths import bottom_levels_csr
 from ...schedule import NoRoom, StaticPolicy, eft_schedule as _engine
 from .schedule import Graph
 
@@ -41,7 +40,7 @@ def upward_rank(g: Graph) -> list[float]:
     list of float
         Per node, seconds.
     """
-    return bottom_levels_csr(g.topo.tolist(), g.out_ptr, g.succ, g.mean_time, g.out_comm_mean)
+    return list(g.mean_bottom)  # computed once per graph (a copy: callers may change it)
 
 
 def heft_order(g: Graph) -> list[int]:

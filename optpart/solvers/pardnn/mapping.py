@@ -32,7 +32,30 @@ __all__ = ["map_clusters"]
 
 def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np.ndarray,
                  memory: list[float], capacity: list[float], n_buckets: int = 256) -> list[int]:
-    """Device of every node after merging and mapping the paths of :func:`slice_paths`."""
+    """Device of every node after merging and mapping the paths of :func:`slice_paths`.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    top : list of float
+        Top level of every node under mean costs (seconds): where its run falls in time.
+    paths : list of list of int
+        The paths in slicing order (heaviest first); the first ones become primaries.
+    allowed : numpy.ndarray
+        ``(n, k)`` bool: which devices each node may use.
+    memory : list of float
+        Bytes of every node (static model).
+    capacity : list of float
+        Bytes usable per device.
+    n_buckets : int
+        Time buckets of the per-device load profile a cluster is fitted into.
+
+    Returns
+    -------
+    list of int
+        Device of every node (memory may still overflow: the memory step repairs it).
+    """
     n, k = g.n, g.k
     place = [-1] * n
     if n == 0:
@@ -130,7 +153,8 @@ def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np
         for d in range(k):
             if not ok[d]:
                 continue
-            room = fits(used[d] + mem, capacity[d])
+            x = used[d] + mem
+            room = x <= capacity[d] or fits(x, capacity[d])  # plain <= first: fits() only adds slack
             if merge:
                 primary = 0.0 if d == talk_d else 1.0
             else:

@@ -20,6 +20,34 @@ __all__ = ["refine"]
 def refine(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[int], members: list[list[int]],
            unit_mem: list[float], capacity: list[float], max_evals: int = 20,
            deadline: float | None = None) -> tuple[list[int], int]:
-    """Critical-chain moves to neighbours' devices; returns ``(place, evaluations used)``."""
+    """Critical-chain moves to neighbours' devices; returns ``(place, evaluations used)``.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    place : list of int
+        Device of every node, within ``capacity`` (the memory step's output).
+    allowed : numpy.ndarray
+        ``(n, k)`` bool: which devices each node may use.
+    unit_of : list of int
+        Memory unit of every node (a colocation group is one unit, see :mod:`.memory`).
+    members : list of list of int
+        Nodes of every unit.
+    unit_mem : list of float
+        Bytes of every unit (static model).
+    capacity : list of float
+        Bytes usable per device; no move leaves a device over it.
+    max_evals : int
+        Schedule evaluations at most (each one an insertion replay of the whole graph).
+    deadline : float, optional
+        ``time.perf_counter()`` value after which no further move is tried.
+
+    Returns
+    -------
+    tuple
+        ``(place, evaluations)``: the best placement found (``place`` when no move helps)
+        and the evaluations spent.
+    """
     return local_search(g, place, allowed, unit_of, members, unit_mem, capacity, max_evals,
                         deadline, mode="neighbors", swaps=False)

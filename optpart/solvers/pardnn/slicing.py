@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...paths import bottom_levels_csr, top_levels_csr
 from .schedule import Graph
 
 __all__ = ["levels", "slice_paths"]
@@ -33,17 +32,36 @@ def levels(g: Graph) -> tuple[list[float], list[float]]:
 
     ``top[v]``: longest path (computation + communication) ending just before ``v``;
     ``bottom[v]``: longest path starting at ``v`` (its own run time included).
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`); the levels are
+        computed once per graph and shared with HEFT's order and m-ETF's priority.
+
+    Returns
+    -------
+    tuple of list of float
+        ``(top, bottom)`` per node, seconds (fresh lists the caller may change).
     """
-    out_ptr, succ, cm, mt = g.out_ptr, g.succ, g.out_comm_mean, g.mean_time
-    topo = g.topo.tolist()
-    return top_levels_csr(topo, out_ptr, succ, mt, cm), bottom_levels_csr(topo, out_ptr, succ, mt, cm)
+    return list(g.mean_top), list(g.mean_bottom)  # computed once per graph (copies)
 
 
 def slice_paths(g: Graph, bottom: list[float] | None = None) -> tuple[list[int], list[list[int]]]:
     """Slice the graph into paths, heaviest first.
 
-    Returns ``(cluster_of, paths)``: the path index of every node and the node lists of
-    the paths in slicing order (``paths[0]`` is the critical path).
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    bottom : list of float, optional
+        Bottom level of every node under mean costs (seconds; :func:`levels` when None).
+
+    Returns
+    -------
+    tuple
+        ``(cluster_of, paths)``: the path index of every node and the node lists of the
+        paths in slicing order (``paths[0]`` is the critical path).
     """
     n = g.n
     if bottom is None:
