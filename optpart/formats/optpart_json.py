@@ -9,8 +9,10 @@ placement entry per line, keys in a fixed order, so equal inputs give equal byte
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
+import numpy as np
 
 from ..errors import FormatError, ProblemError
 from ..model import records
