@@ -233,22 +233,7 @@ def test_heuristic_within_measured_gap_of_optimum(problem):
 
 
 # ------------------------------------------------------------------ 6. determinism and round trips
-#: Known solver bugs, reported to their owners. An xfail names the exception it expects, so any
-#: other failure of the property still fails; hypothesis may or may not draw the case (so not
-#: strict here), and the one-case test below is strict, turning the fix into a failure that
-#: removes these marks.
-MILP_WARM_START_BUG = ("milp's HiGHS warm start indexes a variable left out of the model "
-                       "(AttributeError 'LpVariable' object has no attribute 'index')")
-KNOWN_CRASH = {"milp": MILP_WARM_START_BUG} if "milp" in AVAILABLE else {}
-
-
-def _with_known_crashes(solvers):
-    return [pytest.param(s, marks=pytest.mark.xfail(reason=KNOWN_CRASH[s], raises=AttributeError, strict=False))
-            if s in KNOWN_CRASH else s for s in solvers]
-
-
 @pytest.mark.skipif("milp" not in EXACT, reason="milp is not installed")
-@pytest.mark.xfail(reason=MILP_WARM_START_BUG, raises=AttributeError, strict=True)
 def test_milp_answers_a_zero_time_diamond_with_a_colocated_triple():
     """Found by the properties below: four zero-time, zero-memory nodes, a - (b, c) - d, with
     a, b, c colocated, on one device. Every placement is optimal with makespan 0."""
@@ -259,7 +244,7 @@ def test_milp_answers_a_zero_time_diamond_with_a_colocated_triple():
     assert r.status is Status.OPTIMAL and r.makespan == 0.0, (r.status, r.message)
 
 
-@pytest.mark.parametrize("solver", _with_known_crashes(AVAILABLE))
+@pytest.mark.parametrize("solver", AVAILABLE)
 @settings(max_examples=examples(10))
 @given(problem=problems(max_nodes=8, max_devices=3))
 def test_solvers_are_deterministic(solver, problem):
@@ -350,7 +335,7 @@ def test_result_json_round_trip(tmp_path_factory, data):
 
 
 # ------------------------------------------------------------------ 7. arithmetic edge cases
-@pytest.mark.parametrize("solver", _with_known_crashes(AVAILABLE))
+@pytest.mark.parametrize("solver", AVAILABLE)
 # No shrinking: the examples are already tiny, and shrinking a known (xfail) failure costs minutes.
 @settings(max_examples=examples(15), phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(problem=edge_case_problems())

@@ -147,7 +147,11 @@ def _make_warm_highs():
                 import highspy
                 values = [0.0] * lp.solverModel.getNumCol()
                 for var, val in self.warm.items():
-                    values[var.index] = float(val)
+                    # A variable that appears in no row or objective (e.g. a fixed colocated
+                    # choice) is not a column of the built model: PuLP gives it no index.
+                    index = getattr(var, "index", None)
+                    if index is not None and 0 <= index < len(values):
+                        values[index] = float(val)
                 sol = highspy.HighsSolution()
                 sol.col_value = values
                 sol.value_valid = True
