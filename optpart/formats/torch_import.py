@@ -43,6 +43,7 @@ from ..problem import Constraints, Device, Links, Problem
 from .costmodel import CostModel
 from .torch import TracedStep, trace_training_step
 from .torch.aliasing import alias_source, check_problem_order, writer_groups
+from .torch.flops import operator_flops
 from .torch.inputs import cross_entropy
 
 __all__ = ["from_torch", "problem_from_traced", "trace_training_step", "TracedStep", "cross_entropy", "VIEW_OPS",
@@ -61,32 +62,6 @@ SHAPE_ONLY_OPS = frozenset({
     "ones_like", "zeros_like", "empty_like", "full_like", "rand_like", "randn_like",
     "new_zeros", "new_ones", "new_empty", "new_full", "sym_size", "sym_numel", "sym_stride",
 })
-
-
-def _extra_flops(nd) -> int | None:
-    """FLOPs of operators that ``torch.utils.flop_counter`` has no formula for.
-
-    The CPU flash-attention kernels (what ``scaled_dot_product_attention`` becomes when
-    traced with CPU fake tensors) count with torch's generic SDPA formulas: ``4 b h s t d``
-    forward and 2.5 times that backward, which recomputes the attention matrix (Dao et al.,
-    "FlashAttention", NeurIPS 2022, section 3.1).
-    """
-    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
-
-    name = getattr(getattr(nd.target, "overloadpacket", None), "__name__", "")
-    shapes = [tuple(a.meta["val"].shape) for a in nd.args if hasattr(a, "meta") and hasattr(a.meta.get("val"), "shape")]
-    if name == "_scaled_dot_product_flash_attention_for_cpu" and len(shapes) >= 3:
-        return int(sdpa_flop_count(*shapes[:3]))
-    if name == "_scaled_dot_product_flash_attention_for_cpu_backward" and len(shapes) >= 4:
-        return int(sdpa_backward_flop_count(*shapes[:4]))
-    if name in ("mkldnn_rnn_layer", "mkldnn_rnn_layer_backward") and len(shapes) >= 3:
-        # One fused RNN layer (torch.nn.LSTM/GRU on CPU): per time step and batch row, the
-        # input and recurrent matmuls, 2 (I + H) G H FLOPs for G gates; backward twice that.
-        x, w_ih, w_hh = shapes[0], shapes[1], shapes[2]
-        steps = math.prod(x[:-1]) if len(x) >= 2 else 1
-        fwd = 2 * steps * (math.prod(w_ih) + math.prod(w_hh))
-        return int(fwd if name == "mkldnn_rnn_layer" else 2 * fwd)
-    return None
 
 
 def _tensors(val) -> list:
@@ -248,8 +223,6 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
     FormatError
         An operator whose FLOPs formula fails on the traced shapes.
     """
-    import torch
-    from torch.utils.flop_counter import flop_registry
 
     cm = cost_model or CostModel()
     graph = step.graph_module.graph
@@ -405,17 +378,7 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
                 in_b += value_bytes(b)
             else:
                 in_b += nbytes(_tensors(b.meta.get("val"))[idx])
-        flops = 0
-        packet = getattr(nd.target, "overloadpacket", None)
-        if packet in flop_registry and not view:
-            args = torch.fx.node.map_arg(nd.args, lambda a: a.meta.get("val"))
-            kwargs = torch.fx.node.map_arg(nd.kwargs, lambda a: a.meta.get("val"))
-            try:
-                flops = int(flop_registry[packet](*args, **kwargs, out_val=nd.meta.get("val")))
-            except Exception as exc:
-                raise FormatError(f"cannot count the FLOPs of node '{nd.name}' ({opname(nd)}): {exc}") from None
-        elif not view:
-            flops = _extra_flops(nd) or 0
+        flops = 0 if view else operator_flops(nd, opname(nd))
         ids.append(nd.name)
         time.append(cm.op_time(flops, in_b + out_b, kernel=not view))
         s = saved_on.get(nd, 0.0)
