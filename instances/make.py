@@ -28,6 +28,10 @@ fits under the ``peak`` (liveness) model, the project's default (docs/model.md s
   (so that building stays cheap and byte-identical); ``python instances/make.py fit``
   measures it again, checks the default solver fits the file's devices under peak and
   that one device of that capacity cannot hold the whole step, and exits 1 on any drift.
+  Files in :data:`MODULE_PLAN_NEED` (GPT-2 small) must also export: their capacity is at
+  least the peak that the module-granular device map of the default solver's placement
+  needs (rounded up the same way), because the README's headline plan is exported as an
+  accelerate device map and as pipeline split points; ``fit`` checks both exports fit.
 - the synthetic scale graphs (node ``memory`` only, so peak equals static): the smallest
   capacity in :data:`CAPACITIES_GIB` at which static memory fills at most 75% of the
   devices (:func:`static_devices`).
@@ -77,13 +81,27 @@ MIN_CAPACITY = {
 }
 #: Headroom over the measured minimum (so memory binds but a placement fits).
 HEADROOM = 1.25
+#: Files whose bundled plan must also export (a module-granular device map and pipeline split
+#: points, ``optpart.export``) -> the peak (bytes per device) that the device map of the default
+#: solver's placement needs at the 1.25 x rule's capacity. Their capacity is at least this,
+#: rounded up like the rule: GPT-2's loss (logits, log-softmax and their gradients) runs on one
+#: device in a module-granular plan, which 2 GiB cannot hold (2.3 GiB for the loss alone).
+#: ``python instances/make.py fit`` re-measures it and checks both exports fit the file's devices.
+MODULE_PLAN_NEED = {
+    "gpt2-training.json": 3087872000,
+}
 
 
-def round_capacity(minimum: float) -> int:
+def _step(minimum: float) -> int:
+    return 256 * MIB if minimum >= 1024 * MIB else 64 * MIB if minimum >= 64 * MIB else 4 * MIB
+
+
+def round_capacity(minimum: float, plan_need: float = 0.0) -> int:
     """The suggested capacity for a measured ``minimum``: the smallest multiple of 256 MiB
-    (64 MiB when ``minimum`` is under 1 GiB, 4 MiB under 64 MiB) at least ``HEADROOM x minimum``."""
-    step = 256 * MIB if minimum >= 1024 * MIB else 64 * MIB if minimum >= 64 * MIB else 4 * MIB
-    return math.ceil(HEADROOM * minimum / step) * step
+    (64 MiB when ``minimum`` is under 1 GiB, 4 MiB under 64 MiB) at least ``HEADROOM x minimum``
+    and at least ``plan_need`` (:data:`MODULE_PLAN_NEED`, 0 for files without one)."""
+    step = _step(minimum)
+    return max(math.ceil(HEADROOM * minimum / step), math.ceil(plan_need / step)) * step
 
 
 def suggest_devices(problem: Problem, rel: str | None = None, k: int = N_DEVICES) -> Problem:
@@ -91,7 +109,8 @@ def suggest_devices(problem: Problem, rel: str | None = None, k: int = N_DEVICES
     :data:`MIN_CAPACITY`) for the catalogued traced models, else :func:`static_devices`."""
     if rel not in MIN_CAPACITY:
         return static_devices(problem, k)
-    devices = [Device(f"gpu{i}", float(round_capacity(MIN_CAPACITY[rel]))) for i in range(k)]
+    cap = round_capacity(MIN_CAPACITY[rel], MODULE_PLAN_NEED.get(rel, 0.0))
+    devices = [Device(f"gpu{i}", float(cap)) for i in range(k)]
     return problem.with_devices(devices, links=problem.links or Links(COST.link_latency, COST.link_bandwidth),
                                 constraints=problem.constraints)
 
@@ -133,15 +152,18 @@ def fit_report(rels=None) -> int:
             continue
         p = optpart.load(path)
         found = min_capacity(p, N_DEVICES, "heuristic", memory_model="peak")
-        cap = round_capacity(found.capacity) if found.capacity else None
+        need, exports = _module_plan_need(rel, found.capacity)
+        cap = round_capacity(found.capacity, need) if found.capacity else None
         r = optpart.solve(p, "heuristic", memory_model="peak")
         fits_file = bool(r.ok and fits(r.memory_peak, p.device_memory).all())
+        exports_fit = rel not in MODULE_PLAN_NEED or (r.ok and _exports_fit(p, r))
         one = p.with_devices(1, memory=float(p.memory.sum()) + float(p.device_memory[0]))  # room for all
         rs = optpart.solve(one, "single", memory_model="static")
         single_peak = float(peak_memory(one, rs.placement, rs.start, rs.finish).max())
         binds = not fits(single_peak, float(p.device_memory[0]))
         same = found.capacity is not None and int(found.capacity) == MIN_CAPACITY[rel]
-        ok = cap is not None and cap == int(p.device_memory[0]) and fits_file and binds
+        same = same and (rel not in MODULE_PLAN_NEED or int(need) == MODULE_PLAN_NEED[rel])
+        ok = cap is not None and cap == int(p.device_memory[0]) and fits_file and binds and exports_fit
         bad += not ok
         print(f"{'ok   ' if ok else 'DRIFT'} {rel}: minimum {format_bytes(found.capacity or 0)} "
               f"({int(found.capacity or 0)}{'' if same else ', table ' + str(MIN_CAPACITY[rel])}), "
@@ -149,8 +171,32 @@ def fit_report(rels=None) -> int:
               f"file {p.n_devices} x {format_bytes(float(p.device_memory[0]))}; default solve "
               f"{'fits' if fits_file else 'DOES NOT FIT'} (peak {format_bytes(float(r.memory_peak.max())) if r.ok else '-'}, "
               f"makespan {r.makespan * 1e3 if r.ok else float('nan'):.2f} ms); one device needs "
-              f"{format_bytes(single_peak)}{'' if binds else ' (memory does NOT bind)'}", flush=True)
+              f"{format_bytes(single_peak)}{'' if binds else ' (memory does NOT bind)'}{exports}"
+              f"{'' if exports_fit else '; its exports DO NOT FIT'}", flush=True)
     return 1 if bad else 0
+
+
+def _exports_fit(problem: Problem, result) -> bool:
+    """Whether the device map and the split points of ``result`` both fit ``problem``'s devices."""
+    from optpart import export
+
+    dm = export.module_plan(problem, result)
+    return bool(dm.fits and export.split_points(problem, result, plan=dm).plan.fits)
+
+
+def _module_plan_need(rel: str, minimum: float | None) -> tuple[float, str]:
+    """For a file in :data:`MODULE_PLAN_NEED`: the device map's peak of the default solver's
+    placement at the 1.25 x rule's capacity, and a note for :func:`fit_report`; else ``(0, "")``."""
+    if rel not in MODULE_PLAN_NEED or not minimum:
+        return 0.0, ""
+    from optpart import export
+
+    p = optpart.load(HERE / rel)
+    at_rule = p.with_devices([Device(d.id, float(round_capacity(minimum)), d.speed) for d in p.devices])
+    r = optpart.solve(at_rule, "heuristic", memory_model="peak")
+    need = float(export.module_plan(at_rule, r).result.memory_peak.max()) if r.ok else 0.0
+    flag = "" if int(need) == MODULE_PLAN_NEED[rel] else f", table {MODULE_PLAN_NEED[rel]}"
+    return need, f"; device map needs {format_bytes(need)} ({int(need)}{flag}) at the rule's capacity"
 
 
 # ---------------------------------------------------------------------- PyTorch models

@@ -184,16 +184,23 @@ def test_round_capacity_rule():
     assert make.round_capacity(16.5 * mib) == 24 * mib  # under 64 MiB: 4 MiB steps
     for m in (1e6, 13e6, 3e8, 1.2e9, 7e9):
         assert make.HEADROOM * m <= make.round_capacity(m) < make.HEADROOM * m + 256 * mib
+    # a module-granular plan's need raises the capacity to it, rounded up the same way ...
+    assert make.round_capacity(1.53 * gib, 2.88 * gib) == 3 * gib
+    assert make.round_capacity(1.53 * gib, 3 * gib) == 3 * gib
+    # ... and never lowers it
+    assert make.round_capacity(1.53 * gib, 1.0 * gib) == 2 * gib
 
 
 @pytest.mark.parametrize("rel", sorted(_make().MIN_CAPACITY))
 def test_traced_instances_follow_the_peak_rule_and_carry_modules(rel):
-    """Capacity = the rule applied to the recorded minimum; one such device cannot hold the
-    whole step under peak (memory binds); PyTorch-traced nodes name their module."""
+    """Capacity = the rule applied to the recorded minimum (and, for GPT-2, to the recorded
+    need of its module-granular plan); one such device cannot hold the whole step under peak
+    (memory binds); PyTorch-traced nodes name their module."""
     make = _make()
     p = optpart.load(INSTANCES / rel)
     assert p.n_devices == make.N_DEVICES
-    assert set(p.device_memory.tolist()) == {float(make.round_capacity(make.MIN_CAPACITY[rel]))}
+    need = make.MODULE_PLAN_NEED.get(rel, 0.0)
+    assert set(p.device_memory.tolist()) == {float(make.round_capacity(make.MIN_CAPACITY[rel], need))}
     one = p.with_devices(1, memory=float(p.memory.sum()) + float(p.device_memory[0]))
     r = optpart.solve(one, "single", memory_model="static")
     peak = optpart.memory.peak_memory(one, r.placement, r.start, r.finish)
