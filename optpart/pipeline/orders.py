@@ -126,6 +126,18 @@ def _topo_key(step: PipelineStep) -> np.ndarray:
     return step.base.topo_rank[node].astype(np.float64)
 
 
+def _order_key(step: PipelineStep, pos: np.ndarray) -> np.ndarray:
+    """A :func:`sequence_schedule` key: by ``pos`` (integer per task), ties in topological order."""
+    return pos * (step.base.n_nodes + 1) + _topo_key(step)
+
+
+def _task_stages(step: PipelineStep, placement: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``(micro_batch, phase, virtual stage, stage count)`` per unrolled task (:func:`segments`)."""
+    node, mb, phase = phase_of_tasks(step)
+    seg, n_seg = segments(step, np.asarray(placement))
+    return mb, phase, seg[node], n_seg
+
+
 def segments(step: PipelineStep, placement: np.ndarray) -> tuple[np.ndarray, int]:
     """Virtual stage of every base node and the number of virtual stages.
 
@@ -181,16 +193,12 @@ def gpipe_schedule(step: PipelineStep, placement: np.ndarray) -> Schedule:
     tuple
         ``(start, finish)``: seconds per unrolled task, in the unrolled problem's node order.
     """
-    _, mb, phase = phase_of_tasks(step)
-    node, _, _ = step.task_index()
-    seg, n_seg = segments(step, np.asarray(placement))
-    j = seg[node]
+    mb, phase, j, n_seg = _task_stages(step, placement)
     slot = np.where(phase == 0, mb + j, np.where(phase == 1, mb + n_seg - 1 - j, 0))
-    n0 = step.base.n_nodes + 1
     width = step.micro_batches + n_seg
-    out = sequence_schedule(step, placement, (phase * width + slot) * n0 + _topo_key(step))
+    out = sequence_schedule(step, placement, _order_key(step, phase * width + slot))
     if out is None:
-        out = sequence_schedule(step, placement, (phase * step.micro_batches + mb) * n0 + _topo_key(step))
+        out = sequence_schedule(step, placement, _order_key(step, phase * step.micro_batches + mb))
     assert out is not None
     return out
 
@@ -216,15 +224,12 @@ def one_f_one_b_schedule(step: PipelineStep, placement: np.ndarray) -> Schedule 
         ``None`` when the order deadlocks on this placement.
     """
     m = step.micro_batches
-    node, mb, phase = phase_of_tasks(step)
-    seg, n_seg = segments(step, np.asarray(placement))
-    s = seg[node]
+    mb, phase, s, n_seg = _task_stages(step, placement)
     warm = np.minimum(m, n_seg - s)
     pos_f = np.where(mb < warm, mb, warm + 2 * (mb - warm) + 1)
     pos_b = warm + 2 * mb
     pos = np.where(phase == 0, pos_f, np.where(phase == 1, pos_b, 3 * m + n_seg + 1))
-    key = pos * (step.base.n_nodes + 1) + _topo_key(step)
-    return sequence_schedule(step, placement, key)
+    return sequence_schedule(step, placement, _order_key(step, pos))
 
 
 def priorities(step: PipelineStep, placement: np.ndarray) -> dict[str, np.ndarray]:
