@@ -134,6 +134,26 @@ def test_solvers_command_shows_guarantees_and_options(capsys):
     assert "unknown solver 'nope'" in capsys.readouterr().err
 
 
+def test_solvers_command_lists_the_pipeline_orders(capsys):
+    """gpipe and 1f1b are accepted as --solver of a pipelined solve, so the listing shows them
+    (kind "pipeline order", with when they apply) and ``optpart solvers gpipe`` describes it."""
+    from optpart.api import PIPELINE_ORDERS
+
+    assert main(["solvers"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    for name in PIPELINE_ORDERS:
+        assert name in rows and "pipeline order" in rows[name], name
+    assert "--micro-batches" in out
+    assert main(["solvers", "gpipe"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == "" and "gpipe: GPipe order" in cap.out and "pipeline order" in cap.out
+    assert "cpsat" not in cap.out  # only what was asked for
+    assert main(["solvers", "1f1b", "heuristic"]) == 0
+    out = capsys.readouterr().out
+    assert "1f1b: 1F1B order" in out and "--option effort" in out
+
+
 def test_result_files_carry_their_devices_for_bare_graph_files(tmp_path, capsys):
     """A bare graph solved with --devices/--memory: show, evaluate and export read the result
     beside the graph without repeating the flags; a result judged against other devices is

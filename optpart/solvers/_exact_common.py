@@ -2,7 +2,7 @@
 
 * re-exported for the solvers: the time tables of :mod:`.exact_times`, the bounds of
   :mod:`.exact_bounds` and the replay :func:`~optpart.schedule.replay.tighten_schedule`.
-* :class:`TimeGrid`: the integer time grid CP-SAT needs. When every duration and
+* :class:`TimeGrid` (from :mod:`.exact_grid`): the integer time grid CP-SAT needs. When every duration and
   transfer is an integer multiple of ``1 / scale`` for a small ``scale`` (STG: integer
   times and free links, scale 1) the grid is exact. Otherwise quantities are rounded
   *up* (so an integer schedule stays valid in seconds) and the grid records the most
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import time as _time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from .base import Solution, SolverError
 from .exact_bounds import (comm_lower_bound, heads_tails, heads_tails_comm, min_transfer, reachability,
                            window_bound, window_cuts)
 from .exact_times import durations, transfer_table, uniform_transfers
+from .exact_grid import TimeGrid, _close, _integral, integral_memory, time_grid  # noqa: F401 (re-exported)
 from .path_bounds import memory_path_bound
 
 __all__ = [
@@ -64,143 +64,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class TimeGrid:
-    """Integer time units of ``1 / scale`` seconds.
-
-    ``exact`` is True when every duration and transfer is a whole number of units, so
-    the integer model is the real problem. Otherwise ``slack_units`` bounds how many
-    units a chain of nodes and transfers can gain by rounding up: any real schedule
-    rounded onto the grid (same placement and order) ends at most that much later.
-    """
-
-    scale: float
-    exact: bool
-    slack_units: float
-
-    def up(self, seconds: np.ndarray) -> np.ndarray:
-        """Seconds to units, rounded up (exact quantities are kept as they are)."""
-        x = np.asarray(seconds, dtype=np.float64) * self.scale
-        r = np.rint(x)
-        return np.where(_close(x, r), r, np.ceil(x)).astype(np.int64)
-
-    def bound_seconds(self, bound_units: float) -> float:
-        """A valid lower bound in seconds from a lower bound in units of the rounded-up model."""
-        b = (float(bound_units) - self.slack_units) / self.scale
-        return max(0.0, b * (1 - 1e-12))
-
-
-#: Candidate exact scales, ascending: round decimal ones, and every power of two up to
-#: 2**62 (binary fractions such as 2**-30 s, the nanosecond-scale times of traced graphs).
-_EXACT_SCALES = tuple(sorted({1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128, 200, 250, 256, 500,
-                              1000, 10**4, 10**5, 10**6} | {2**j for j in range(63)}))
-
-
-def _close(x: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """Where ``x`` equals the integer ``r`` up to float noise, *relative* to ``x``: no
-    absolute floor, so a half unit (or 1e-10 of one) is never taken for zero."""
-    return np.abs(x - r) <= 1e-9 * np.abs(x)
-
-
-def _integral(x: np.ndarray) -> bool:
-    return bool(_close(x, np.rint(x)).all())
-
-
-def time_grid(dur: np.ndarray, comm: np.ndarray, horizon_s: float, resolution: float = 2e-7,
-              max_units: float = 2e9, upper_s: float | None = None) -> TimeGrid:
-    """Choose the time grid for durations ``dur`` (n x k) and transfers ``comm`` (m x k x k).
-
-    An exact scale is used when one of a few round scales makes every finite quantity an
-    integer and keeps the makespan's upper end ``upper_s`` (default: every node and
-    transfer in sequence) below ``max_units``. Otherwise the scale makes the largest
-    possible rounding loss (one unit per node and per edge of a chain, at most ``2 n - 1``)
-    about ``resolution`` of ``horizon_s`` (a lower bound of the makespan), within the same cap.
-    """
-    n = dur.shape[0]
-    qd = dur[np.isfinite(dur)]
-    qc = comm.reshape(-1)
-    q = np.concatenate([qd, qc])
-    q = q[q > 0]
-    horizon_s = max(float(horizon_s), 1e-12)
-    if upper_s is None:
-        upper_s = float(np.where(np.isfinite(dur), dur, 0.0).max(axis=1).sum()) if n else 0.0
-        if comm.size:
-            upper_s += float(comm.reshape(comm.shape[0], -1).max(axis=1).sum())
-    upper_s = max(float(upper_s), horizon_s)
-    for s in _EXACT_SCALES:
-        if upper_s * s > max_units:
-            break
-        if q.size == 0 or _integral(q * s):
-            return TimeGrid(float(s), True, 0.0)
-    # Inexact: a power of ten (so integral quantities stay integral) fine enough that the
-    # worst rounding loss of a chain (below one unit per rounded node and edge) is about
-    # `resolution` of the horizon's lower end.
-    want = (2 * n) / (resolution * horizon_s)
-    scale = 10.0 ** math.ceil(math.log10(want))
-    while scale > 1e-6 and upper_s * scale > max_units:
-        scale /= 10.0
-    return TimeGrid(scale, False, _slack(dur, comm, scale))
-
-
-def _slack(dur: np.ndarray, comm: np.ndarray, scale: float) -> float:
-    """Most units a chain of distinct nodes and edges gains by rounding up on ``scale``."""
-    n = dur.shape[0]
-    x = np.where(np.isfinite(dur), dur, 0.0) * scale
-    err_nodes = np.where(np.isfinite(dur), np.ceil(x) - x, 0.0)
-    err_nodes[_close(x, np.rint(x))] = 0.0
-    total = float(err_nodes.max(axis=1).sum()) if n else 0.0
-    if comm.size:
-        y = comm * scale
-        err = np.ceil(y) - y
-        err[_close(y, np.rint(y))] = 0.0
-        per_edge = np.sort(err.reshape(comm.shape[0], -1).max(axis=1))[::-1]
-        total += float(per_edge[: max(n - 1, 0)].sum())
-    # Any path through the schedule (precedence and device order) visits each node once
-    # and uses at most n - 1 transfers; one unit of margin covers float error.
-    return total + 1.0
-
-
-def integral_memory(problem: Problem) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Integer node memories and device capacities for an integer model.
-
-    When every node memory is a whole number of ``1/s`` bytes for ``s`` in 1, 10, ..., 1e6
-    (whole bytes: the usual case), memories become those integers and capacities are
-    rounded down, which is exact: a sum of integers is at most ``c`` iff it is at most
-    ``floor(c)`` (``exact=True``; sums stay below 2**53). Otherwise memories are scaled so that the total
-    reaches ~1e12 and rounded up: a placement that fits the integer rows fits the real
-    ones, but the rows may exclude a placement that fits exactly at the limit, so the
-    solver may then claim neither optimality nor infeasibility. Infinite capacities map
-    to -1 (no row).
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem (static ``memory`` per node, capacities).
-
-    Returns
-    -------
-    tuple
-        ``(memories, capacities, exact)``: int64 arrays and whether the rows are exact.
-    """
-    mem = problem.memory
-    cap = problem.device_memory
-    finite = np.isfinite(cap)
-    cap0 = np.where(finite, cap, 0.0)
-    top = float(max(mem.max(initial=0.0), cap0.max(initial=0.0), 1e-300))
-    total = float(mem.sum()) + top
-    for s in (1, 10, 100, 1000, 10**4, 10**5, 10**6):
-        if total * s >= 2**53:  # keep every sum of a memory row exact and far from overflow
-            break
-        if _integral(mem * s):
-            m_int = np.rint(mem * s).astype(np.int64)
-            c_int = np.where(finite, np.floor(cap0 * s), -1).astype(np.int64)
-            return m_int, c_int, True
-    s = 1e12 / max(total, 1e-300)
-    m_int = np.ceil(mem * s - 1e-9).astype(np.int64)
-    c_int = np.where(finite, np.floor(cap0 * s), -1).astype(np.int64)
-    return m_int, c_int, False
-
-
 def device_classes(problem: Problem) -> list[list[int]]:
     """Groups (of size >= 2) of interchangeable devices, each sorted by index.
 
@@ -208,6 +71,19 @@ def device_classes(problem: Problem) -> list[list[int]]:
     allowed nodes (no pin or forbid tells them apart), and swapping them leaves the
     latency and bandwidth matrices unchanged. Swapping two such devices in any placement
     and schedule gives a placement and schedule of the same makespan.
+
+    The exact solvers use the classes to break symmetry (search over one labelling only).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem whose devices are compared.
+
+    Returns
+    -------
+    list of list of int
+        The classes with two or more devices, each sorted ascending; devices alike to no
+        other are left out.
     """
     k = problem.n_devices
     lat, bw, allowed = problem.latency, problem.bandwidth, problem.allowed
@@ -249,7 +125,26 @@ def device_classes(problem: Problem) -> list[list[int]]:
 
 
 def relabel(placement: np.ndarray, classes: list[list[int]], order: np.ndarray) -> np.ndarray:
-    """Renumber the devices of each class in order of first use along ``order`` (node ids)."""
+    """Renumber the devices of each class in order of first use along ``order`` (node ids).
+
+    This maps a placement onto the canonical labelling of the symmetry breaking, e.g. so a
+    heuristic incumbent can be given as a hint to a model that forbids the other labellings.
+    Devices of a class that no node uses take the class's remaining labels.
+
+    Parameters
+    ----------
+    placement : numpy.ndarray
+        Device index per node (length n).
+    classes : list of list of int
+        Interchangeable device classes, as from :func:`device_classes`.
+    order : numpy.ndarray
+        Node ids in the order that defines "first use" (e.g. a topological order).
+
+    Returns
+    -------
+    numpy.ndarray
+        A new int64 placement; ``placement`` itself is not changed.
+    """
     out = np.asarray(placement, dtype=np.int64).copy()
     for cls in classes:
         members = set(cls)
@@ -301,6 +196,25 @@ def solve_within(solver, model, seconds: float) -> int:
     ``IndexError: raw_hash_map<>::at`` on small peak-memory models; upstream reports of
     the same class: google/or-tools#5091, #5288). The search then runs once more with
     presolve off, in the time left; a second failure is a :class:`SolverError`.
+
+    Parameters
+    ----------
+    solver : ortools.sat.python.cp_model.CpSolver
+        The solver; its ``max_time_in_seconds`` (and on a retry ``cp_model_presolve``) is set here.
+    model : ortools.sat.python.cp_model.CpModel
+        The model to solve.
+    seconds : float
+        The wall budget; ``inf`` or a value from :data:`UNLIMITED_S` on means no wall limit.
+
+    Returns
+    -------
+    int
+        CP-SAT's status code (``cp_model.OPTIMAL``, ``FEASIBLE``, ...).
+
+    Raises
+    ------
+    SolverError
+        When the C++ solver raises (with presolve off already, or on both attempts).
     """
     import threading
     t0 = _time.perf_counter()
@@ -361,6 +275,22 @@ def heuristic_start(problem: Problem, *, time_limit: float, seed: int, memory_mo
 
     Called directly, not through the registry: a bug in the heuristic surfaces here.
     ``time_limit`` caps its improvement phases (its constructions always run).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    time_limit : float
+        Seconds for the heuristic's improvement phases (at least 1 ms is given).
+    seed : int
+        The heuristic's random seed.
+    memory_model : str
+        The memory model the heuristic must respect (the exact solver's own).
+
+    Returns
+    -------
+    Solution
+        The heuristic's solution (possibly with nodes left unplaced when it found no fit).
     """
     from . import pardnn
     return pardnn.solve(problem, time_limit=max(float(time_limit), 1e-3), seed=seed, memory_model=memory_model)

@@ -5,6 +5,7 @@
 * :func:`has_instants`: whether a tensor interval may have zero length (then peak
   memory is modelled conservatively and nothing is claimed).
 * :func:`colour`: devices for a pooled schedule (greedy interval colouring).
+* :func:`fits_rows`: whether a placement fits the integer memory rows (re-exported by :mod:`.cpsat_model`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ..errors import SolverError
 from ..memory import fits, peak_memory
 from ..problem import Problem
 
-__all__ = ["separate_ties", "has_instants", "peak_fits", "colour"]
+__all__ = ["separate_ties", "has_instants", "peak_fits", "colour", "fits_rows"]
 
 
 def separate_ties(problem: Problem, place: np.ndarray, s_int: np.ndarray, e_int: np.ndarray,
@@ -23,7 +24,33 @@ def separate_ties(problem: Problem, place: np.ndarray, s_int: np.ndarray, e_int:
     """CP-SAT's starts in seconds plus tiny offsets so that, on every device, a tensor
     interval ending at integer time ``t`` ends (in floating point) no later than one
     starting at ``t``: each node whose time makes such an end gets a smaller offset than
-    the node whose time makes the start. None when those orders form a cycle."""
+    the node whose time makes the start. None when those orders form a cycle.
+
+    Why: the integer model lets a tensor be freed and another allocated at the same unit;
+    converted to seconds, float rounding could make them overlap and the peak check of
+    :mod:`optpart.memory` fail although the integer schedule fits.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (edges, output and temporary bytes).
+    place : numpy.ndarray
+        Device per node.
+    s_int : numpy.ndarray
+        CP-SAT's integer start per node, in grid units.
+    e_int : numpy.ndarray
+        CP-SAT's integer end per node, in grid units.
+    comm : numpy.ndarray
+        Integer transfer times, m x k x k (edge, source device, target device).
+    scale : float
+        Units per second of the time grid.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        Start per node in seconds (each offset below 1 % of a unit), or None when the
+        required orders are cyclic and no offsets exist.
+    """
     n, k = problem.n_nodes, problem.n_devices
     src, dst = problem.edge_src.tolist(), problem.edge_dst.tolist()
     pl = [int(d) for d in place]
@@ -140,6 +167,25 @@ def colour(problem: Problem, s_int: np.ndarray, dur: list) -> tuple[np.ndarray, 
     At most k positive-length runs overlap, so one is always free (greedy interval colouring).
     A zero-time sink that finds every device busy waits for the first device to free up,
     which moves no other node. Returns the placement and the (possibly moved) starts.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its topological ranks break ties between equal starts).
+    s_int : numpy.ndarray
+        Start per node from the pooled model (grid units, as floats).
+    dur : list
+        Duration per node in grid units (the same on every device in a pool).
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, numpy.ndarray)
+        Device per node, and start per node (a copy of ``s_int``, with waiting zero-time sinks moved).
+
+    Raises
+    ------
+    SolverError
+        When more than ``k`` positive-length nodes overlap (the pooled model was violated).
     """
     n, k = problem.n_nodes, problem.n_devices
     rank = problem.topo_rank
@@ -160,3 +206,31 @@ def colour(problem: Problem, s_int: np.ndarray, dur: list) -> tuple[np.ndarray, 
             free[d] = s + dur[v]
         place[v] = d
     return place, start
+
+
+def fits_rows(problem: Problem, placement: np.ndarray, mem: np.ndarray, cap: np.ndarray) -> bool:
+    """Does an integer placement respect allowed devices, groups and the integer memory rows?
+
+    Used to decide whether a placement (e.g. the heuristic's) may be a hint or a fallback
+    of the integer model: its rounded memories must fit the rounded capacities.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (allowed devices and colocation groups).
+    placement : numpy.ndarray
+        Device per node (int).
+    mem : numpy.ndarray
+        Integer memory per node.
+    cap : numpy.ndarray
+        Integer capacity per device, -1 where unlimited.
+
+    Returns
+    -------
+    bool
+        True when the placement is allowed and every device's total fits its capacity.
+    """
+    if not problem.respects_constraints(placement):
+        return False
+    used = np.bincount(placement, weights=mem.astype(np.float64), minlength=problem.n_devices)
+    return bool(((cap < 0) | (used <= cap)).all())

@@ -17,6 +17,7 @@ import numpy as np
 from ..evaluate import problem_lower_bound
 from ..problem import Problem
 from . import _exact_common as xc
+from .cpsat_decode import fits_rows  # noqa: F401 (re-exported)
 from .cpsat_peak import add_peak_memory, peak_bytes
 from .path_bounds import memory_path_bound
 
@@ -62,7 +63,26 @@ class CpModelVars:
 
 def prepare(problem: Problem, peak: bool, upper_s: float | None) -> CpData:
     """Integer data for the model. ``upper_s``: a known makespan (the incumbent's), which
-    bounds the horizon and keeps the grid fine enough."""
+    bounds the horizon and keeps the grid fine enough.
+
+    Chooses the time grid, rounds durations, transfers and memories onto integers, and
+    computes what the constraints use: device classes, colocation leaders, heads and
+    tails, the horizon, the lower bound in units, and whether the devices form a pool.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    peak : bool
+        Model peak (liveness) memory instead of static memory.
+    upper_s : float or None
+        A known makespan in seconds (the incumbent's), or None.
+
+    Returns
+    -------
+    CpData
+        The integer data.
+    """
     n, k = problem.n_nodes, problem.n_devices
     allowed = problem.allowed
     dur_s = xc.durations(problem)
@@ -98,6 +118,18 @@ def estimate_size(problem: Problem, peak: bool) -> int:
     (node, device) pair a literal, an interval and memory/load terms; per edge a
     precedence and up to ``k`` transfer terms per device pair; under peak, tensor
     intervals and copies per (node, device) and the ordering of zero-time nodes.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    peak : bool
+        Whether peak memory is modelled (adds tensor intervals and zero-time ordering).
+
+    Returns
+    -------
+    int
+        The estimated number of variables and terms.
     """
     n, k, m = problem.n_nodes, problem.n_devices, problem.n_edges
     pairs = int(problem.allowed.sum())
@@ -116,7 +148,27 @@ def _check(budget: xc.Budget | None, reserve: float, what: str) -> None:
 
 def build(data: CpData, budget: xc.Budget | None = None, reserve: float = 0.0) -> CpModelVars:
     """The CP-SAT model of ``data``; raises :class:`~optpart.solvers._exact_common.OutOfTime`
-    when ``budget`` has less than ``reserve`` seconds left between two constraint families."""
+    when ``budget`` has less than ``reserve`` seconds left between two constraint families.
+
+    Parameters
+    ----------
+    data : CpData
+        The integer data from :func:`prepare`.
+    budget : Budget or None
+        The call's wall budget; None builds without checking the time.
+    reserve : float
+        Seconds that must stay left (for search and decoding) after each family.
+
+    Returns
+    -------
+    CpModelVars
+        The model and the variables decoding reads.
+
+    Raises
+    ------
+    OutOfTime
+        When the budget runs below ``reserve`` while building.
+    """
     from ortools.sat.python import cp_model
 
     model = cp_model.CpModel()
@@ -380,7 +432,23 @@ def _add_search_strategy(model, data: CpData, mv: CpModelVars) -> None:
 
 
 def add_hint(model, data: CpData, mv: CpModelVars, place: np.ndarray, start_units: np.ndarray) -> None:
-    """A full solution hint: placement literals, starts, ends and the makespan."""
+    """A full solution hint: placement literals, starts, ends and the makespan.
+
+    Only the colocation leaders' literals are hinted (the other members share them).
+
+    Parameters
+    ----------
+    model : ortools.sat.python.cp_model.CpModel
+        The model to hint (changed in place).
+    data : CpData
+        The model's integer data.
+    mv : CpModelVars
+        The model's variables.
+    place : numpy.ndarray
+        Device per node of the hinted solution.
+    start_units : numpy.ndarray
+        Start per node in grid units.
+    """
     n = data.problem.n_nodes
     for (v, d), lit in mv.x.items():
         if data.leader[v] == v:
@@ -390,14 +458,6 @@ def add_hint(model, data: CpData, mv: CpModelVars, place: np.ndarray, start_unit
         model.add_hint(mv.S[v], int(start_units[v]))
         model.add_hint(mv.E[v], int(ends[v]))
     model.add_hint(mv.makespan, int(ends.max(initial=0)))
-
-
-def fits_rows(problem: Problem, placement: np.ndarray, mem: np.ndarray, cap: np.ndarray) -> bool:
-    """Does an integer placement respect allowed devices, groups and the integer memory rows?"""
-    if not problem.respects_constraints(placement):
-        return False
-    used = np.bincount(placement, weights=mem.astype(np.float64), minlength=problem.n_devices)
-    return bool(((cap < 0) | (used <= cap)).all())
 
 
 def _pooled(problem: Problem, classes: list[list[int]], comm: np.ndarray, mem: np.ndarray,

@@ -31,6 +31,26 @@ def make_solver(seed: int, deterministic: bool, workers: int, log: bool, determi
     ``portfolio=False``: the plain constraint-programming search (one worker, no LP
     relaxation: ``linearization_level = 0``), which follows the model's decision
     strategy with clause learning; see :func:`search` for why it runs first.
+
+    Parameters
+    ----------
+    seed : int
+        CP-SAT's random seed.
+    deterministic : bool
+        Run the portfolio interleaved on one thread, so results repeat run after run.
+    workers : int
+        Number of search workers (ignored, set to 1, when ``deterministic`` or not ``portfolio``).
+    log : bool
+        Print CP-SAT's search log.
+    deterministic_time : float or None
+        CP-SAT's deterministic time limit, or None for none.
+    portfolio : bool
+        True: CP-SAT's portfolio of subsolvers; False: the plain CP search.
+
+    Returns
+    -------
+    ortools.sat.python.cp_model.CpSolver
+        The configured solver.
     """
     from ortools.sat.python import cp_model
     solver = cp_model.CpSolver()
@@ -94,6 +114,40 @@ def search(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, seconds: float
     graphs in 0.3-1.0 deterministic s instead of 2.4-2.8, and 50-node fork-join graphs in
     under 0.2 (docs/exact.md, "Measured"). The portfolio stays as the second phase for
     what the plain search does not close (LP-based bounds, CP-SAT's own LNS).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (for error messages and decoding phase 1's solution).
+    data : CpData
+        The model's integer data.
+    mv : CpModelVars
+        The built model and its variables (phase 2 adds a hint and a makespan cap).
+    seconds : float
+        The wall budget of both phases.
+    seed : int
+        CP-SAT's random seed.
+    deterministic : bool
+        Run the portfolio interleaved on one thread (repeatable results).
+    workers : int
+        Workers of the portfolio phase.
+    log : bool
+        Print CP-SAT's search log.
+    deterministic_time : float or None
+        The deterministic budget of both phases, or None for none.
+    stats : dict
+        The call's statistics; ``cpsat_status``, ``search_phases`` (and in deterministic
+        mode ``deterministic_seconds`` and ``branches``) are set.
+
+    Returns
+    -------
+    SearchResult
+        The solver with the best solution (or None), the status, the bound and the deterministic seconds.
+
+    Raises
+    ------
+    SolverError
+        When CP-SAT reports the model invalid.
     """
     phase1 = None if deterministic_time is None else CP_FIRST_SHARE * deterministic_time
     solver = make_solver(seed, deterministic, workers, log, phase1, portfolio=False)
@@ -154,6 +208,39 @@ def confirm(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, solver, name:
     Now it runs the plain CP search first (half its budget), then the portfolio, and gets
     ``CONFIRM_SHARE`` of the search's wall time at least. The budget is deterministic:
     ``confirm_dtime``, default three times the search's deterministic seconds, at least 10.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    data : CpData
+        The model's integer data.
+    mv : CpModelVars
+        The model that was solved (cloned here, not changed).
+    solver : ortools.sat.python.cp_model.CpSolver
+        The solver holding the claimed optimum (unused after an infeasibility).
+    name : str
+        The claimed status, ``"OPTIMAL"`` or ``"INFEASIBLE"``.
+    budget : Budget
+        The call's wall budget.
+    reserve : float
+        Seconds to leave for decoding after the confirmation.
+    search_dtime : float
+        Deterministic seconds the search used (sizes the default budget).
+    confirm_dtime : float or None
+        The confirmation's deterministic budget, or None for the default.
+    seed : int
+        The search's seed (the confirmation uses ``seed + 1``).
+    log : bool
+        Print CP-SAT's search log.
+    stats : dict
+        The call's statistics; ``confirmation`` is set.
+
+    Returns
+    -------
+    tuple of (bool, tuple or None)
+        Whether the claim was confirmed, and a better (placement, starts in units) when the
+        confirmation found one (the first proof was false).
     """
     from ortools.sat.python import cp_model
     check = mv.model.clone()
