@@ -211,12 +211,57 @@ def test_heuristic_evaluations_stay_within_the_budget_and_more_effort_never_lose
         assert r3.makespan <= r1.makespan * (1 + 1e-12), (seed, r1.makespan, r3.makespan)
 
 
-def test_heuristic_evaluation_budget_is_capped_whatever_the_effort():
+class _StepClock:
+    """A fake ``time`` module: every ``perf_counter()`` read advances exactly ``step`` seconds, so a
+    time limit is reached after a fixed number of reads whatever the machine's speed."""
+
+    def __init__(self, step: float = 1.0):
+        self.step, self.reads = step, 0
+
+    def perf_counter(self) -> float:
+        self.reads += 1
+        return self.reads * self.step
+
+
+def _fake_heuristic_clock(monkeypatch, step: float = 1.0) -> _StepClock:
+    import optpart.solvers.pardnn as pardnn
+    import optpart.solvers.pardnn.improve as improve
+    clock = _StepClock(step)
+    monkeypatch.setattr(pardnn, "_time", clock)
+    monkeypatch.setattr(improve, "_time", clock)
+    return clock
+
+
+def test_heuristic_stops_at_its_time_limit_on_a_deterministic_clock(monkeypatch):
     p = layered_dag(40, k=3, seed=7, memory_slack=1.5)
-    big = optpart.solve(p, "heuristic", effort=1e12, time_limit=0.2)  # the cap, not the search, is tested
-    optpart.check(p, big)
-    assert big.stats["evaluation_budget"] == 1_000_000
-    assert "stopped" in big.stats and big.message.startswith("stopped early: time limit")
+    free = optpart.solve(p, "heuristic", effort=1)
+    assert "stopped" not in free.stats and not free.message.startswith("stopped early"), free.stats
+    clock = _fake_heuristic_clock(monkeypatch)
+    # 1 s of search per read, a limit of 20 s: the deadline falls a handful of reads after the start
+    r = optpart.solve(p, "heuristic", effort=1, time_limit=20.0)
+    optpart.check(p, r)
+    assert clock.reads > 0
+    assert "stopped" in r.stats and r.message.startswith("stopped early: time limit"), (r.message, r.stats)
+    again = _fake_heuristic_clock(monkeypatch)
+    r2 = optpart.solve(p, "heuristic", effort=1, time_limit=20.0)
+    assert (again.reads, r2.message) == (clock.reads, r.message)   # the same reads, the same stop
+
+
+def test_heuristic_evaluation_budget_is_capped_whatever_the_effort(monkeypatch):
+    # The cap is tested apart from the search: a clock that passes the deadline at its first read
+    # ends the search at once, and the budget the effort asked for is still reported.
+    p = layered_dag(40, k=3, seed=7, memory_slack=1.5)
+    budgets = []
+    for effort in (1e9, 1e12):
+        _fake_heuristic_clock(monkeypatch, step=1e6)
+        r = optpart.solve(p, "heuristic", effort=effort, time_limit=1.0)
+        optpart.check(p, r)
+        assert r.message.startswith("stopped early: time limit"), r.message
+        assert 0 <= r.stats["evaluations"] <= r.stats["evaluation_budget"], r.stats
+        budgets.append(r.stats["evaluation_budget"])
+    assert budgets == [1_000_000, 1_000_000]   # pardnn._MAX_EVALS: the documented cap
+    small = optpart.solve(p, "heuristic", effort=1)
+    assert 0 < small.stats["evaluation_budget"] < 1_000_000
 
 
 def _bundled():

@@ -134,7 +134,7 @@ def test_no_fit_is_infeasible(name):
 def test_pre_screened_infeasibility_names_the_node(name):
     p = optpart.Problem.build(nodes=[{"id": "big", "time": 1.0, "memory": 20}],
                               devices=[Device("a", 10), Device("b", 10)])
-    r = optpart.solve(p, name)
+    r = optpart.solve(p, name, **budget(name))
     assert r.status is Status.INFEASIBLE and "big" in r.message
 
 

@@ -23,7 +23,7 @@ from optpart.generators import fork_join_dag, layered_dag, planted_dag
 from optpart.solvers import _exact_common as xc
 from optpart.solvers import cpsat, cpsat_model, cpsat_search, milp
 from optpart.solvers.spec import SolverSpec
-from conftest import budget
+from conftest import MILP_NODES, budget
 
 FAR = 600.0  # a wall-clock limit that never binds in these tests
 
@@ -107,7 +107,7 @@ def test_model_too_large_returns_the_heuristic_with_a_reason(name, monkeypatch):
     module = {"cpsat": cpsat, "milp": milp}[name]
     monkeypatch.setattr(module, "MAX_TERMS", 10)
     p = layered_dag(40, ccr=1.0, k=3, seed=0)
-    extra = {"lns": False} if name == "cpsat" else {}  # lns=True: windows (tests/test_exact_windows.py)
+    extra = {"lns": False} if name == "cpsat" else {"max_nodes": MILP_NODES}  # lns=True: windows (tests/test_exact_windows.py)
     r = optpart.solve(p, name, time_limit=FAR, **extra)
     optpart.check(p, r)
     assert r.status in (Status.FEASIBLE, Status.OPTIMAL)
@@ -171,7 +171,7 @@ def test_milp_warm_starts_from_the_heuristic():
 def test_export_model_writes_the_model(tmp_path, name, suffix, marker):
     p = layered_dag(8, k=2, seed=0)
     path = tmp_path / f"model{suffix}"
-    opts = {"deterministic_time": 5.0} if name == "cpsat" else {}
+    opts = {"deterministic_time": 5.0} if name == "cpsat" else {"max_nodes": MILP_NODES}
     r = optpart.solve(p, name, time_limit=FAR, export_model=str(path), **opts)
     optpart.check(p, r)
     text = path.read_text()

@@ -17,6 +17,7 @@ import optpart
 from optpart import Status
 from optpart.generators import layered_dag
 from optpart.solvers import _exact_common as xc
+from conftest import MILP_NODES
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def test_cpsat_without_a_wall_limit_stops_on_its_deterministic_budget(limit, thr
 @pytest.mark.parametrize("backend", ["highs", "cbc"])
 def test_milp_without_a_wall_limit_proves_a_small_graph(backend, thread_errors):
     p = layered_dag(8, k=2, seed=1, memory_slack=1.1)
-    r = optpart.solve(p, "milp", time_limit=float("inf"), backend=backend)
+    r = optpart.solve(p, "milp", time_limit=float("inf"), backend=backend, max_nodes=MILP_NODES)  # the deterministic backstop
     assert not thread_errors
     assert r.status is Status.OPTIMAL
     ref = optpart.solve(p, "cpsat", time_limit=600, deterministic_time=5.0)

@@ -30,6 +30,7 @@ from optpart.memory import MEMORY_RTOL
 from optpart.problem import Constraints, Device, Links
 from optpart.timeline import insertion_schedule, priority_order
 
+from conftest import MILP_NODES
 from oracle import sweep_peak
 from strategies import edge_case_problems, examples, placements, problems, split_problems, tiny_problems
 
@@ -46,9 +47,9 @@ def unlimited(problem):
 
 #: Deterministic budgets: CP-SAT stops on its deterministic time (machine-independent); the
 #: wall-clock limit is a safety net never reached on these sizes. Heuristics run without a
-#: time limit (their work is bounded by their own counters). MILP has no deterministic work
-#: limit, so it keeps the safety net only (its tiny models solve in milliseconds).
-EXACT_BUDGET = {"cpsat": {"deterministic_time": 20.0}, "milp": {}}
+#: time limit (their work is bounded by their own counters). MILP stops on a branch-and-bound
+#: node count (``max_nodes``, a deterministic work limit).
+EXACT_BUDGET = {"cpsat": {"deterministic_time": 20.0}, "milp": {"max_nodes": MILP_NODES}}
 SAFETY_NET_S = 600
 
 
