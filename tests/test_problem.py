@@ -275,18 +275,7 @@ def _declares(name: str, model: str) -> bool:
     return model in solver_spec(name).memory_models
 
 
-#: The schedule engine's liveness tracker (optpart/schedule/liveness.py, used by etf and heft)
-#: counts a zero-time consumer's inputs at its instant, unlike the evaluator and docs/model.md
-#: section 6 (half-open intervals): it sees 9 B where b needs 5 B. Reported to scale; strict, so
-#: the fix turns these into failures that remove the mark (known solver bugs are xfails, never
-#: passes or skips).
-ZERO_TIME_XFAIL = {s: "liveness tracker counts a zero-time consumer's inputs (9 B), the model 5 B"
-                   for s in ("etf", "heft")}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(s, marks=pytest.mark.xfail(reason=ZERO_TIME_XFAIL[s], raises=AssertionError, strict=True))
-    if s in ZERO_TIME_XFAIL else s for s in optpart.available_solvers() if _declares(s, "peak")])
+@pytest.mark.parametrize("name", [s for s in optpart.available_solvers() if _declares(s, "peak")])
 def test_a_zero_time_consumer_does_not_count_its_inputs(name):
     """It runs for an instant, at which a's output is already freed: both on one device peak at
     6 B (a's output and b's parameters while a runs) and fit in 8 B. Apart, b's device holds the

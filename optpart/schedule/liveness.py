@@ -154,6 +154,41 @@ class LivenessTracker:
                 out.append((a, c[0], self.out[u]))
         return out
 
+    def _closing(self, v: int, d: int, finish: float) -> list[tuple[float, float, float]]:
+        """Intervals that closing ``v``'s inputs changes on ``d``, were ``v`` placed there now.
+
+        An input whose last consumer is ``v`` stops being open when ``v`` is placed: its output
+        on ``d`` (or its copy received on ``d``) then ends where :meth:`_close` will end it.
+        Counting that before admission matters at ``v``'s own instants: a zero-time ``v`` frees
+        its inputs at the instant its output appears, so they never add up (half-open intervals,
+        docs/model.md section 6), which an open input would wrongly stack.
+        """
+        last: dict[int, int] = {}
+        for i in range(self.in_ptr[v], self.in_ptr[v + 1]):
+            u = self.pred[i]
+            last[u] = last.get(u, 0) + 1
+        out: list[tuple[float, float, float]] = []
+        for i in range(self.in_ptr[v], self.in_ptr[v + 1]):
+            u = self.pred[i]
+            x = self.out[u]
+            if x == 0.0 or last.get(u, 0) != self.pending[u]:
+                continue
+            del last[u]
+            if self.place_of[u] == d:
+                lo = self.start[u]
+                end = max(self.local_end[u], finish, lo)
+            else:
+                c = self.copies[u].get(d)
+                a = min(self._arrival(j, u, d) for j in range(self.in_ptr[v], self.in_ptr[v + 1])
+                        if self.pred[j] == u)
+                lo = a if c is None else min(c[0], a)
+                end = max(finish if c is None else max(c[1], finish), lo)
+            if end > lo:
+                out.append((end, _INF, -x))
+            else:
+                out += [(lo, _INF, -x), (lo, lo, x)]
+        return out
+
     def peak_if(self, v: int, d: int, start: float, finish: float, extra_param: float | None = None) -> float:
         """Peak bytes of device ``d`` after placing ``v`` there at ``[start, finish)``.
         ``extra_param`` replaces ``param_bytes[v]`` (a colocation group reserves its whole parameters).
@@ -175,7 +210,8 @@ class LivenessTracker:
             The device's peak live bytes with ``v`` added.
         """
         par = self.param[v] if extra_param is None else extra_param
-        return self.base[d] + par + max(0.0, self.lines[d].peak_with(self._delta(v, d, start, finish)))
+        delta = self._delta(v, d, start, finish) + self._closing(v, d, finish)
+        return self.base[d] + par + max(0.0, self.lines[d].peak_with(delta))
 
     def place(self, v: int, d: int, start: float, finish: float, extra_param: float | None = None) -> None:
         """Record ``v`` on ``d`` at ``[start, finish)``; close the tensors whose last consumer it is.
