@@ -15,9 +15,9 @@ from ..devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, resolve_devices
 from ..problem import Problem
 from ..result import Result
 from ..text import safe
-from ..units import format_bytes, format_time, parse_bytes, parse_list, parse_time
+from ..units import format_bytes, format_time, parse_bandwidth, parse_bytes, parse_list, parse_time
 
-__all__ = ["add_device_arguments", "apply_device_arguments", "check_sizes", "time_argument", "load_problem_for_result",
+__all__ = ["add_device_arguments", "apply_device_arguments", "check_sizes", "check_bandwidth", "time_argument", "load_problem_for_result",
            "parse_option", "seed_type", "table",
            "format_summary", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED"]
 
@@ -33,7 +33,8 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
         The subcommand's parser; the flags are added to it (read back by :func:`apply_device_arguments`).
     """
     g = parser.add_argument_group("devices and links (override the file's)")
-    g.add_argument("--devices", "-k", type=int, metavar="K", help="number of devices")
+    g.add_argument("--devices", "-k", type=int, metavar="K",
+                   help="number of devices (default: the file's; a file without devices needs it)")
     g.add_argument("--memory", "-m", metavar="SIZE[,SIZE...]",
                    help="capacity, one value or one per device, e.g. 16GiB or 80GiB,40GiB "
                         "(default: the file's, else unlimited)")
@@ -62,6 +63,8 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
     flags = {name: getattr(args, name, None) for name in _DEVICE_FLAGS}
     if isinstance(flags["memory"], str):
         check_sizes(flags["memory"], "--memory")
+    if isinstance(flags["bandwidth"], str):
+        check_bandwidth(flags["bandwidth"], "--bandwidth")
     try:
         return resolve_devices(problem, **flags)
     except OptpartError as exc:
@@ -92,6 +95,27 @@ def check_sizes(text: str, flag: str) -> list[float]:
     except OptpartError as exc:
         msg = str(exc)
         raise OptpartError(msg if msg.startswith(flag) else f"{flag}: {msg}") from None
+
+
+def check_bandwidth(text: str, flag: str) -> float:
+    """A bandwidth flag's value, with a unit (``--bandwidth 25`` is refused, not read as 25 B/s).
+
+    Parameters
+    ----------
+    text : str
+        The flag's value.
+    flag : str
+        The flag, named in the error.
+
+    Returns
+    -------
+    float
+        Bytes per second.
+    """
+    try:
+        return parse_bandwidth(text, unit_required=True)
+    except OptpartError as exc:
+        raise OptpartError(f"{flag}: {exc}") from None
 
 
 def time_argument(text: str) -> float:

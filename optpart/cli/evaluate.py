@@ -62,8 +62,8 @@ def register(sub) -> None:
         The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
     """
     p = sub.add_parser("evaluate", help="judge a result file: recompute everything and compare every claim")
-    p.add_argument("problem")
-    p.add_argument("result")
+    p.add_argument("problem", help="the problem file the result is for")
+    p.add_argument("result", help="result file to judge (optpart solve -o ...)")
     add_device_arguments(p)
     add_micro_batch_argument(p, "default: the result's own options.micro_batches, else 1")
     p.add_argument("--trust-bound", action="store_true",

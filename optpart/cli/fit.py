@@ -117,7 +117,8 @@ def register(sub) -> None:
     p.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
                    help="time each solve may use: seconds, or with a unit (90s, 5m); default: none")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
-    p.add_argument("--out", "-o", metavar="FILE", help="write the placement found as optpart result JSON")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="solver option, repeatable (default: none, the solver's own defaults; optpart solvers NAME)")
+    p.add_argument("--out", "-o", metavar="FILE", help="write the placement found as optpart result JSON (default: not written)")
     p.add_argument("--json", action="store_true", help="print JSON (keys capacity, devices, lower_bound, result)")
     p.set_defaults(func=_cmd_fit)

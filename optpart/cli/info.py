@@ -77,7 +77,7 @@ def register(sub) -> None:
         The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
     """
     p = sub.add_parser("info", help="size, work, memory and lower bounds of a problem")
-    p.add_argument("file")
+    p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz, .npz), STG (.stg) or dnn-partitioning JSON")
     add_device_arguments(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_info)

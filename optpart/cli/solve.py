@@ -71,8 +71,9 @@ def register(sub) -> None:
                    help="time the solver may use: seconds, or with a unit (90s, 5m, 1h); default: none (solver's own "
                         "budget, see optpart solvers NAME)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
-    p.add_argument("--out", "-o", metavar="FILE", help="write the result as optpart JSON")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="solver option, repeatable (default: none, the solver's own defaults; optpart solvers NAME)")
+    p.add_argument("--out", "-o", metavar="FILE", help="write the result as optpart JSON (default: not written)")
     p.add_argument("--json", action="store_true", help="print the result JSON instead of the table")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display on the terminal")
     p.set_defaults(func=_cmd_solve)

@@ -319,14 +319,19 @@ class Problem(PlacementViews):
         (:func:`optpart.model.screening.running_need`)."""
         return screening.running_need(self)
 
-    def infeasibility(self, memory_model: str = "static") -> str | None:
+    def infeasibility(self, memory_model: str = "peak") -> str | None:
         """A reason why no placement can fit memory and constraints, or None if none is obvious
         (:func:`optpart.model.screening.infeasibility`, the one screen).
 
         Parameters
         ----------
         memory_model : str
-            ``"static"`` or ``"peak"``.
+            ``"peak"`` (the default, as everywhere) or ``"static"``.
+
+        Returns
+        -------
+        str or None
+            The reason, naming the node, group or device; None when no proof was found.
         """
         return screening.infeasibility(self, memory_model)
 

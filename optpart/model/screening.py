@@ -110,7 +110,7 @@ def live_at_start(problem: "Problem") -> np.ndarray | None:
     return float(problem.param_bytes.sum()) + problem.temp_bytes + out + held
 
 
-def infeasibility(problem: "Problem", memory_model: str = "static") -> str | None:
+def infeasibility(problem: "Problem", memory_model: str = "peak") -> str | None:
     """A reason why no placement can fit memory and constraints, or None if none is obvious.
 
     The one place where infeasibility is screened (the registry calls it before any
@@ -130,7 +130,7 @@ def infeasibility(problem: "Problem", memory_model: str = "static") -> str | Non
     problem : Problem
         The problem.
     memory_model : str
-        ``"static"`` or ``"peak"``.
+        ``"peak"`` (the default, as everywhere) or ``"static"``.
 
     Returns
     -------
