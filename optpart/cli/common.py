@@ -269,7 +269,8 @@ def format_summary(problem: Problem, result: Result) -> str:
 _DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
 
 
-def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_path: str) -> Problem:
+def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_path: str, *,
+                            judge: bool = False) -> Problem:
     """The problem a result file is read against: the problem file, with the devices and
     links the result was computed for when the file has none, and the command line's
     device flags applied on top (``evaluate``, ``show``, ``export``, ``plot``).
@@ -282,6 +283,10 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
         The problem file.
     result_path : str
         The result file (its ``devices`` and ``links`` are read when the problem file has none).
+    judge : bool
+        ``evaluate``: device flags that name other devices than the result's are judged (a false
+        claim), not refused. Otherwise such flags are refused in one line; flags that change only
+        capacities or speeds are taken, with one note on stderr naming both sets of devices.
 
     Returns
     -------
@@ -294,26 +299,32 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
     given = any(getattr(args, a, None) is not None for a in _DEVICE_FLAGS)
     if given or problem.n_devices == 0 or problem.links is None:
         problem = apply_device_arguments(problem, args)
+        if given and not judge:  # evaluate's judge reports other devices as a false claim itself
+            _check_result_devices(problem, "the command line", result_path, flags=True)
     else:
         _check_result_devices(problem, problem_path, result_path)
     from ..pipeline import pipelined_for_result  # a pipelined result is over the unrolled step
     return pipelined_for_result(problem, getattr(args, "micro_batches", None), result_path)
 
 
-def _check_result_devices(problem: Problem, problem_path: str, result_path: str) -> None:
+def _check_result_devices(problem: Problem, problem_path: str, result_path: str, *, flags: bool = False) -> None:
     """Refuse, in one line, a result file computed for other devices than the problem file's.
 
     Parameters
     ----------
     problem : Problem
-        The problem file's problem, with its own devices.
+        The problem file's problem, with its own devices (or the devices the flags give).
     problem_path, result_path : str
-        The two files, named in the message.
+        The two sources, named in the message.
+    flags : bool
+        The devices come from command-line flags: other device ids are refused, other
+        capacities or speeds taken with one note on stderr.
 
     Raises
     ------
     OptpartError
-        When the result records devices (ids, capacities or speeds) that differ from the problem's.
+        When the result records devices (ids, capacities or speeds) that differ from the problem's
+        (with ``flags``: only other device ids).
     """
     from ..formats._io import parse_json, read_bytes
 
@@ -328,6 +339,17 @@ def _check_result_devices(problem: Problem, problem_path: str, result_path: str)
         def brief(devs: list[tuple[str, float, float]]) -> str:
             return ", ".join(f"{i} {format_bytes(m)}" + (f" x{s:g}" if s != 1 else "") for i, m, s in devs[:4]) + \
                 (f" ... ({len(devs)} devices)" if len(devs) > 4 else "")
+
+        if flags:
+            if [t[0] for t in theirs] != [o[0] for o in ours]:
+                raise OptpartError(f"{result_path} was computed for devices [{brief(theirs)}] but the device flags "
+                                   f"give [{brief(ours)}]: a placement cannot move to other devices; drop "
+                                   "--devices, or solve again on these devices")
+            import sys
+
+            print(f"note: {safe(result_path)} was computed for devices [{brief(theirs)}]; read on [{brief(ours)}] "
+                  "as the device flags ask", file=sys.stderr)
+            return
 
         raise OptpartError(f"{result_path} was computed for devices [{brief(theirs)}] but {problem_path} has "
                            f"[{brief(ours)}]: give the problem the result was solved on, or set the devices with "

@@ -23,7 +23,7 @@ from .common import add_device_arguments, load_problem_for_result, format_summar
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    problem = load_problem_for_result(args, args.problem, args.result)
+    problem = load_problem_for_result(args, args.problem, args.result, judge=True)
     try:
         doc = json.loads(read_text(args.result))
     except json.JSONDecodeError as exc:
