@@ -322,7 +322,9 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         The memory model every returned placement respects.
     effort : float
         0: constructions only; 1 (default): bounded improvement sized for the speed
-        targets; higher: proportionally more schedule evaluations (capped).
+        targets; higher: proportionally more schedule evaluations (capped), and never a
+        worse answer than effort 1's (kept as a candidate). At any effort, where the run
+        finds no placement the constructions alone (effort 0) are tried.
     time_limit : float, optional
         Wall-clock cap (makes the result depend on timing); the call returns within
         about ``time_limit`` plus the time of the first construction.
@@ -337,6 +339,27 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         raise SolverError(f"heuristic: effort={effort!r} must be a finite number >= 0")
     t0 = _time.perf_counter()
     deadline = None if time_limit is None else t0 + _DEADLINE_SHARE * float(time_limit)
+    sol = _solve_at(problem, time_limit, seed, hint, memory_model, effort, deadline)
+    # More effort never returns a worse answer than the default effort, nor none where the
+    # constructions alone (effort 0) find one: those answers are candidates too.
+    for lower in (1.0, 0.0):
+        if effort <= lower or sol.status is Status.INFEASIBLE or (lower == 0.0 and sol.status.has_solution):
+            continue
+        alt = _solve_at(problem, time_limit, seed, hint, memory_model, lower, deadline)
+        if alt.status.has_solution and (not sol.status.has_solution
+                                        or _makespan(problem, alt) < _makespan(problem, sol)):
+            alt.stats = dict(alt.stats, kept_effort=lower)
+            sol = alt
+    return sol
+
+
+def _makespan(problem: Problem, sol: Solution) -> float:
+    """The makespan of a solution's own schedule."""
+    return float(np.max(sol.start + problem.duration(sol.placement))) if sol.placement.size else 0.0
+
+
+def _solve_at(problem: Problem, time_limit, seed: int, hint, memory_model: str, effort: float, deadline) -> Solution:
+    """One run of the heuristic at ``effort`` (see :func:`solve`)."""
     if problem.n_nodes == 0:
         return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0))
     capacity = problem.device_memory.astype(float).tolist()
@@ -350,15 +373,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         except ImportError:
             solve_peak = None
         if solve_peak is not None:
-            sol = solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=effort,
-                             deadline=deadline)
-            if effort > 0 and not sol.status.has_solution and sol.status is not Status.INFEASIBLE:
-                # more effort never loses what the constructions alone (effort 0) find
-                quick = solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=0.0,
-                                   deadline=deadline)
-                if quick.status.has_solution:
-                    return quick
-            return sol
+            return solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=effort,
+                              deadline=deadline)
     stats: dict = {}
     best = None
     # the generic bounds cost O(n k) with constraints; on huge instances only the work bound
