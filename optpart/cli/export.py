@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .. import export
 from ..progress import progress, set_quiet
@@ -30,7 +31,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     plan, notes = None, []
     # A live line with elapsed time on a terminal (silent when piped or with -q): a plan that does not
     # fit is re-solved with modules colocated, which takes as long as a solve.
-    with progress(f"optpart export {safe(args.result)}") as bar:
+    with progress(f"export {safe(Path(args.result).name)}") as bar:
         bar.stage("reading")
         problem = load_problem_for_result(args, args.problem, args.result)
         result = load_result(args.result, problem)

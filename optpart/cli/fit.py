@@ -11,6 +11,7 @@ import argparse
 import copy
 import json
 import sys
+from pathlib import Path
 
 from ..errors import OptpartError
 from ..fit import min_capacity, min_devices, on_devices
@@ -48,19 +49,18 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         base.devices = args.devices if args.devices is not None else (raw.n_devices or 1)
         problem = apply_device_arguments(raw, base)
         micro_batches = check_micro_batches(args.micro_batches, problem)
-        with progress(f"optpart fit {safe(args.file)}: fewest devices of {format_bytes(memory)} ({args.solver})"):
+        with progress(f"fit {safe(Path(args.file).name)}") as bar:
             fit = min_devices(problem, memory, args.solver, memory_model=model, max_devices=args.devices,
                               seed=args.seed, time_limit=args.time_limit, options=options,
-                              micro_batches=micro_batches)
+                              micro_batches=micro_batches, report=bar.stage)
     else:
         problem = apply_device_arguments(raw, base)
         micro_batches = check_micro_batches(args.micro_batches, problem)
-        # A live line with elapsed time on a terminal (silent when piped): each probe is a whole solve.
-        with progress(f"optpart fit {safe(args.file)}: smallest capacity on {problem.n_devices} devices "
-                      f"({args.solver})"):
+        # A live line on a terminal (silent when piped): elapsed time and the last probe (each a whole solve).
+        with progress(f"fit {safe(Path(args.file).name)}") as bar:
             fit = min_capacity(problem, problem.n_devices, args.solver, memory_model=model, tolerance=args.tolerance,
                                seed=args.seed, time_limit=args.time_limit, options=options,
-                               micro_batches=micro_batches)
+                               micro_batches=micro_batches, report=bar.stage)
     placed = None if fit.result is None else on_devices(problem, fit.devices, fit.capacity)
     if placed is not None:  # a pipelined result is over the unrolled step
         placed = bound_problem(placed, micro_batches)
