@@ -260,6 +260,12 @@ def test_heuristic_stops_at_its_time_limit_on_a_deterministic_clock(monkeypatch)
     again = _fake_heuristic_clock(monkeypatch)
     r2 = optpart.solve(p, "heuristic", effort=1, time_limit=20.0)
     assert (again.reads, r2.message) == (clock.reads, r.message)   # the same reads, the same stop
+    # A limit that the constructions do not reach stops the improvement search inside its budget.
+    _fake_heuristic_clock(monkeypatch)
+    late = optpart.solve(p, "heuristic", effort=1, time_limit=400.0)
+    optpart.check(p, late)
+    assert late.message == "stopped early: time limit reached before the end of the improvement budget", late.message
+    assert 0 < late.stats["evaluations"] < free.stats["evaluations"], (late.stats, free.stats)
 
 
 def test_heuristic_evaluation_budget_is_capped_whatever_the_effort(monkeypatch):
