@@ -86,8 +86,8 @@ class FitResult:
 
 
 def _model(problem: Problem, memory_model: str | None) -> str:
-    if memory_model is None:
-        return "peak" if problem.has_split else "static"
+    if memory_model is None:  # the default everywhere (equal to static on graphs without the split)
+        return "peak"
     if memory_model not in ("static", "peak"):
         raise OptpartError(f"memory_model={memory_model!r}; use 'static' or 'peak'")
     return memory_model
@@ -108,7 +108,7 @@ def capacity_lower_bound(problem: Problem, devices: int, memory_model: str | Non
     devices : int
         How many equal devices share the graph.
     memory_model : {"static", "peak"}, optional
-        Default: peak for graphs with the param/output/temp split, else static.
+        Default: peak, as everywhere (equal to static on graphs without the param/output/temp split).
 
     Returns
     -------
@@ -145,7 +145,7 @@ def devices_lower_bound(problem: Problem, capacity: float, memory_model: str | N
     capacity : float
         Bytes per device.
     memory_model : {"static", "peak"}, optional
-        Default: peak for graphs with the param/output/temp split, else static.
+        Default: peak, as everywhere (equal to static on graphs without the param/output/temp split).
 
     Returns
     -------
@@ -280,7 +280,7 @@ def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, m
                  report: Callable[[str], None] | None = None) -> FitResult:
     """The smallest capacity (bytes, the same on every device, to ``tolerance``) at which
     ``solver`` places ``problem`` on ``devices`` devices under ``memory_model`` (default:
-    peak for graphs with the param/output/temp split, else static). See the module doc.
+    peak, as everywhere). See the module doc.
 
     Parameters
     ----------

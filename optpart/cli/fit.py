@@ -112,8 +112,8 @@ def register(sub) -> None:
     add_micro_batch_argument(p, "default: the count the file records, else 1")
     p.add_argument("--tolerance", type=float, default=0.01, help="relative precision of the capacity (default 0.01)")
     p.add_argument("--memory-model", choices=MEMORY_MODELS, default=None,
-                   help="memory model the placement must fit (default peak on graphs with the param/output/temp "
-                        "split, where it differs from static; see docs/model.md)")
+                   help="memory model the placement must fit (default peak: liveness; equal to static on graphs "
+                        "without the param/output/temp split; see docs/model.md)")
     p.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
                    help="time each solve may use: seconds, or with a unit (90s, 5m); default: none")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
