@@ -185,6 +185,11 @@ def from_onnx(
     name : str, optional
         Problem name; default the file stem (or the graph name) plus ``-training``.
 
+    Returns
+    -------
+    Problem
+        One node per operator (and per backward/optimizer step when training).
+
     Raises
     ------
     FormatError

@@ -176,11 +176,21 @@ class Budget:
         self.t0 = _time.perf_counter()
 
     def elapsed(self) -> float:
-        """Seconds since the call started."""
+        """Seconds since the call started.
+
+        Returns
+        -------
+        float
+        """
         return _time.perf_counter() - self.t0
 
     def left(self) -> float:
-        """Seconds left before the deadline (negative once past it)."""
+        """Seconds left before the deadline (negative once past it).
+
+        Returns
+        -------
+        float
+        """
         return self.limit_s - self.elapsed()
 
 

@@ -97,8 +97,24 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
 
     Parameters
     ----------
+    problem : Problem
+        The instance, with devices.
+    time_limit : float, optional
+        Accepted for the common solver signature; one partition call ignores it.
+    seed : int
+        The METIS seed.
+    hint : numpy.ndarray, optional
+        Ignored (METIS starts from nothing).
+    memory_model : str
+        ``"static"``, the model the partition's memory weights balance.
     ufactor : int
         Allowed load imbalance in thousandths (METIS ``ufactor``; 30 means 1.03).
+
+    Returns
+    -------
+    Solution
+        The placement (repaired to fit memory) and status, ``unknown`` with a one-line
+        reason when the repair fails.
     """
     import pymetis
 

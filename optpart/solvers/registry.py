@@ -93,12 +93,22 @@ ALIASES: dict[str, str] = {}
 
 
 def solver_names() -> list[str]:
-    """Every registered solver name, sorted."""
+    """Every registered solver name, sorted.
+
+    Returns
+    -------
+    list of str
+    """
     return sorted(SOLVERS)
 
 
 def available_solvers() -> list[str]:
-    """Registered solvers whose optional dependencies are installed."""
+    """Registered solvers whose optional dependencies are installed.
+
+    Returns
+    -------
+    list of str
+    """
     return [name for name in solver_names() if SOLVERS[name].installed]
 
 

@@ -140,7 +140,12 @@ class Option:
         return out
 
     def describe(self) -> str:
-        """``effort (float >= 0, default 1): search effort``."""
+        """``effort (float >= 0, default 1): search effort``.
+
+        Returns
+        -------
+        str
+        """
         kind = self.type.__name__
         if self.choices:
             kind = "|".join(map(str, self.choices))
@@ -211,4 +216,11 @@ class SolverSpec:
         return out
 
     def defaults(self) -> dict[str, Any]:
+        """Every declared option at its default.
+
+        Returns
+        -------
+        dict
+            Option name -> default value.
+        """
         return {o.name: o.default for o in self.options}

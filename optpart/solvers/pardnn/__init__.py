@@ -318,6 +318,12 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
 
     Parameters
     ----------
+    problem : Problem
+        The instance, with devices.
+    seed : int
+        Seeds the randomised improvement (equal seeds, equal results without a time limit).
+    hint : placement, optional
+        A starting placement, one of the candidates (projected onto the constraints).
     memory_model : {"static", "peak"}
         The memory model every returned placement respects.
     effort : float
@@ -326,6 +332,12 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     time_limit : float, optional
         Wall-clock cap (makes the result depend on timing); the call returns within
         about ``time_limit`` plus the time of the first construction.
+
+    Returns
+    -------
+    Solution
+        The best placement found and its schedule (``unknown`` with the reason when no
+        construction fits memory).
     """
     if memory_model not in ("static", "peak"):
         raise SolverError(f"heuristic: memory_model={memory_model!r}; use 'static' or 'peak'")

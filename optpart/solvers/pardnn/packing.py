@@ -32,14 +32,23 @@ def pack_units(problem: Problem, capacity: list[float], units, max_evals: int,
 
     Parameters
     ----------
+    problem : Problem
+        The problem (its pins, forbids and device count).
+    capacity : list of float
+        Bytes usable per device (static model).
     units : tuple
         ``(unit_of, members, unit_memory)`` from :func:`.memory.memory_units`.
     max_evals : int
         Candidate moves and swaps to evaluate at most.
-    effort : float
-        Steps at most: ``effort * (200 + 20 * units)``.
     deadline_check : callable, optional
         Called once per step; the search stops when it returns True.
+    effort : float
+        Steps at most: ``effort * (200 + 20 * units)``.
+
+    Returns
+    -------
+    list of int or None
+        A device per node, or None when no packing was found within the budget.
     """
     _, members, unit_mem = units
     k = problem.n_devices
