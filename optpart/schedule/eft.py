@@ -73,6 +73,11 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
         All devices the policy allows, or only predecessors' devices plus the one that
         frees up first.
 
+    Returns
+    -------
+    EftSchedule
+        Placement, start and finish times of every node.
+
     Raises
     ------
     NoRoom
@@ -91,7 +96,6 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
     start = [0.0] * n
     finish = [0.0] * n
     time, inv_speed = g.time, g.inv_speed
-    lat, inv_bw = g.lat, g.inv_bw
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     admits, record = policy.admits, policy.place
     check_slots = not getattr(policy, "admits_everything", False)  # optional: skip a no-op call
@@ -145,7 +149,8 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
             # it and d1 has been seen, no later device can win (ties go to the earlier one).
             floor = r1 + tv * min_inv
             d1_left = d1 >= 0 and d1 in devs
-        for d in devs:
+        general = None if uniform else arrivals(g, v, devs, place, finish)  # per-pair links: the one rule
+        for j, d in enumerate(devs):
             if split:
                 if d == d1:
                     ready = r2
@@ -155,7 +160,7 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                 x = local.get(d, 0.0)
                 if x > ready:
                     ready = x
-            elif uniform:  # the same sums as below: lat[pu][d] is lat0 off the diagonal, 0 on it
+            elif uniform:  # arrivals()'s sums: lat[pu][d] is lat0 off the diagonal, 0 on it
                 ready = 0.0
                 for i in range(lo, hi):
                     u = pred[i]
@@ -163,13 +168,7 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                     if r > ready:
                         ready = r
             else:
-                ready = 0.0
-                for i in range(lo, hi):
-                    u = pred[i]
-                    pu = place[u]
-                    r = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
-                    if r > ready:
-                        ready = r
+                ready = general[j]
             dur = tv * inv_speed[d]
             line = lines[d]
             s = ready if ready >= line.end else line.earliest_start(ready, dur)

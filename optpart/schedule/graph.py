@@ -19,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from .._gc import no_gc  # re-exported: the schedulers' hot loops pause the collector
 from ..paths import bottom_levels_csr, mean_costs, top_levels_csr
 from ..problem import Problem
@@ -26,6 +27,7 @@ from ..problem import Problem
 __all__ = ["Graph", "arrivals", "arrival", "no_gc"]
 
 
+@fill_doc
 class Graph:
     """A problem as plain lists: what the hot loops read (built once, O(V + E))."""
 
@@ -113,10 +115,7 @@ class Graph:
 
         Parameters
         ----------
-        v : int
-            Node index.
-        d : int
-            Device index.
+        %(v_d)s
 
         Returns
         -------
@@ -126,16 +125,15 @@ class Graph:
         return self.time[v] * self.inv_speed[d]
 
 
+@fill_doc
 def arrivals(g: Graph, v: int, devices: Sequence[int], place: Sequence[int], finish: Sequence[float]
              ) -> list[float]:
     """When all of ``v``'s inputs are on each device of ``devices`` (predecessors placed).
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    v : int
-        Node index.
+    %(g)s
+    %(v)s
     devices : sequence of int
         The candidate devices.
     place : sequence of int
@@ -165,17 +163,14 @@ def arrivals(g: Graph, v: int, devices: Sequence[int], place: Sequence[int], fin
     return out
 
 
+@fill_doc
 def arrival(g: Graph, v: int, d: int, place: Sequence[int], finish: Sequence[float]) -> float:
     """When all of ``v``'s inputs are on device ``d``.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    v : int
-        Node index.
-    d : int
-        Device index.
+    %(g)s
+    %(v_d)s
     place : sequence of int
         Device index of every node.
     finish : sequence of float

@@ -26,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from ..paths import bottom_levels_csr, priority_order
 from ..problem import Problem
 from .gaps import GapLine
@@ -35,15 +36,13 @@ __all__ = ["insertion_times", "insertion_schedule", "justify", "schedule_placeme
            "edge_comm"]
 
 
+@fill_doc
 def edge_comm(g: Graph, place: Sequence[int], reverse: bool = False) -> list[float]:
     """Transfer time per in-edge CSR position (out-edge position with ``reverse``) under ``place``.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : sequence of int
-        Device index of every node.
+    %(g_place)s
     reverse : bool
         Per out-edge position instead (the backward pass of justification).
 
@@ -97,16 +96,14 @@ def _replay_loop(order, place, dur, ptr, nbr, comm, n: int, k: int) -> tuple[lis
     return start, finish
 
 
+@fill_doc
 def insertion_times(g: Graph, place: Sequence[int], order: Sequence[int], reverse: bool = False
                     ) -> tuple[list[float], list[float]]:
     """``(start, finish)`` lists of the insertion schedule of ``place`` taking nodes in ``order``.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : sequence of int
-        Device index of every node.
+    %(g_place)s
     order : sequence of int
         A topological order (reverse topological with ``reverse``).
     reverse : bool
@@ -156,15 +153,13 @@ def insertion_schedule(problem: Problem, placement, order, duration: np.ndarray 
     return np.asarray(start, dtype=np.float64)
 
 
+@fill_doc
 def placement_levels(g: Graph, place: Sequence[int]) -> list[float]:
     """Bottom levels under ``place`` (run time on its device, transfers between devices).
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : sequence of int
-        Device index of every node.
+    %(g_place)s
 
     Returns
     -------
@@ -180,16 +175,14 @@ def _makespan(f: Sequence[float]) -> float:
     return max(f) if len(f) else 0.0
 
 
+@fill_doc
 def justify(g: Graph, place: Sequence[int], start: Sequence[float], finish: Sequence[float], rounds: int = 1
             ) -> tuple[list[float], list[float], float]:
     """Double justification, ``rounds`` times at most; the best of the input and the results.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : sequence of int
-        Device index of every node.
+    %(g_place)s
     start, finish : sequence of float
         The schedule to justify, seconds.
     rounds : int
@@ -222,16 +215,14 @@ def justify(g: Graph, place: Sequence[int], start: Sequence[float], finish: Sequ
     return best
 
 
+@fill_doc
 def schedule_placement(g: Graph, place: Sequence[int], justify_rounds: int = 1
                        ) -> tuple[list[float], list[float], float]:
     """Bottom-level order, insertion, then ``justify_rounds`` rounds of justification.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : sequence of int
-        Device index of every node.
+    %(g_place)s
     justify_rounds : int
         Rounds of :func:`justify` after the insertion schedule (0: none).
 

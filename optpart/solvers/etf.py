@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from ..paths import upward_rank
 from ..problem import Problem
-from ..result import Status
-from ..schedule import Graph, NoRoom, StaticPolicy, etf_schedule
-from .base import Solution
+from ..schedule import Graph, etf_schedule
+from .base import Solution, engine_solution
 from .spec import SolverSpec
 
 __all__ = ["solve", "SPEC"]
@@ -41,47 +41,22 @@ __all__ = ["solve", "SPEC"]
 SPEC = SolverSpec(options=(), memory_models=("static", "peak"), uses_hint=False, uses_time_limit=False)
 
 
+@fill_doc
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static") -> Solution:
     """Place and schedule ``problem`` with m-ETF; see the module docstring.
 
     Parameters
     ----------
-    problem : Problem
-        The instance.
-    time_limit : float, optional
-        Accepted for the common solver signature; the construction is one pass and ignores it.
-    seed : int
-        Accepted for the common signature (the construction is deterministic).
-    hint : numpy.ndarray, optional
-        Ignored (the baseline starts from nothing).
+    %(construction_args)s
     memory_model : {"static", "peak"}
         ``peak`` (on a problem with split memory): the liveness policy checks every slot while
-        scheduling; else the static budget.
+        scheduling, as Baechi's m-ETF keeps memory in its simulation; else the static budget.
 
     Returns
     -------
-    Solution
-        The placement and status (``unknown`` with a one-line reason when nothing fits).
+    %(solution)s
     """
-    peak = memory_model == "peak" and problem.has_split
-    if peak:  # liveness tracked while scheduling, as Baechi's m-ETF keeps memory in its simulation
-        from ..schedule.liveness import LivenessPolicy
-        policy = LivenessPolicy(problem)
-    else:
-        policy = StaticPolicy(problem, solver="m-ETF")
-    try:
-        res = etf_schedule(Graph(problem), upward_rank(problem).tolist(), policy)
-    except NoRoom as stuck:
-        return Solution(Status.UNKNOWN, message=stuck.message, memory_model=memory_model)
-    if peak:
-        from ..memory import overflow_message
-        reason = overflow_message(problem, np.asarray(res.place), np.asarray(res.start), np.asarray(res.finish),
-                                  "peak", "m-ETF")
-        if reason is not None:
-            return Solution(Status.UNKNOWN, message=reason, memory_model="peak")
-        return Solution(Status.FEASIBLE, placement=np.asarray(res.place, dtype=np.int64),
-                        start=np.asarray(res.start), memory_model="peak",
-                        stats={"priority": "bottom level, mean costs"})
-    return Solution(Status.FEASIBLE, placement=np.asarray(res.place, dtype=np.int64), start=np.asarray(res.start),
-                    stats={"priority": "bottom level, mean costs"})
+    return engine_solution(problem, memory_model, "m-ETF",
+                           lambda policy: etf_schedule(Graph(problem), upward_rank(problem).tolist(), policy),
+                           {"priority": "bottom level, mean costs"})

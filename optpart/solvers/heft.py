@@ -36,12 +36,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..memory import overflow_message
+from .._docstrings import fill_doc
 from ..paths import priority_order, upward_rank
 from ..problem import Problem
-from ..result import Status
-from ..schedule import Graph, NoRoom, StaticPolicy, eft_schedule
-from .base import Solution
+from ..schedule import Graph, eft_schedule
+from .base import Solution, engine_solution
 from .spec import Option, SolverSpec
 
 __all__ = ["solve", "heft_order", "SPEC"]
@@ -66,37 +65,25 @@ def heft_order(problem: Problem) -> list[int]:
     return priority_order(problem, upward_rank(problem)).tolist()
 
 
+@fill_doc
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static", memory_aware: bool = True) -> Solution:
     """Place and schedule ``problem`` with HEFT; see the module docstring.
 
     Parameters
     ----------
+    %(construction_args)s
+    memory_model : {"static", "peak"}
+        ``peak`` (on a problem with split memory): the liveness policy checks every slot while
+        scheduling; else the static budget.
     memory_aware : bool
         Skip devices without room for the node (default). False: the classic
         memory-blind HEFT, whose overflowing placement is answered ``unknown``.
+
+    Returns
+    -------
+    %(solution)s
     """
-    solver = "heft" if memory_aware else "heft (memory-blind)"
-    peak = memory_model == "peak" and problem.has_split and memory_aware
-    if peak:  # liveness tracked while scheduling (optpart/schedule/liveness.py)
-        from ..schedule.liveness import LivenessPolicy
-        policy = LivenessPolicy(problem)
-    else:
-        policy = StaticPolicy(problem, memory_aware=memory_aware, solver=solver)
-    try:
-        res = eft_schedule(Graph(problem), heft_order(problem), policy)
-    except NoRoom as stuck:
-        return Solution(Status.UNKNOWN, message=stuck.message, memory_model=memory_model)
-    placement = np.asarray(res.place, dtype=np.int64)
-    if peak:
-        reason = overflow_message(problem, placement, np.asarray(res.start), np.asarray(res.finish), "peak", solver)
-        if reason is not None:
-            return Solution(Status.UNKNOWN, message=reason, memory_model="peak")
-        return Solution(Status.FEASIBLE, placement=placement, start=np.asarray(res.start), memory_model="peak",
-                        stats={"rank": "upward, mean costs", "memory_aware": True})
-    if not memory_aware:
-        reason = overflow_message(problem, placement, solver=solver)
-        if reason is not None:
-            return Solution(Status.UNKNOWN, message=reason)
-    return Solution(Status.FEASIBLE, placement=placement, start=np.asarray(res.start),
-                    stats={"rank": "upward, mean costs", "memory_aware": memory_aware})
+    return engine_solution(problem, memory_model, "heft" if memory_aware else "heft (memory-blind)",
+                           lambda policy: eft_schedule(Graph(problem), heft_order(problem), policy),
+                           {"rank": "upward, mean costs", "memory_aware": memory_aware}, memory_aware)

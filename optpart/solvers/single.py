@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from ..memory import fits as fits_memory
 from ..problem import Problem
 from ..result import Status
@@ -29,28 +30,21 @@ __all__ = ["solve", "SPEC"]
 SPEC = SolverSpec(options=(), memory_models=("static",), uses_hint=False, uses_time_limit=False)
 
 
+@fill_doc
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static") -> Solution:
     """Everything on the fastest device that holds the whole graph (static sum); ties to the lower index.
 
     Parameters
     ----------
-    problem : Problem
-        The instance.
-    time_limit : float, optional
-        Accepted for the common solver signature; the construction is one pass and ignores it.
-    seed : int
-        Accepted for the common signature (the construction is deterministic).
-    hint : numpy.ndarray, optional
-        Ignored (the baseline starts from nothing).
+    %(construction_args)s
     memory_model : str
         The model the answer is labelled with (only ``"static"`` is declared: under peak one
         device may exceed the static total, which the registry checks with the evaluator).
 
     Returns
     -------
-    Solution
-        The placement and status (``unknown`` with a one-line reason when nothing fits).
+    %(solution)s
     """
     need = float(problem.memory.sum())
     usable = problem.allowed.all(axis=0) if problem.n_nodes else np.ones(problem.n_devices, dtype=bool)

@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from ..memory import fits
 from ..problem import Problem
 from ..result import Status
@@ -66,15 +67,23 @@ def budgets(problem: Problem, slack: float) -> list[float]:
     return np.minimum(cap, (1.0 + slack) * share).tolist()
 
 
+@fill_doc
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static", slack: float = 0.1) -> Solution:
     """Place ``problem`` with m-TOPO; see the module docstring.
 
     Parameters
     ----------
+    %(construction_args)s
+    memory_model : str
+        ``"static"``, the model m-TOPO keeps (its budgets are static sums).
     slack : float
         Fraction by which a device may exceed its even share of the graph's memory
         before m-TOPO moves on to the next device (default 0.1, >= 0).
+
+    Returns
+    -------
+    %(solution)s
     """
     if not (slack >= 0 and math.isfinite(slack)):
         from ..errors import SolverError

@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...paths import priority_order as _priority_order
 from ...schedule import NoRoom, StaticPolicy, eft_schedule as _engine
 from .schedule import Graph
@@ -27,13 +28,13 @@ from .schedule import Graph
 __all__ = ["upward_rank", "heft_order", "topological_priority", "eft_schedule"]
 
 
+@fill_doc
 def upward_rank(g: Graph) -> list[float]:
     """HEFT's upward rank (:func:`optpart.paths.upward_rank`) from the graph's mean costs.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(g)s
 
     Returns
     -------
@@ -43,13 +44,13 @@ def upward_rank(g: Graph) -> list[float]:
     return list(g.mean_bottom)  # computed once per graph (a copy: callers may change it)
 
 
+@fill_doc
 def heft_order(g: Graph) -> list[int]:
     """Decreasing upward rank, ties by topological position (HEFT's order).
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(g)s
 
     Returns
     -------
@@ -59,14 +60,14 @@ def heft_order(g: Graph) -> list[int]:
     return _priority_order(g.problem, np.asarray(upward_rank(g))).tolist()
 
 
+@fill_doc
 def topological_priority(g: Graph, priority: Sequence[float]) -> list[int]:
     """Nodes by decreasing ``priority`` but never before a predecessor (Kahn's algorithm
     with a heap keyed by (-priority, node index)).
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(g)s
     priority : sequence of float
         Per node; higher goes first when ready.
 
@@ -91,6 +92,7 @@ def topological_priority(g: Graph, priority: Sequence[float]) -> list[int]:
     return out
 
 
+@fill_doc
 def eft_schedule(g: Graph, capacity: Sequence[float], order: Sequence[int] | None = None,
                  candidates: str = "all") -> tuple[list[int], list[float], list[float]] | None:
     """``(place, start, finish)`` of the memory-aware EFT construction within ``capacity``
@@ -98,8 +100,7 @@ def eft_schedule(g: Graph, capacity: Sequence[float], order: Sequence[int] | Non
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(g)s
     capacity : sequence of float
         Bytes usable per device.
     order : sequence of int, optional

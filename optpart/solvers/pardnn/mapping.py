@@ -24,20 +24,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...memory import fits
 from .schedule import Graph
 
 __all__ = ["map_clusters"]
 
 
+@fill_doc
 def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np.ndarray,
                  memory: list[float], capacity: list[float], n_buckets: int = 256) -> list[int]:
     """Device of every node after merging and mapping the paths of :func:`slice_paths`.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(g)s
     top : list of float
         Top level of every node under mean costs (seconds): where its run falls in time.
     paths : list of list of int

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...memory import fits
 from ...problem import Problem
 from .schedule import Graph
@@ -61,14 +62,13 @@ def memory_units(problem: Problem) -> tuple[list[int], list[list[int]], list[flo
     return unit_of.tolist(), members, mem.tolist()
 
 
+@fill_doc
 def project_constraints(problem: Problem, g: Graph, place: list[int]) -> list[int]:
     """The nearest placement that respects pins, forbids and colocation.
 
     Parameters
     ----------
-    problem : Problem
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(problem_g)s
     place : list of int
         Device of every node (not modified).
 
@@ -105,6 +105,7 @@ def project_constraints(problem: Problem, g: Graph, place: list[int]) -> list[in
     return place
 
 
+@fill_doc
 def repair_memory(problem: Problem, g: Graph, place: list[int], capacity: list[float], units=None
                   ) -> list[int] | None:
     """Move units off over-full devices (memory freed per communication added); None if stuck.
@@ -112,9 +113,7 @@ def repair_memory(problem: Problem, g: Graph, place: list[int], capacity: list[f
 
     Parameters
     ----------
-    problem : Problem
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(problem_g)s
     place : list of int
         Device of every node (not modified).
     capacity : list of float
@@ -233,6 +232,7 @@ def greedy_fill(problem: Problem, place: list[int] | None, capacity: list[float]
 
 # ---------------------------------------------------------------- the memory step under peak
 
+@fill_doc
 def peak_schedule(problem: Problem, g: Graph, place: list[int], justify_rounds: int = 1):
     """The heuristic's schedule of ``place`` and its liveness peaks: ``(start, finish, makespan, peak)``.
 
@@ -242,9 +242,7 @@ def peak_schedule(problem: Problem, g: Graph, place: list[int], justify_rounds: 
 
     Parameters
     ----------
-    problem : Problem
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(problem_g)s
     place : list of int
         Device of every node.
     justify_rounds : int
@@ -302,6 +300,7 @@ def _live_bytes_at(problem: Problem, pl: np.ndarray, start: np.ndarray, finish: 
     return out
 
 
+@fill_doc
 def repair_peak(problem: Problem, g: Graph, place: list[int], units=None, rounds: int = 40,
                 justify_rounds: int = 0):
     """ParDNN's memory step on the schedule's memory timeline (peak model).
@@ -317,9 +316,7 @@ def repair_peak(problem: Problem, g: Graph, place: list[int], units=None, rounds
 
     Parameters
     ----------
-    problem : Problem
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(problem_g)s
     place : list of int
         Device of every node (not modified).
     units : tuple, optional

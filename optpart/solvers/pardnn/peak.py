@@ -39,6 +39,7 @@ import time as _time
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...evaluate import problem_lower_bound
 from ...memory import fits, overflow_message, peak_memory
 from ...problem import Problem
@@ -84,6 +85,7 @@ _TABU_WORK_PER_EFFORT = 3_000_000  # (nodes + edges) x overflow-search evaluatio
 _MAX_TABU_EVALS_PER_EFFORT = 3000
 
 
+@fill_doc
 def eft_peak(problem: Problem, g: Graph, order: list[int] | None = None):
     """Earliest-finish-time insertion list scheduling (the engine of :mod:`optpart.schedule.eft`)
     with the liveness policy: a node goes to a slot only when the device's peak stays within
@@ -92,9 +94,7 @@ def eft_peak(problem: Problem, g: Graph, order: list[int] | None = None):
 
     Parameters
     ----------
-    problem : Problem
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(problem_g)s
     order : list of int, optional
         Node order (default: HEFT's).
 
@@ -269,15 +269,14 @@ def _overflow_tabu(problem: Problem, g: Graph, pool: _Pool, start: list[int], un
     return used
 
 
+@fill_doc
 def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, seed: int = 0, hint=None,
                effort: float = 1.0, deadline: float | None = None) -> Solution:
     """Place and schedule ``problem`` so that every device's liveness peak fits (module doc).
 
     Parameters
     ----------
-    problem : Problem
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(problem_g)s
     time_limit : float, optional
         The caller's time limit (the ``deadline`` is what is checked).
     seed : int

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...memory import fits
 from ...problem import Problem
 from .memory import peak_schedule, project_constraints
@@ -20,6 +21,7 @@ from .schedule import Graph
 __all__ = ["chunk_placements", "balanced_stages", "mirrored_stages"]
 
 
+@fill_doc
 def chunk_placements(problem: Problem, g: Graph):
     """Consecutive stages of the topological order, one per device, cut where the running
     sum of a weight reaches each device's share (Baechi's m-TOPO cut, here by liveness
@@ -29,9 +31,7 @@ def chunk_placements(problem: Problem, g: Graph):
 
     Parameters
     ----------
-    problem : Problem
-    g : Graph
-        The problem as plain lists.
+    %(problem_g)s
 
     Returns
     -------
@@ -65,6 +65,7 @@ def chunk_placements(problem: Problem, g: Graph):
     return out
 
 
+@fill_doc
 def balanced_stages(problem: Problem, g: Graph, share: np.ndarray, rounds: int = 8):
     """:func:`mirrored_stages`, with the stage shares rebalanced from the measured liveness
     peaks (a device at ``x`` times the mean peak/capacity gets its share divided by ``x``)
@@ -73,9 +74,7 @@ def balanced_stages(problem: Problem, g: Graph, share: np.ndarray, rounds: int =
 
     Parameters
     ----------
-    problem : Problem
-    g : Graph
-        The problem as plain lists.
+    %(problem_g)s
     share : numpy.ndarray
         Starting share of each device (sums to 1).
     rounds : int
@@ -108,6 +107,7 @@ def balanced_stages(problem: Problem, g: Graph, share: np.ndarray, rounds: int =
     return [("stages-balanced", by_fit[2])] + ([("stages-fast", by_time[2])] if by_time is not by_fit else [])
 
 
+@fill_doc
 def mirrored_stages(problem: Problem, g: Graph, bounds: np.ndarray) -> list[int] | None:
     """Pipeline stages for training graphs: forward cut into stages, backward follows its tensors.
 
@@ -120,9 +120,7 @@ def mirrored_stages(problem: Problem, g: Graph, bounds: np.ndarray) -> list[int]
 
     Parameters
     ----------
-    problem : Problem
-    g : Graph
-        The problem as plain lists.
+    %(problem_g)s
     bounds : numpy.ndarray
         Cumulative stage shares (``k - 1`` cut points in (0, 1)).
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from .improve import local_search
 from .schedule import Graph
 
 __all__ = ["refine"]
 
 
+@fill_doc
 def refine(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[int], members: list[list[int]],
            unit_mem: list[float], capacity: list[float], max_evals: int = 20,
            deadline: float | None = None) -> tuple[list[int], int]:
@@ -24,8 +26,7 @@ def refine(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[int], 
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(g)s
     place : list of int
         Device of every node, within ``capacity`` (the memory step's output).
     allowed : numpy.ndarray

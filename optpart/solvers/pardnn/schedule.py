@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...evaluate import time_tolerance
 from ...schedule.graph import Graph
 from ...schedule.insertion import insertion_times, justify, placement_levels, schedule_placement
@@ -26,13 +27,13 @@ __all__ = ["Graph", "bottom_levels", "priority_order", "list_schedule", "schedul
            "critical_chain"]
 
 
+@fill_doc
 def bottom_levels(g: Graph, place: list[int]) -> list[float]:
     """Bottom level of every node under ``place`` (the canonical priority).
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(g)s
     place : list of int
         Device of every node.
 
@@ -44,13 +45,13 @@ def bottom_levels(g: Graph, place: list[int]) -> list[float]:
     return placement_levels(g, place)
 
 
+@fill_doc
 def priority_order(g: Graph, priority, descending: bool = True) -> list[int]:
     """Nodes by ``priority`` (decreasing by default), ties by topological position.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(g)s
     priority : array_like of float
         Per node.
     descending : bool
@@ -64,14 +65,14 @@ def priority_order(g: Graph, priority, descending: bool = True) -> list[int]:
     return np.lexsort((g.rank, -pr if descending else pr)).tolist()
 
 
+@fill_doc
 def list_schedule(g: Graph, place: list[int], order: list[int], reverse: bool = False
                   ) -> tuple[list[float], list[float]]:
     """Insertion schedule of ``place`` in ``order``; ``(start, finish)`` lists (see the module docstring).
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(g)s
     place : list of int
         Device of every node.
     order : list of int
@@ -86,6 +87,7 @@ def list_schedule(g: Graph, place: list[int], order: list[int], reverse: bool = 
     return insertion_times(g, place, order, reverse)
 
 
+@fill_doc
 def critical_chain(g: Graph, place: list[int], start: list[float], finish: list[float]) -> list[int]:
     """Nodes on the schedule's critical chain, last first.
 
@@ -95,8 +97,7 @@ def critical_chain(g: Graph, place: list[int], start: list[float], finish: list[
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(g)s
     place : list of int
         Device of every node.
     start, finish : list of float

@@ -46,6 +46,7 @@ import math
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from .schedule import Graph
 from .seed_slicing import clustered_levels
 
@@ -299,13 +300,13 @@ def _sorted_primaries_sweep(st: _State) -> None:
                 break
 
 
+@fill_doc
 def map_clusters(g: Graph, paths: list[list[int]], n_primary: int) -> list[int]:
     """Merge and map the clusters of :func:`~.seed_slicing.linear_clusters`; the primary of every node.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists.
+    %(g)s
     paths, n_primary
         The output of :func:`~.seed_slicing.linear_clusters`.
 

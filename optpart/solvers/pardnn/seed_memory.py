@@ -37,6 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...memory import fits, memory_timeline, peak_memory
 from ...problem import Problem
 from .schedule import Graph, schedule_placement
@@ -201,16 +202,14 @@ def _relieve(un: _Units, adj: _Adjacency, busy: _Busy, pl: np.ndarray, d: int, k
                 break
 
 
+@fill_doc
 def static_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, capacity: Sequence[float],
                        target: str = "comm") -> list[int] | None:
     """Move units off over-full devices under the static model (see the module docstring).
 
     Parameters
     ----------
-    problem : Problem
-        The problem.
-    g : Graph
-        ``problem`` as plain lists.
+    %(problem_g)s
     place : sequence of int
         Device of every node (constraints projected).
     units : tuple

@@ -30,6 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...paths import bottom_levels_csr, top_levels_csr
 from ...schedule.insertion import edge_comm
 from .schedule import Graph, list_schedule, schedule_placement
@@ -37,13 +38,13 @@ from .schedule import Graph, list_schedule, schedule_placement
 __all__ = ["refine", "refinement_rounds"]
 
 
+@fill_doc
 def refinement_rounds(g: Graph, paths: list[list[int]]) -> int:
     """``k + 1`` rounds, or one when the critical path is over ten times longer than the next path.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists.
+    %(g)s
     paths : list of list of int
         Phase 1's paths (``paths[0]`` the critical path).
 
@@ -105,14 +106,14 @@ def _move(place: list[int], u: int, d: int, unit_of: Sequence[int], members: Seq
     return True
 
 
+@fill_doc
 def refine(g: Graph, place: list[int], unit_of: Sequence[int], members: Sequence[Sequence[int]],
            allowed: np.ndarray, rounds: int) -> tuple[list[int], int]:
     """Refine ``place`` for up to ``rounds`` rounds (see the module docstring).
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists.
+    %(g)s
     place : list of int
         Device of every node (constraints already projected).
     unit_of, members

@@ -38,6 +38,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...paths import bottom_levels_csr, top_levels_csr
 from .schedule import Graph
 
@@ -46,13 +47,13 @@ __all__ = ["linear_clusters", "clustered_levels"]
 _NEG = float("-inf")
 
 
+@fill_doc
 def clustered_levels(g: Graph, cluster: Sequence[int]) -> tuple[list[float], list[float]]:
     """Top and bottom levels when an edge inside one cluster is free.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists.
+    %(g)s
     cluster : sequence of int
         Cluster of every node; ``-1`` means no cluster (its edges always cost).
 
@@ -94,13 +95,13 @@ def _follow(g: Graph, v: int, key: list[float], visited: list[bool], rank: list[
     return nxt
 
 
+@fill_doc
 def linear_clusters(g: Graph, k: int | None = None) -> tuple[list[list[int]], int]:
     """Slice the graph into primary and secondary paths (see the module docstring).
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists.
+    %(g)s
     k : int, optional
         Number of primary clusters (default: the number of devices).
 

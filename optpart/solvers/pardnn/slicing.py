@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from .schedule import Graph
 
 __all__ = ["levels", "slice_paths"]
@@ -47,13 +48,13 @@ def levels(g: Graph) -> tuple[list[float], list[float]]:
     return list(g.mean_top), list(g.mean_bottom)  # computed once per graph (copies)
 
 
+@fill_doc
 def slice_paths(g: Graph, bottom: list[float] | None = None) -> tuple[list[int], list[list[int]]]:
     """Slice the graph into paths, heaviest first.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    %(g)s
     bottom : list of float, optional
         Bottom level of every node under mean costs (seconds; :func:`levels` when None).
 
