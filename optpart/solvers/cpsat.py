@@ -123,6 +123,7 @@ SPEC = SolverSpec(
 )
 
 
+@SPEC.checked("cpsat")
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static", workers: int = 4,
           deterministic: bool = True, log: bool = False, use_hint: bool = True,
@@ -181,10 +182,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     Solution
     """
     budget = xc.Budget(DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit))
-    if memory_model not in ("static", "peak"):
-        raise SolverError(f"cpsat: memory_model={memory_model!r} must be 'static' or 'peak'")
-    if workers < 1:
-        raise SolverError(f"cpsat: workers={workers} must be >= 1")
     peak = memory_model == "peak" and problem.has_split  # without the split static is exact
     n = problem.n_nodes
     if n == 0:

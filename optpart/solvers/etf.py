@@ -41,6 +41,7 @@ __all__ = ["solve", "SPEC"]
 SPEC = SolverSpec(options=(), memory_models=("static", "peak"), uses_hint=False, uses_time_limit=False)
 
 
+@SPEC.checked("etf")
 @fill_doc
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static") -> Solution:

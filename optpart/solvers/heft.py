@@ -65,6 +65,7 @@ def heft_order(problem: Problem) -> list[int]:
     return priority_order(problem, upward_rank(problem)).tolist()
 
 
+@SPEC.checked("heft")
 @fill_doc
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static", memory_aware: bool = True) -> Solution:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SolverError
 from ..memory import fits
 from ..problem import Problem
 from ..result import Status
@@ -91,6 +90,7 @@ SPEC = SolverSpec(
     memory_models=("static",), uses_hint=False, uses_time_limit=False)
 
 
+@SPEC.checked("metis")
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static", ufactor: int = 30) -> Solution:
     """Partition ``problem`` with METIS; see the module docstring.
@@ -118,8 +118,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     """
     import pymetis
 
-    if not (isinstance(ufactor, (int, np.integer)) and ufactor >= 1):
-        raise SolverError(f"metis option ufactor={ufactor!r} must be an integer >= 1")
     k = problem.n_devices
     comp, n_super = _contract(problem)
     s_time = np.bincount(comp, weights=problem.time, minlength=n_super)

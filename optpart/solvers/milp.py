@@ -93,6 +93,7 @@ SPEC = SolverSpec(
 )
 
 
+@SPEC.checked("milp")
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static", backend: str = "highs",
           threads: int = 2, deterministic: bool = True, log: bool = False, use_hint: bool = True,
@@ -141,14 +142,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     """
     budget = xc.Budget(DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit))
     limit = budget.limit_s
-    if backend not in ("highs", "cbc"):
-        raise SolverError(f"milp: backend={backend!r} must be 'highs' or 'cbc'")
-    if threads < 1:
-        raise SolverError(f"milp: threads={threads} must be >= 1")
-    if memory_model not in ("static", "peak"):
-        raise SolverError(f"milp: memory_model={memory_model!r} must be 'static' or 'peak'")
-    if formulation not in ("big-m", "time-indexed"):
-        raise SolverError(f"milp: formulation={formulation!r} must be 'big-m' or 'time-indexed'")
     n = problem.n_nodes
     if n == 0:
         return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0),

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SolverError
 from ..problem import Problem
 from ..result import Status
 from .base import Solution
@@ -37,6 +36,7 @@ __all__ = ["solve", "SPEC"]
 SPEC = SolverSpec(options=(), memory_models=("static", "peak"), uses_hint=False, uses_time_limit=False)
 
 
+@SPEC.checked("pardnn")
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, hint=None,
           memory_model: str = "static") -> Solution:
     """Place ``problem`` with ParDNN's four phases (see the module docstring).
@@ -55,8 +55,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     Solution
         ``feasible`` with the placement and start times, or ``unknown`` with the reason.
     """
-    if memory_model not in ("static", "peak"):
-        raise SolverError(f"pardnn: memory_model={memory_model!r}; use 'static' or 'peak'")
     if problem.n_nodes == 0:
         return Solution(Status.FEASIBLE, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0),
                         memory_model=memory_model)

@@ -30,6 +30,7 @@ __all__ = ["solve", "SPEC"]
 SPEC = SolverSpec(options=(), memory_models=("static",), uses_hint=False, uses_time_limit=False)
 
 
+@SPEC.checked("single")
 @fill_doc
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static") -> Solution:

@@ -23,7 +23,6 @@ Complexity: O(V k + E) plus the canonical schedule's O((V + E) log V).
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -39,7 +38,7 @@ __all__ = ["solve", "SPEC"]
 
 SPEC = SolverSpec(
     options=(Option("slack", float, 0.1, "fraction a device may exceed its even memory share before moving on",
-                    min=0.0),),
+                    min=0.0, finite=True),),
     memory_models=("static",), uses_hint=False, uses_time_limit=False)
 
 
@@ -67,6 +66,7 @@ def budgets(problem: Problem, slack: float) -> list[float]:
     return np.minimum(cap, (1.0 + slack) * share).tolist()
 
 
+@SPEC.checked("topo")
 @fill_doc
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
           hint: np.ndarray | None = None, memory_model: str = "static", slack: float = 0.1) -> Solution:
@@ -85,9 +85,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     -------
     %(solution)s
     """
-    if not (slack >= 0 and math.isfinite(slack)):
-        from ..errors import SolverError
-        raise SolverError(f"topo option slack={slack!r} must be a finite number >= 0")
     n, k = problem.n_nodes, problem.n_devices
     budget = budgets(problem, slack)
     book = StaticPolicy(problem, solver="m-TOPO")

@@ -50,7 +50,6 @@ from ...memory import fits
 from ...problem import Problem
 from ...result import Status
 from ...schedule import NoRoom, StaticPolicy, etf_schedule
-from ...errors import SolverError
 from ...units import format_bytes
 from ..base import Solution
 from ..spec import Option, SolverSpec
@@ -66,7 +65,8 @@ from .slicing import levels, slice_paths
 __all__ = ["solve", "pardnn_placement", "SPEC"]
 
 SPEC = SolverSpec(
-    options=(Option("effort", float, 1.0, "0: constructions only; 1: default; higher: more improvement", min=0.0),),
+    options=(Option("effort", float, 1.0, "0: constructions only; 1: default; higher: more improvement", min=0.0,
+                    finite=True),),
     memory_models=("static", "peak"), uses_hint=True, uses_time_limit=True)
 
 _WORK_PER_EFFORT = 300_000  # (nodes + edges) x evaluations per unit of effort
@@ -312,6 +312,7 @@ def _single_device(problem: Problem, g: Graph):
     return best
 
 
+@SPEC.checked("heuristic")
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, hint=None,
           memory_model: str = "static", effort: float = 1.0) -> Solution:
     """Place and schedule ``problem`` (see the module docstring).
@@ -339,14 +340,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         The best placement found and its schedule (``unknown`` with the reason when no
         construction fits memory).
     """
-    if memory_model not in ("static", "peak"):
-        raise SolverError(f"heuristic: memory_model={memory_model!r}; use 'static' or 'peak'")
-    try:
-        effort = float(effort)
-    except (TypeError, ValueError):
-        raise SolverError(f"heuristic: effort={effort!r} must be a number >= 0") from None
-    if not 0 <= effort < float("inf"):
-        raise SolverError(f"heuristic: effort={effort!r} must be a finite number >= 0")
     t0 = _time.perf_counter()
     deadline = None if time_limit is None else t0 + _DEADLINE_SHARE * float(time_limit)
     if problem.n_nodes == 0:
