@@ -15,6 +15,8 @@ Every ``import`` and ``from ... import`` of every module under ``optpart/`` is r
 
 An edge that breaks a rule today and is owned by another branch is listed, with the
 reason, in :data:`ALLOWED`; the list is meant to shrink to nothing.
+
+And every module stays small: at most :data:`MAX_MODULE_LINES` lines (the project's rule).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ MODEL_MAY_IMPORT = ("optpart.errors", "optpart.units", "optpart.limits")
 ALLOWED: set[tuple[str, str]] = set()
 #: Lazy edges left out of the circle search, each commented.
 CIRCLE_ALLOWED: set[tuple[str, str]] = set()
+#: The most lines a module of optpart/ may have.
+MAX_MODULE_LINES = 500
 
 
 def _module_name(path: Path) -> str:
@@ -164,3 +168,12 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path) -> None:
     edges = {(dst, at_top) for dst, _, at_top in graph["optpart.cli.bench"]}
     assert ("optpart.bench.sweep", False) in edges  # lazy, relative, two dots
     assert ("optpart.errors", True) in edges
+
+
+def test_every_module_is_small() -> None:
+    """Issue 27: no module over 500 lines (split by concept, not by line count)."""
+    sizes = {f.relative_to(ROOT.parent).as_posix(): len(f.read_text(encoding="utf-8").splitlines())
+             for f in sorted(ROOT.rglob("*.py"))}
+    assert len(sizes) > 100  # the walk reaches the package
+    big = [f"{path}: {n} lines" for path, n in sizes.items() if n > MAX_MODULE_LINES]
+    assert not big, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(big)
