@@ -57,10 +57,16 @@ def edge_comm(g: Graph, place: Sequence[int], reverse: bool = False) -> list[flo
     a = pl[p.edge_src[edges]]
     b = pl[p.edge_dst[edges]]
     lat = g.lat_array
-    inv = g.inv_bw_array
+    bw = g.bw_array
     if lat.size == 0 or edges.size == 0:
         return [0.0] * int(edges.size)
-    return (lat[a, b] + p.edge_bytes[edges] * inv[a, b]).tolist()
+    return (lat[a, b] + p.edge_bytes[edges] / bw[a, b]).tolist()
+
+
+def _durations(g: Graph, place: Sequence[int]) -> list[float]:
+    """Run time of every node on its device, ``time / speed`` as :meth:`Problem.duration`."""
+    time, speed = g.time, g.speed
+    return [time[v] / speed[place[v]] for v in range(g.n)]
 
 
 def _replay(order: Sequence[int], place: Sequence[int], dur: Sequence[float], ptr: Sequence[int],
@@ -115,10 +121,7 @@ def insertion_times(g: Graph, place: Sequence[int], order: Sequence[int], revers
         ``(start, finish)`` per node, seconds.
     """
     ptr, nbr = (g.out_ptr, g.succ) if reverse else (g.in_ptr, g.pred)
-    inv = g.inv_speed
-    time = g.time
-    dur = [time[v] * inv[place[v]] for v in range(g.n)]
-    return _replay(order, place, dur, ptr, nbr, edge_comm(g, place, reverse), g.n, g.k)
+    return _replay(order, place, _durations(g, place), ptr, nbr, edge_comm(g, place, reverse), g.n, g.k)
 
 
 def insertion_schedule(problem: Problem, placement, order, duration: np.ndarray | None = None,
@@ -166,9 +169,8 @@ def placement_levels(g: Graph, place: Sequence[int]) -> list[float]:
     list of float
         Per node, the longest path to a sink, seconds (its own run time included).
     """
-    inv, time = g.inv_speed, g.time
-    dur = [time[v] * inv[place[v]] for v in range(g.n)]
-    return bottom_levels_csr(g.topo.tolist(), g.out_ptr, g.succ, dur, edge_comm(g, place, reverse=True))
+    return bottom_levels_csr(g.topo.tolist(), g.out_ptr, g.succ, _durations(g, place),
+                             edge_comm(g, place, reverse=True))
 
 
 def _makespan(f: Sequence[float]) -> float:
@@ -195,8 +197,7 @@ def justify(g: Graph, place: Sequence[int], start: Sequence[float], finish: Sequ
     """
     best = (list(start), list(finish), _makespan(finish))
     rank = g.rank
-    inv, time = g.inv_speed, g.time
-    dur = [time[v] * inv[place[v]] for v in range(g.n)]
+    dur = _durations(g, place)
     fwd = edge_comm(g, place)
     bwd = edge_comm(g, place, reverse=True)
     for _ in range(rounds):

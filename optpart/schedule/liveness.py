@@ -140,7 +140,7 @@ class LivenessTracker:
 
     def _arrival(self, i: int, u: int, d: int) -> float:
         pu = self.place_of[u]
-        return self.finish[u] + self.lat[pu][d] + self.in_bytes[i] / self.bw[pu][d]
+        return self.finish[u] + (self.lat[pu][d] + self.in_bytes[i] / self.bw[pu][d])
 
     def _delta(self, v: int, d: int, start: float, finish: float) -> list[tuple[float, float, float]]:
         """Intervals placing ``v`` on ``d`` adds to ``d``'s level (tensors still open end at +inf)."""

@@ -241,7 +241,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         # One device runs everything back to back, so its makespan is at least the sum of the
         # run times there (up to rounding, <= n ulps): when that sum is clearly above the best
         # candidate it cannot win, and its O((V + E) log V) schedule is not built.
-        busy = float(np.sum(problem.time)) * g.inv_speed[d]
+        busy = float(np.sum(problem.time)) / g.speed[d]
         best_ms = min(x[0] for x in found) if found else float("inf")
         if busy <= best_ms * (1.0 + 1e-6):
             p1 = [d] * g.n

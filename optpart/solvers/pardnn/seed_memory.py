@@ -104,7 +104,7 @@ class _Busy:
         self.k = g.k
         self.start, self.finish = s, f
         self.time = np.asarray(g.time, dtype=np.float64)
-        self.inv_speed = np.asarray(g.inv_speed, dtype=np.float64)
+        self.speed = np.asarray(g.speed, dtype=np.float64)
         self.lines = []
         for d in range(g.k):
             on = np.flatnonzero(pl == d)
@@ -138,7 +138,7 @@ class _Busy:
             if hi <= lo:
                 continue
             for d in range(self.k):
-                out[d] += self.time[v] * self.inv_speed[d] * self._busy(d, lo, hi) / (hi - lo)
+                out[d] += self.time[v] / self.speed[d] * self._busy(d, lo, hi) / (hi - lo)
         return out
 
 

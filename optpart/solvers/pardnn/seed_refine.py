@@ -60,7 +60,7 @@ def refinement_rounds(g: Graph, paths: list[list[int]]) -> int:
 
 def _critical_path(g: Graph, place: Sequence[int]) -> list[int]:
     """The heaviest path under ``place`` (transfers between devices only), last node first."""
-    dur = [g.time[v] * g.inv_speed[place[v]] for v in range(g.n)]
+    dur = [g.time[v] / g.speed[place[v]] for v in range(g.n)]
     c_out = edge_comm(g, place, reverse=True)
     topo = g.topo.tolist()
     top = top_levels_csr(topo, g.out_ptr, g.succ, dur, c_out)
