@@ -36,8 +36,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import FormatError
-from ..problem import Constraints, Device, Links, Problem
+from ..problem import Device, Problem
 from .costmodel import CostModel
+from .node_columns import NodeColumns
 from .onnx_flops import FLOAT_TYPES, FLOP_RULES, MATMUL_LIKE, ONNX_DTYPES, VIEW_OPS, numel
 
 __all__ = ["from_onnx", "FLOP_RULES", "VIEW_OPS"]  # the FLOP rules live in .onnx_flops
@@ -146,16 +147,7 @@ def from_onnx(
     if devices is not None:
         dev = ([Device(f"dev{i}", float(memory)) for i in range(devices)] if isinstance(devices, int)
                else list(devices))
-    keys = sorted(edges)
-    return Problem.from_arrays(
-        nodes.ids, np.array(nodes.time), np.array(nodes.mem),
-        np.array([k[0] for k in keys], dtype=np.int64), np.array([k[1] for k in keys], dtype=np.int64),
-        np.array([edges[k] for k in keys], dtype=np.float64),
-        devices=dev, links=Links(cm.link_latency, cm.link_bandwidth),
-        constraints=Constraints(colocate=tuple(colocate)),
-        param_bytes=np.array(nodes.pbytes), output_bytes=np.array(nodes.obytes), temp_bytes=None,
-        node_meta=nodes.meta, name=label, meta=meta,
-    )
+    return nodes.problem(edges, colocate, cm, dev, label, meta)
 
 
 def _shaped_model(model, input_shapes: Mapping[str, Sequence[int]] | None):
@@ -262,33 +254,24 @@ def _forward_edges(compute: list[Any], fwd_index: list[int], nodes: "_Nodes") ->
     return edges
 
 
-class _Nodes:
+class _Nodes(NodeColumns):
     """The problem's node columns as they are built: inputs, forward operators, backward
     nodes, optimizer updates (see the module docstring), with unique ids."""
 
     def __init__(self, cm: CostModel, tensors: _Tensors) -> None:
+        super().__init__()
         self.cm, self.t = cm, tensors
-        self.ids: list[str] = []
-        self.time: list[float] = []
-        self.mem: list[float] = []
-        self.pbytes: list[float] = []
-        self.obytes: list[float] = []
-        self.meta: list[dict] = []
         self.used: set[str] = set()
         self.producer: dict[str, int] = {}  # tensor -> the node that makes it
 
-    def add(self, base: str, time: float, mem: float, pbytes: float, obytes: float, meta: dict) -> int:
-        """Append a node whose id is ``base`` (``base.2``, ... when taken); its index."""
-        nid, k = base, 1
+    def add(self, nid: str, time: float, mem: float, pbytes: float, obytes: float, meta: dict) -> int:
+        # the id is made unique: ``nid.2``, ``nid.3``, ... when taken
+        base, k = nid, 1
         while nid in self.used:
             k += 1
             nid = f"{base}.{k}"
         self.used.add(nid)
-        self.ids.append(nid)
-        for column, value in ((self.time, time), (self.mem, mem), (self.pbytes, pbytes), (self.obytes, obytes),
-                              (self.meta, meta)):
-            column.append(value)
-        return len(self.ids) - 1
+        return super().add(nid, time, mem, pbytes, obytes, meta)
 
     def tbytes(self, tname: str) -> float:
         """Bytes of a tensor (0 when its shape is unknown)."""
