@@ -259,17 +259,8 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if use_lns and name != "OPTIMAL" and budget.left() > reserve + 0.2:
         base = sol if sol is not None else (None if hint_p is None else (hint_p, hint_units))
         if base is not None:
-            from . import lns as _lns
-            round_dtime = 0.5 if deterministic_time is None else min(0.5, deterministic_time)
-            rounds = lns_rounds
-            if rounds is None and deterministic_time is not None:  # a deterministic budget for LNS too
-                rounds = max(1, int(deterministic_time / round_dtime))
-            better_place, better_units, lns_stats = _lns.improve(
-                data, mv, base[0], base[1], budget, reserve=reserve, seed=seed, max_rounds=rounds,
-                round_dtime=round_dtime, workers=1 if deterministic else workers)
-            stats.update(lns_stats)
-            if lns_stats["lns_improvements"]:
-                sol = (better_place, better_units)
+            sol = _polish(data, mv, base, sol, budget, reserve, seed, lns_rounds, deterministic_time,
+                          1 if deterministic else workers, stats)
     if sol is None:
         stats["stop_reason"] = _stop_reason(search.dtime, deterministic_time)
         return xc.fallback(problem, incumbent, memory_model,
@@ -277,6 +268,33 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                            f"{budget.limit_s:g} s call)", stats, lower_bound=cp_bound)
 
     # 5. Decode and compare with the incumbent.
+    return _answer(problem, data, sol, name, confirmed, cp_bound, bound_valid, incumbent, inc_ms, memory_model,
+                   budget, _stop_reason(search.dtime, deterministic_time), solver, stats)
+
+
+def _polish(data, mv, base: tuple, sol: tuple | None, budget: xc.Budget, reserve: float, seed: int,
+            lns_rounds: int | None, deterministic_time: float | None, workers: int, stats: dict) -> tuple | None:
+    """Large-neighbourhood rounds from ``base`` (:func:`optpart.solvers.lns.improve`), under a
+    deterministic budget when one is given: the improved ``(placement, units)``, else ``sol``."""
+    from . import lns as _lns
+    round_dtime = 0.5 if deterministic_time is None else min(0.5, deterministic_time)
+    rounds = lns_rounds
+    if rounds is None and deterministic_time is not None:  # a deterministic budget for LNS too
+        rounds = max(1, int(deterministic_time / round_dtime))
+    better_place, better_units, lns_stats = _lns.improve(
+        data, mv, base[0], base[1], budget, reserve=reserve, seed=seed, max_rounds=rounds,
+        round_dtime=round_dtime, workers=workers)
+    stats.update(lns_stats)
+    return (better_place, better_units) if lns_stats["lns_improvements"] else sol
+
+
+def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | None, cp_bound: float,
+            bound_valid: bool, incumbent: Solution | None, inc_ms: float, memory_model: str, budget: xc.Budget,
+            search_stop: str, solver, stats: dict) -> Solution:
+    """CP-SAT's schedule in seconds, its proven bound and status, or the incumbent when that is
+    shorter: optimal only when the proof is confirmed, the memory rows exact and the rounded
+    makespan meets the bound."""
+    n = problem.n_nodes
     place, start = _decode(problem, data, sol[0], sol[1], stats)
     if start is None:
         return xc.fallback(problem, incumbent, memory_model, "cpsat: CP-SAT's schedule exceeds peak memory "
@@ -296,7 +314,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if name == "OPTIMAL":
         stats["stop_reason"] = "proven optimal" if confirmed else "proof not confirmed"
     else:
-        stats["stop_reason"] = _stop_reason(search.dtime, deterministic_time)
+        stats["stop_reason"] = search_stop
     if np.isfinite(inc_ms) and inc_ms < real_ms - 1e-12 * max(real_ms, 1.0):
         stats["from_heuristic"] = True
         place, start, real_ms = np.asarray(incumbent.placement, dtype=np.int64), incumbent.start, inc_ms
