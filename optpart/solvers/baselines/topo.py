@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._docstrings import fill_doc
-from ..memory import fits
-from ..problem import Problem
-from ..result import Status
-from ..schedule import StaticPolicy
-from .base import Solution
-from .spec import Option, SolverSpec
+from ..._docstrings import fill_doc
+from ...memory import fits
+from ...problem import Problem
+from ...result import Status
+from ...schedule import StaticPolicy
+from ..base import Solution
+from ..spec import Option, SolverSpec
 
 __all__ = ["solve", "SPEC"]
 

@@ -60,17 +60,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SolverError
-from ..evaluate import canonical_schedule
-from ..problem import Problem
-from ..result import Status
-from ..schedule.replay import integer_schedule
+from ...errors import SolverError
+from ...evaluate import canonical_schedule
+from ...problem import Problem
+from ...result import Status
+from ...schedule.replay import integer_schedule
 from . import _exact_common as xc
 from . import cpsat_decode as dec
 from . import cpsat_model as cm
 from . import cpsat_search as cs
-from .base import Solution
-from .spec import Option, SolverSpec
+from ..base import Solution
+from ..spec import Option, SolverSpec
 
 __all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT"]
 

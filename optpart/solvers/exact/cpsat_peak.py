@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..problem import Problem
+from ...problem import Problem
 from . import _exact_common as xc
 
 __all__ = ["peak_bytes", "add_peak_memory"]

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..evaluate import problem_lower_bound
-from ..problem import Problem
+from ...evaluate import problem_lower_bound
+from ...problem import Problem
 from . import _exact_common as xc
 from .cpsat_decode import fits_rows  # noqa: F401 (re-exported)
 from .cpsat_peak import add_peak_memory, peak_bytes

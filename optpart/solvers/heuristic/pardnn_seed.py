@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..problem import Problem
-from ..result import Status
-from .base import Solution
-from .pardnn.schedule import Graph
-from .pardnn.seed import seed_placement
-from .spec import SolverSpec
+from ...problem import Problem
+from ...result import Status
+from ..base import Solution
+from .schedule import Graph
+from .seed import seed_placement
+from ..spec import SolverSpec
 
 __all__ = ["solve", "SPEC"]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SolverError
-from ..memory import fits, peak_memory
-from ..problem import Problem
+from ...errors import SolverError
+from ...memory import fits, peak_memory
+from ...problem import Problem
 
 __all__ = ["separate_ties", "has_instants", "peak_fits", "colour", "fits_rows"]
 

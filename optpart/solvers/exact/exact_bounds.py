@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..paths import bottom_levels_csr, top_levels_csr
-from ..problem import Problem
+from ...paths import bottom_levels_csr, top_levels_csr
+from ...problem import Problem
 from .exact_times import durations, transfer_table
 
 __all__ = ["heads_tails", "min_transfer", "heads_tails_comm", "comm_lower_bound", "window_cuts",

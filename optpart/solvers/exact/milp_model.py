@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..problem import Problem
+from ...problem import Problem
 from . import _exact_common as xc
 
 __all__ = ["MilpModel", "build", "time_unit"]

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import SolverError
-from ..problem import Problem
+from ...errors import SolverError
+from ...problem import Problem
 from . import _exact_common as xc
 from . import cpsat_decode as dec
 from . import cpsat_model as cm

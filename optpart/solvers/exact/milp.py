@@ -43,13 +43,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SolverError
-from ..evaluate import canonical_schedule, problem_lower_bound
-from ..memory import fits, overflow_message, static_memory
-from ..problem import Problem
-from ..result import Status
-from .base import Solution
-from .spec import Option, SolverSpec
+from ...errors import SolverError
+from ...evaluate import canonical_schedule, problem_lower_bound
+from ...memory import fits, overflow_message, static_memory
+from ...problem import Problem
+from ...result import Status
+from ..base import Solution
+from ..spec import Option, SolverSpec
 from . import _exact_common as xc
 from . import milp_backend as mback
 from . import milp_model as mb

@@ -43,8 +43,8 @@ import math
 
 import numpy as np
 
-from ..errors import SolverError
-from ..problem import Problem
+from ...errors import SolverError
+from ...problem import Problem
 from . import _exact_common as xc
 from .milp_model import MilpModel, _safe, _var, add_memory_and_loads
 

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._docstrings import fill_doc
-from ..paths import priority_order, upward_rank
-from ..problem import Problem
-from ..schedule import Graph, eft_schedule
-from .base import Solution, engine_solution
-from .spec import Option, SolverSpec
+from ..._docstrings import fill_doc
+from ...paths import priority_order, upward_rank
+from ...problem import Problem
+from ...schedule import Graph, eft_schedule
+from ..base import Solution, engine_solution
+from ..spec import Option, SolverSpec
 
 __all__ = ["solve", "heft_order", "SPEC"]
 

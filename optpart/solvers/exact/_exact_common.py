@@ -24,11 +24,11 @@ import time as _time
 
 import numpy as np
 
-from ..evaluate import canonical_schedule, problem_lower_bound
-from ..problem import Problem
-from ..result import Status
-from ..schedule.replay import tighten_schedule
-from .base import Solution, SolverError
+from ...evaluate import canonical_schedule, problem_lower_bound
+from ...problem import Problem
+from ...result import Status
+from ...schedule.replay import tighten_schedule
+from ..base import Solution, SolverError
 from .exact_bounds import (comm_lower_bound, heads_tails, heads_tails_comm, min_transfer, reachability,
                            window_bound, window_cuts)
 from .exact_times import durations, transfer_table, uniform_transfers
@@ -302,7 +302,7 @@ def heuristic_start(problem: Problem, *, time_limit: float, seed: int, memory_mo
     Solution
         The heuristic's solution (possibly with nodes left unplaced when it found no fit).
     """
-    from . import pardnn
+    from .. import heuristic as pardnn
     return pardnn.solve(problem, time_limit=max(float(time_limit), 1e-3), seed=seed, memory_model=memory_model)
 
 

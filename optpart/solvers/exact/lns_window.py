@@ -43,9 +43,9 @@ import math
 
 import numpy as np
 
-from ..memory import fits, overflow_message, peak_memory, static_memory
-from ..problem import Problem
-from ..schedule.replay import tighten_schedule
+from ...memory import fits, overflow_message, peak_memory, static_memory
+from ...problem import Problem
+from ...schedule.replay import tighten_schedule
 from . import _exact_common as xc
 
 __all__ = ["improve_windows", "schedule_tails"]
@@ -409,10 +409,10 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     Solution
         Status ``feasible``, the generic and memory-forced path bounds, the best schedule found.
     """
-    from ..evaluate import problem_lower_bound
-    from ..result import Status
+    from ...evaluate import problem_lower_bound
+    from ...result import Status
     from .path_bounds import memory_path_bound
-    from .base import Solution
+    from ..base import Solution
 
     if incumbent is None or incumbent.placement is None or incumbent.start is None:
         return xc.fallback(problem, incumbent, memory_model, why, stats)

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..memory import fits
-from ..problem import Problem
-from ..result import Status
-from ..units import format_bytes
-from .base import Solution
-from .spec import Option, SolverSpec
+from ...memory import fits
+from ...problem import Problem
+from ...result import Status
+from ...units import format_bytes
+from ..base import Solution
+from ..spec import Option, SolverSpec
 
 __all__ = ["solve", "SPEC"]
 

@@ -29,7 +29,7 @@ from collections import deque
 
 import numpy as np
 
-from ..problem import Problem
+from ...problem import Problem
 from .exact_bounds import min_transfer
 from .exact_times import durations, transfer_table
 
