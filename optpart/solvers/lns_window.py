@@ -47,6 +47,7 @@ from ..memory import fits, overflow_message, peak_memory, static_memory
 from ..problem import Problem
 from ..schedule.replay import tighten_schedule
 from . import _exact_common as xc
+from .window_start import best_start
 
 __all__ = ["improve_windows", "schedule_tails"]
 
@@ -414,14 +415,17 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     from .path_bounds import memory_path_bound
     from .base import Solution
 
-    if incumbent is None or incumbent.placement is None or incumbent.start is None:
-        return xc.fallback(problem, incumbent, memory_model, why, stats)
+    heuristic = incumbent
+    incumbent, origin = best_start(problem, incumbent, memory_model, budget, reserve, stats, seed=seed,
+                                   deterministic_time=deterministic_time)
+    if incumbent is None:
+        return xc.fallback(problem, heuristic, memory_model, why, stats)
     limit = None if deterministic_time is None else max(1, int(deterministic_time / WINDOW_DTIME))
     place, start, wst = improve_windows(problem, incumbent.placement, incumbent.start, budget,
                                         memory_model=memory_model, reserve=reserve, seed=seed, size=size,
                                         max_windows=limit, log=print if log else None)
     stats.update(wst)
-    if not wst["window_improvements"]:
+    if not wst["window_improvements"] and origin == "heuristic":
         stats["stop_reason"] = "model not built"
         return xc.fallback(problem, incumbent, memory_model, f"{why}; {wst['window_solves']} windowed "
                            "sub-solves found nothing shorter", stats)
@@ -430,8 +434,8 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     ms0, ms = wst["window_start_makespan"], wst["window_end_makespan"]
     bound = min(max(problem_lower_bound(problem), float(incumbent.lower_bound or 0.0),
                     memory_path_bound(problem, memory_model)), ms)
-    msg = (f"{why}; windowed CP-SAT sub-solves of up to {wst['window_size']} nodes improved the heuristic's "
-           f"makespan by {100 * (ms0 - ms) / ms0:.2f}% ({wst['window_improvements']} of "
-           f"{wst['window_solves']} windows)")
+    msg = (f"{why}; started from the {origin}'s schedule (makespan {ms0:.6g} s), which windowed CP-SAT "
+           f"sub-solves of up to {wst['window_size']} nodes improved by {100 * (ms0 - ms) / ms0:.2f}% "
+           f"({wst['window_improvements']} of {wst['window_solves']} windows)")
     return Solution(Status.FEASIBLE, placement=place, start=start, lower_bound=bound, message=msg,
                     memory_model=memory_model, stats=stats)

@@ -1,0 +1,270 @@
+"""Pipeline-stage placements of a training step: a start for the windowed search of ``cpsat``.
+
+On the traced training graphs (``instances/``) the critical path carries most of the work
+(90-98% on densenet121 and resnet50), and peak memory is what forces the step onto several
+devices: the forward pass saves activations that live until the backward pass consumes
+them. The placement that pipeline parallelism uses answers both at once: cut the forward
+pass into consecutive *stages*, one per device, and run each backward node on the device of
+the forward nodes whose saved tensors it reads. Saved activations then never cross a link,
+each device holds the activations of its own stage, and the critical path changes device
+only at the ``2 (S - 1)`` stage boundaries (GPipe, Huang et al., NeurIPS 2019; PipeDream,
+Narayanan et al., SOSP 2019, with the stage boundaries chosen by search instead of by
+profile).
+
+How a node finds its stage, in one linear pass (then every cut vector is one
+``searchsorted``):
+
+* the *forward set* ``F``: the nodes whose ``phase`` is ``"forward"`` when every node says
+  (the importers write it), else the ancestors of the node at which the most output bytes
+  are live when the graph runs in topological order (the turn from forward to backward);
+* a node of ``F`` is anchored at its position in ``F``'s topological order;
+* another node at the latest ``F`` predecessor it reads from, else at the predecessor with
+  the heaviest edge (ties: the lowest anchor, the direction the backward pass runs), else (a source) at the successor with the heaviest edge.
+
+Stage ``s`` holds the anchors in ``[cut_{s-1}, cut_s)``. The cuts start where the bytes a
+stage keeps (parameters, and outputs read outside ``F``) are shared evenly, and a
+coordinate descent moves one cut at a time by halving steps while the canonical schedule
+(:func:`optpart.evaluate.canonical_schedule`) gets shorter or, while it overflows memory,
+less over. Every candidate is scored by that one evaluator under the requested memory
+model; the best that fits is returned. Deterministic: an evaluation cap, and a wall-clock
+deadline only as a safety stop.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..evaluate import canonical_schedule
+from ..memory import fits, peak_memory, static_memory
+from ..problem import Problem
+
+__all__ = ["forward_set", "stage_anchors", "stage_seed"]
+
+#: Canonical-schedule evaluations of one :func:`stage_seed` call at most.
+MAX_EVALS = 240
+
+
+def forward_set(problem: Problem) -> list[np.ndarray]:
+    """The candidate forward sets: from the ``phase`` metadata and from liveness.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (a training step: forward, backward, optimizer).
+
+    Returns
+    -------
+    list of ndarray of bool
+        One or two masks over the nodes (the metadata's first when every node has a
+        ``phase``; the liveness split second when it differs).
+    """
+    n = problem.n_nodes
+    out = []
+    meta = problem.node_meta
+    if n and all(isinstance(m, dict) and "phase" in m for m in meta):
+        out.append(np.array([m["phase"] == "forward" for m in meta], dtype=bool))
+    live_split = _liveness_split(problem)
+    if not any(np.array_equal(live_split, f) for f in out):
+        out.append(live_split)
+    return [f for f in out if f.any()]
+
+
+def _liveness_split(problem: Problem) -> np.ndarray:
+    """Ancestors (inclusive) of the node where the most output bytes are live in topological order."""
+    n = problem.n_nodes
+    topo = problem.topo
+    pos = np.empty(n, dtype=np.int64)
+    pos[topo] = np.arange(n)
+    last = pos.copy()
+    np.maximum.at(last, problem.edge_src, pos[problem.edge_dst])
+    diff = np.zeros(n + 1)
+    out_b = problem.output_bytes.astype(np.float64)
+    np.add.at(diff, pos, out_b)
+    np.add.at(diff, last, -out_b)
+    turn = int(topo[int(np.argmax(np.cumsum(diff)[:n]))])
+    anc = np.zeros(n, dtype=bool)
+    anc[turn] = True
+    in_ptr, in_e, src = problem.in_ptr, problem.in_edges, problem.edge_src
+    for v in topo[::-1].tolist():
+        if anc[v]:
+            anc[src[in_e[in_ptr[v]:in_ptr[v + 1]]]] = True
+    return anc
+
+
+def stage_anchors(problem: Problem, forward: np.ndarray) -> np.ndarray:
+    """Each node's anchor: a position in the forward set's topological order.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    forward : ndarray of bool
+        The forward set.
+
+    Returns
+    -------
+    ndarray of int64
+        ``anchor[v]``; stage ``s`` of cuts ``c`` holds the nodes with ``c[s-1] <= anchor < c[s]``.
+    """
+    n = problem.n_nodes
+    topo = problem.topo.tolist()
+    anchor = np.full(n, -1, dtype=np.int64)
+    f_order = [v for v in topo if forward[v]]
+    anchor[f_order] = np.arange(len(f_order))
+    src, dst, eb = problem.edge_src.tolist(), problem.edge_dst.tolist(), problem.edge_bytes.tolist()
+    in_ptr, in_e = problem.in_ptr.tolist(), problem.in_edges.tolist()
+    out_ptr, out_e = problem.out_ptr.tolist(), problem.out_edges.tolist()
+    fw = forward.tolist()
+    anc = anchor.tolist()
+    for v in topo:
+        if fw[v]:
+            continue
+        latest, heavy, heavy_b = -1, -1, -1.0
+        for i in range(in_ptr[v], in_ptr[v + 1]):
+            e = in_e[i]
+            u = src[e]
+            if fw[u]:
+                latest = max(latest, anc[u])
+            elif anc[u] >= 0 and (eb[e] > heavy_b or eb[e] == heavy_b and anc[u] < heavy):
+                heavy, heavy_b = anc[u], eb[e]  # ties: the lower anchor, where the backward pass heads
+        anc[v] = latest if latest >= 0 else heavy
+    for v in reversed(topo):  # sources outside F: follow their heaviest successor
+        if anc[v] >= 0:
+            continue
+        heavy, heavy_b = 0, -1.0
+        for i in range(out_ptr[v], out_ptr[v + 1]):
+            e = out_e[i]
+            if anc[dst[e]] >= 0 and eb[e] > heavy_b:
+                heavy, heavy_b = anc[dst[e]], eb[e]
+        anc[v] = heavy
+    return np.asarray(anc, dtype=np.int64)
+
+
+def _repair(problem: Problem, place: np.ndarray) -> np.ndarray | None:
+    """Pins, forbidden devices and colocation groups kept (None when this simple repair fails)."""
+    if not problem.has_constraints:
+        return place
+    allowed = problem.allowed
+    place = place.copy()
+    for v in np.flatnonzero(~allowed[np.arange(problem.n_nodes), place]).tolist():
+        ok = np.flatnonzero(allowed[v])
+        if ok.size == 0:
+            return None
+        place[v] = int(ok[np.argmin(np.abs(ok - place[v]))])
+    for members in problem.groups:
+        common = np.flatnonzero(allowed[members].all(axis=0))
+        if common.size == 0:
+            return None
+        counts = np.bincount(place[members], minlength=problem.n_devices)[common]
+        place[members] = int(common[int(np.argmax(counts))])
+    return place if problem.respects_constraints(place) else None
+
+
+class _Scorer:
+    """Canonical schedule and memory of a stage placement, with an evaluation count."""
+
+    def __init__(self, problem: Problem, memory_model: str, deadline: float) -> None:
+        self.problem = problem
+        self.peak = memory_model == "peak" and problem.has_split
+        self.deadline = deadline
+        self.evals = 0
+        self.limit = MAX_EVALS
+        self.cap = np.where(np.isfinite(problem.device_memory), problem.device_memory, np.inf)
+
+    def spent(self) -> bool:
+        return self.evals >= self.limit or time.perf_counter() > self.deadline
+
+    def __call__(self, place: np.ndarray):
+        """``(key, start)``: key ``(0, makespan)`` when it fits, ``(1, worst overflow ratio)`` otherwise."""
+        self.evals += 1
+        p = self.problem
+        place = _repair(p, place)
+        if place is None:
+            return (2, 0.0), None, None
+        start, finish = canonical_schedule(p, place)
+        used = peak_memory(p, place, start, finish) if self.peak else static_memory(p, place)
+        over = float(np.max(np.where(np.isfinite(self.cap), used / np.maximum(self.cap, 1.0), 0.0))) - 1.0
+        if not bool(np.all(fits(used, p.device_memory))):
+            return (1, max(over, 1e-12)), place, start
+        return (0, float(finish.max()) if p.n_nodes else 0.0), place, start
+
+
+def _descend(score: _Scorer, anchor: np.ndarray, devices: np.ndarray, cuts: np.ndarray, top: int):
+    """Coordinate descent over the cut positions (halving steps); the best ``(key, place, start)``."""
+    def place_of(c: np.ndarray) -> np.ndarray:
+        return devices[np.searchsorted(c, anchor, side="right")]
+
+    best = (score(place_of(cuts)), cuts)
+    step = max(1, top // 8)
+    while step >= 1 and not score.spent():
+        moved = True
+        while moved and not score.spent():
+            moved = False
+            for i in range(cuts.size):
+                for delta in (-step, step):
+                    c = best[1].copy()
+                    c[i] = min(max(0, c[i] + delta), top)
+                    if np.any(np.diff(c) < 0) or np.array_equal(c, best[1]) or score.spent():
+                        continue
+                    got = score(place_of(c))
+                    if got[0] < best[0][0]:
+                        best, moved = (got, c), True
+        step //= 4 if step >= 4 else 2
+    return best[0]
+
+
+def stage_seed(problem: Problem, memory_model: str, *, deadline: float | None = None
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The best pipeline-stage placement that fits, with its canonical schedule.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem, with devices.
+    memory_model : {"static", "peak"}
+        The model the returned placement fits.
+    deadline : float, optional
+        ``time.perf_counter()`` value after which no further evaluation starts (a safety
+        stop; the evaluation cap :data:`MAX_EVALS` ends the search first on the bundled graphs).
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray) or None
+        ``(placement, start)`` valid under ``memory_model`` and the constraints, or None
+        when no stage placement tried fits.
+    """
+    n, k = problem.n_nodes, problem.n_devices
+    if n == 0 or k == 0:
+        return None
+    score = _Scorer(problem, memory_model, float("inf") if deadline is None else deadline)
+    # Devices by capacity (largest first, then index): stage s runs on by_cap[s].
+    by_cap = np.lexsort((np.arange(k), -problem.device_memory))
+    best = None
+    candidates = forward_set(problem)
+    for rounds, forward in zip(range(len(candidates), 0, -1), candidates):
+        anchor = stage_anchors(problem, forward)
+        top = int(forward.sum())
+        reads_out = np.zeros(n, dtype=bool)
+        reads_out[problem.edge_src[~forward[problem.edge_dst]]] = True
+        keep = problem.param_bytes + problem.output_bytes * reads_out
+        weight = np.zeros(top)
+        np.add.at(weight, anchor, keep)  # each node's bytes at its anchor
+        cum = np.cumsum(weight)
+        for s in range(k, 0, -1):  # the most stages first: the likeliest to fit
+            # An even share of what is left of the evaluations for each stage count.
+            score.limit = min(MAX_EVALS, score.evals + (MAX_EVALS - score.evals) // (s + k * (rounds - 1)))
+            if score.spent():
+                break
+            devices = by_cap[:s]
+            cap = problem.device_memory[devices]
+            share = np.cumsum(np.where(np.isfinite(cap), cap, 1.0))
+            cuts = np.searchsorted(cum, cum[-1] * share[:-1] / share[-1]).astype(np.int64) if s > 1 \
+                else np.zeros(0, dtype=np.int64)
+            got = _descend(score, anchor, devices, cuts, top)
+            if got[1] is not None and got[0][0] == 0 and (best is None or got[0] < best[0]):
+                best = got
+    if best is None:
+        return None
+    return best[1], best[2]
