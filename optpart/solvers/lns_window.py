@@ -43,7 +43,7 @@ import math
 
 import numpy as np
 
-from ..memory import fits, overflow_message, peak_memory, static_memory
+from ..memory import fits, memory_timeline, overflow_message, static_memory
 from ..problem import Problem
 from ..schedule.replay import tighten_schedule
 from . import _exact_common as xc
@@ -60,6 +60,11 @@ WINDOW_WALL_S = 3.0
 #: window size, windows start small again with four times the budget, up to the maximum.
 WINDOW_DTIME = 0.1
 MAX_WINDOW_DTIME = 1.6
+#: Time bins of the peak headroom rows (room per device and bin, from the incumbent's timeline).
+HEADROOM_BINS = 32
+#: The region bound's CP-SAT deterministic seconds: this share of the call's time limit, at most the maximum.
+REGION_SHARE = 0.05
+REGION_DTIME_MAX = 20.0
 
 
 def schedule_tails(problem: Problem, place: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -301,7 +306,7 @@ def _solve_window(problem: Problem, place, start, end, tail, win, dur_s, comm_s,
             m.add(obj >= E[v] + down(q)).only_enforce_if(x[v, d])
     _static_rows(problem, m, x, leader, free, place, memory_model)
     if memory_model == "peak" and problem.has_split:
-        _peak_rows(problem, m, x, free, place, start, end)
+        _peak_rows(problem, m, x, free, place, start, end, in_win, t_hi)
     m.minimize(obj)
     solver = cp_model.CpSolver()
     prm = solver.parameters
@@ -323,34 +328,70 @@ def _solve_window(problem: Problem, place, start, end, tail, win, dur_s, comm_s,
     return new_place, key, key_end
 
 
-def _peak_rows(problem: Problem, m, x: dict, free: np.ndarray, place: np.ndarray, start: np.ndarray,
-               end: np.ndarray) -> None:
-    """Under peak: what moved nodes bring to a device fits the headroom the incumbent leaves there.
+def _headroom(problem: Problem, place: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple:
+    """``(edges, room)``: :data:`HEADROOM_BINS` equal time bins over the step and, per device
+    and bin, its capacity minus the most the incumbent holds there (liveness model)."""
+    ms = float(end.max())
+    edges = np.linspace(0.0, ms, HEADROOM_BINS + 1)
+    room = np.zeros((problem.n_devices, HEADROOM_BINS))
+    for d, (times, level) in enumerate(memory_timeline(problem, place, start, end)):
+        lo = np.maximum(0, np.searchsorted(times, edges[:-1], side="right") - 1)
+        hi = np.maximum(lo, np.searchsorted(times, edges[1:], side="left") - 1)
+        top = np.array([level[a:b + 1].max() for a, b in zip(lo.tolist(), hi.tolist())])
+        room[d] = problem.device_memory[d] - top
+    return edges, room
 
-    A node moved onto ``d`` brings its parameters, output, temporaries and a copy of every
-    input; its old device may have to hold a copy of its output for successors left there.
+
+def _peak_rows(problem: Problem, m, x: dict, free: np.ndarray, place: np.ndarray, start: np.ndarray,
+               end: np.ndarray, in_win: np.ndarray, t_hi: float) -> None:
+    """Under peak: what moved nodes bring to a device fits the headroom the incumbent leaves
+    there, bin by bin of time (:func:`_headroom`).
+
+    A node moved onto ``d`` brings its parameters (every bin), its temporaries and output
+    from the slab's start until its last consumer outside the window ends (or the step's end
+    without consumers), and a copy of each input from its arrival until the slab's end plus
+    the transfer; its old device holds a copy of its output for fixed successors left there.
     Re-timing alone can also lengthen lifetimes, so every accepted schedule is re-checked.
     """
     k = problem.n_devices
     cap = problem.device_memory
-    room = cap - peak_memory(problem, place, start, end)
-    out_b = problem.output_bytes
-    inb = np.zeros(problem.n_nodes)
-    np.add.at(inb, problem.edge_dst, out_b[problem.edge_src])
-    own = problem.param_bytes + out_b + problem.temp_bytes + inb
-    for d in range(k):
-        if not np.isfinite(cap[d]):
+    edges, room = _headroom(problem, place, start, end)
+    ms = float(edges[-1])
+    out_b, tmp_b, par_b = problem.output_bytes, problem.temp_bytes, problem.param_bytes
+    src, dst = problem.edge_src, problem.edge_dst
+    comm = xc.transfer_table(problem)
+    t_lo = float(start[in_win].min())
+    slack = float(comm.max()) if comm.size else 0.0
+
+    def bins(a: float, b: float) -> range:
+        return range(max(0, int(np.searchsorted(edges, a, side="right")) - 1),
+                     min(HEADROOM_BINS, int(np.searchsorted(edges, b, side="left")) + 1))
+    rows: dict = {}
+    for (v, dd), lit in x.items():
+        if not free[v]:
             continue
-        terms = []
-        for (v, dd), lit in x.items():
-            if not free[v]:
-                continue
-            if dd == d and place[v] != d and own[v] > 0:
-                terms.append(int(math.ceil(own[v])) * lit)
-            elif dd == d and place[v] == d and out_b[v] > 0:
-                terms.append(int(math.ceil(out_b[v])) * (1 - lit))
-        if terms:
-            m.add(sum(terms) <= max(0, int(math.floor(room[d]))))
+        outs = problem.out_edges[problem.out_ptr[v]:problem.out_ptr[v + 1]]
+        fixed_out = outs[~in_win[dst[outs]]]
+        life = max([t_hi + slack] + end[dst[fixed_out]].tolist()) if outs.size else ms
+        if dd != place[v]:
+            terms = [(par_b[v], range(HEADROOM_BINS)), (out_b[v] + tmp_b[v], bins(t_lo, life))]
+            for e in problem.in_edges[problem.in_ptr[v]:problem.in_ptr[v + 1]].tolist():
+                u = int(src[e])
+                arrive = t_lo if in_win[u] else float(end[u] + comm[e, place[u], dd])
+                if out_b[u] > 0 and (in_win[u] or place[u] != dd):
+                    terms.append((out_b[u], bins(min(arrive, t_lo), t_hi + slack)))
+            for size, span in terms:
+                for b in span if size > 0 else ():
+                    rows.setdefault((dd, b), []).append(int(math.ceil(size)) * lit)
+        elif out_b[v] > 0:  # its device now: if it leaves, successors left here need a copy
+            here = fixed_out[place[dst[fixed_out]] == dd]
+            if here.size or fixed_out.size < outs.size:
+                until = max([t_hi + slack] + end[dst[here]].tolist())
+                for b in bins(t_lo, until):
+                    rows.setdefault((dd, b), []).append(int(math.ceil(out_b[v])) * (1 - lit))
+    for (d, b), terms in rows.items():
+        if np.isfinite(cap[d]):
+            m.add(sum(terms) <= max(0, int(math.floor(room[d, b]))))
 
 
 def _static_rows(problem: Problem, m, x: dict, leader: np.ndarray, free: np.ndarray, place: np.ndarray,
@@ -408,18 +449,21 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     Returns
     -------
     Solution
-        Status ``feasible``, the generic and memory-forced path bounds, the best schedule found.
+        Status ``feasible``, the best schedule found and the best bound of
+        :mod:`optpart.solvers.proven_bounds` (its parts in ``stats["bounds"]``).
     """
-    from ..evaluate import problem_lower_bound
     from ..result import Status
-    from .path_bounds import memory_path_bound
     from .base import Solution
+    from .proven_bounds import proven_bound
 
     heuristic = incumbent
     incumbent, origin = best_start(problem, incumbent, memory_model, budget, reserve, stats, seed=seed,
                                    deterministic_time=deterministic_time)
+    # The bounds before the windows: their CP-SAT budget is deterministic, a share of the call's.
+    region_dtime = min(REGION_DTIME_MAX, REGION_SHARE * budget.limit_s)
+    bound = proven_bound(problem, memory_model, region_dtime=region_dtime, stats=stats)
     if incumbent is None:
-        return xc.fallback(problem, heuristic, memory_model, why, stats)
+        return xc.fallback(problem, heuristic, memory_model, why, stats, lower_bound=bound)
     limit = None if deterministic_time is None else max(1, int(deterministic_time / WINDOW_DTIME))
     place, start, wst = improve_windows(problem, incumbent.placement, incumbent.start, budget,
                                         memory_model=memory_model, reserve=reserve, seed=seed, size=size,
@@ -428,12 +472,11 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     if not wst["window_improvements"] and origin == "heuristic":
         stats["stop_reason"] = "model not built"
         return xc.fallback(problem, incumbent, memory_model, f"{why}; {wst['window_solves']} windowed "
-                           "sub-solves found nothing shorter", stats)
+                           "sub-solves found nothing shorter", stats, lower_bound=bound)
     stats["stop_reason"] = "deterministic time limit" if limit is not None and \
         wst["window_solves"] >= limit else "time limit"
     ms0, ms = wst["window_start_makespan"], wst["window_end_makespan"]
-    bound = min(max(problem_lower_bound(problem), float(incumbent.lower_bound or 0.0),
-                    memory_path_bound(problem, memory_model)), ms)
+    bound = min(max(bound, float(incumbent.lower_bound or 0.0)), ms)
     msg = (f"{why}; started from the {origin}'s schedule (makespan {ms0:.6g} s), which windowed CP-SAT "
            f"sub-solves of up to {wst['window_size']} nodes improved by {100 * (ms0 - ms) / ms0:.2f}% "
            f"({wst['window_improvements']} of {wst['window_solves']} windows)")
