@@ -45,7 +45,7 @@ import numpy as np
 
 from ..memory import fits, memory_timeline, overflow_message, static_memory
 from ..problem import Problem
-from ..schedule.replay import tighten_schedule
+from ..schedule.replay import schedule_tails, tighten_schedule
 from . import _exact_common as xc
 from .window_start import best_start
 
@@ -65,47 +65,6 @@ HEADROOM_BINS = 32
 #: The region bound's CP-SAT deterministic seconds: this share of the call's time limit, at most the maximum.
 REGION_SHARE = 0.05
 REGION_DTIME_MAX = 20.0
-
-
-def schedule_tails(problem: Problem, place: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Longest path from each node's start to the end of the schedule graph.
-
-    The schedule graph has the precedence edges (weighted by the transfer the placement
-    implies) and, on every device, an edge from each node to the next one it runs.
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem.
-    place : ndarray
-        Device of every node.
-    start : ndarray
-        Start of every node in seconds (a valid schedule of ``place``).
-
-    Returns
-    -------
-    ndarray
-        ``tail[v]`` in seconds: ``start[v] + tail[v]`` is the makespan on critical nodes.
-    """
-    n = problem.n_nodes
-    dur = problem.duration(place)
-    comm = problem.transfer_times(place)
-    order = np.lexsort((problem.topo_rank, start + dur, start))
-    nxt = np.full(n, -1, dtype=np.int64)
-    last = np.full(problem.n_devices, -1, dtype=np.int64)
-    for v in order[::-1].tolist():
-        nxt[v] = last[place[v]]
-        last[place[v]] = v
-    tail = np.zeros(n)
-    out_ptr, out_e = problem.out_ptr, problem.out_edges
-    dst = problem.edge_dst
-    for v in order[::-1].tolist():
-        t = tail[nxt[v]] if nxt[v] >= 0 else 0.0
-        es = out_e[out_ptr[v]:out_ptr[v + 1]]
-        if es.size:
-            t = max(t, float((comm[es] + tail[dst[es]]).max()))
-        tail[v] = dur[v] + t
-    return tail
 
 
 def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budget: xc.Budget, *,
@@ -418,7 +377,8 @@ def _static_rows(problem: Problem, m, x: dict, leader: np.ndarray, free: np.ndar
 
 def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.Budget, reserve: float,
                      why: str, stats: dict, *, seed: int = 0, size: int = 200,
-                     deterministic_time: float | None = None, log: bool = False):
+                     deterministic_time: float | None = None, log: bool = False, run_heuristic: bool = False,
+                     hint=None):
     """``cpsat``'s answer on a graph whose full model is not built: the incumbent improved by windows.
 
     Parameters
@@ -445,6 +405,11 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
         A deterministic budget: one window per ``WINDOW_DTIME`` deterministic seconds (reproducible).
     log : bool
         Print one line per improvement.
+    run_heuristic : bool
+        ``incumbent`` is None and the heuristic runs here, after the stage placement
+        (:func:`~optpart.solvers.window_start.best_start`).
+    hint : ndarray, optional
+        The caller's placement, a start for that heuristic.
 
     Returns
     -------
@@ -456,9 +421,9 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     from .base import Solution
     from .proven_bounds import proven_bound
 
-    heuristic = incumbent
-    incumbent, origin = best_start(problem, incumbent, memory_model, budget, reserve, stats, seed=seed,
-                                   deterministic_time=deterministic_time)
+    incumbent, origin, heuristic = best_start(problem, incumbent, memory_model, budget, reserve, stats, seed=seed,
+                                              deterministic_time=deterministic_time, run_heuristic=run_heuristic,
+                                              hint=hint)
     # The bounds before the windows: their CP-SAT budget is deterministic, a share of the call's.
     region_dtime = min(REGION_DTIME_MAX, REGION_SHARE * budget.limit_s)
     bound = proven_bound(problem, memory_model, region_dtime=region_dtime, stats=stats)

@@ -15,34 +15,41 @@ How a node finds its stage, in one linear pass (then every cut vector is one
 ``searchsorted``):
 
 * the *forward set* ``F``: the nodes whose ``phase`` is ``"forward"`` when every node says
-  (the importers write it), else the ancestors of the node at which the most output bytes
-  are live when the graph runs in topological order (the turn from forward to backward);
+  (the importers write it), and the ancestors of the node at which the most output bytes
+  (the largest outgoing tensor without the peak split) are live when the graph runs in
+  topological order (the turn from forward to backward); both are tried;
 * a node of ``F`` is anchored at its position in ``F``'s topological order;
 * another node at the latest ``F`` predecessor it reads from, else at the predecessor with
   the heaviest edge (ties: the lowest anchor, the direction the backward pass runs), else (a source) at the successor with the heaviest edge.
 
 Stage ``s`` holds the anchors in ``[cut_{s-1}, cut_s)``. The cuts start where the bytes a
-stage keeps (parameters, and outputs read outside ``F``) are shared evenly, and a
+stage keeps (parameters, and outputs read outside ``F``; the static ``memory`` without the
+split) are shared in proportion to the devices' capacities, and a
 coordinate descent moves one cut at a time by halving steps while the canonical schedule
 (:func:`optpart.evaluate.canonical_schedule`) gets shorter or, while it overflows memory,
-less over. Every candidate is scored by that one evaluator under the requested memory
-model; the best that fits is returned. Deterministic: an evaluation cap, and a wall-clock
+less over. Then a first-improvement descent moves single nodes of the schedule's critical chain to
+other devices (weight gradients queued behind the critical path on their stage's device go
+where a device waits). Every candidate is scored by that one evaluator under the requested
+memory model; the best that fits is returned. Deterministic: an evaluation cap, and a wall-clock
 deadline only as a safety stop.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
 from ..evaluate import canonical_schedule
 from ..memory import fits, peak_memory, static_memory
 from ..problem import Problem
+from .path_bounds import critical_path_nodes
 
 __all__ = ["forward_set", "stage_anchors", "stage_seed"]
 
-#: Canonical-schedule evaluations of one :func:`stage_seed` call at most.
+#: Canonical-schedule evaluations of one :func:`stage_seed` call at most: for the cuts, and
+#: as many again for the moves along the critical chain (:func:`_chain_moves`).
 MAX_EVALS = 240
 
 
@@ -62,8 +69,8 @@ def forward_set(problem: Problem) -> list[np.ndarray]:
     """
     n = problem.n_nodes
     out = []
-    meta = problem.node_meta
-    if n and all(isinstance(m, dict) and "phase" in m for m in meta):
+    meta = problem.node_meta or ()
+    if n and len(meta) == n and all(isinstance(m, Mapping) and "phase" in m for m in meta):
         out.append(np.array([m["phase"] == "forward" for m in meta], dtype=bool))
     live_split = _liveness_split(problem)
     if not any(np.array_equal(live_split, f) for f in out):
@@ -80,7 +87,11 @@ def _liveness_split(problem: Problem) -> np.ndarray:
     last = pos.copy()
     np.maximum.at(last, problem.edge_src, pos[problem.edge_dst])
     diff = np.zeros(n + 1)
-    out_b = problem.output_bytes.astype(np.float64)
+    if problem.has_split:
+        out_b = problem.output_bytes.astype(np.float64)
+    else:  # without the split, a node's tensor is its largest outgoing edge
+        out_b = np.zeros(n)
+        np.maximum.at(out_b, problem.edge_src, problem.edge_bytes.astype(np.float64))
     np.add.at(diff, pos, out_b)
     np.add.at(diff, last, -out_b)
     turn = int(topo[int(np.argmax(np.cumsum(diff)[:n]))])
@@ -248,7 +259,7 @@ def stage_seed(problem: Problem, memory_model: str, *, deadline: float | None = 
         top = int(forward.sum())
         reads_out = np.zeros(n, dtype=bool)
         reads_out[problem.edge_src[~forward[problem.edge_dst]]] = True
-        keep = problem.param_bytes + problem.output_bytes * reads_out
+        keep = (problem.param_bytes + problem.output_bytes * reads_out) if problem.has_split else problem.memory
         weight = np.zeros(top)
         np.add.at(weight, anchor, keep)  # each node's bytes at its anchor
         cum = np.cumsum(weight)
@@ -267,4 +278,74 @@ def stage_seed(problem: Problem, memory_model: str, *, deadline: float | None = 
                 best = got
     if best is None:
         return None
-    return best[1], best[2]
+    score.limit = score.evals + MAX_EVALS
+    got = _chain_moves(score, best)
+    return got[1], got[2]
+
+
+def _binding_chain(problem: Problem, place: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The nodes of one critical chain: from the last to finish, back through whatever
+    started each node (the latest-arriving input, or the device's previous node)."""
+    n = problem.n_nodes
+    dur = problem.duration(place)
+    end = start + dur
+    comm = problem.transfer_times(place)
+    prev = np.full(n, -1, dtype=np.int64)
+    last: dict = {}
+    for u in np.lexsort((problem.topo_rank, end, start)).tolist():
+        prev[u] = last.get(int(place[u]), -1)
+        last[int(place[u])] = u
+    in_ptr, in_e, src = problem.in_ptr, problem.in_edges, problem.edge_src
+    chain = []
+    v = int(np.argmax(end))
+    while v >= 0:
+        chain.append(v)
+        es = in_e[in_ptr[v]:in_ptr[v + 1]]
+        nxt, ready = -1, -np.inf
+        if es.size:
+            arrive = end[src[es]] + comm[es]
+            a = int(np.argmax(arrive))
+            nxt, ready = int(src[es[a]]), float(arrive[a])
+        if prev[v] >= 0 and end[prev[v]] >= ready - 1e-12 * max(1.0, ready):
+            nxt = int(prev[v])
+        v = nxt
+    return np.asarray(chain, dtype=np.int64)
+
+
+def _chain_moves(score: _Scorer, best: tuple) -> tuple:
+    """First-improvement descent: move one node of the schedule's critical chain to another device.
+
+    The stage placement runs every backward node beside its stage's forward nodes, so work
+    off the critical path (weight gradients) queues on the critical devices while others
+    wait. Each pass tries the critical nodes, longest first (with their colocation group), on
+    every other device the group may use
+    and keeps the first move that shortens the canonical schedule and fits memory; nodes off
+    the DAG's critical path go first.
+    """
+    p = score.problem
+    allowed = p.allowed
+    on_path = np.zeros(p.n_nodes, dtype=bool)
+    on_path[critical_path_nodes(p, p.time)[0]] = True
+    while not score.spent():
+        (_, ms), place, start = best
+        critical = _binding_chain(p, place, start)
+        critical = critical[p.time[critical] > 0]
+        moved = False
+        # Work off the DAG's critical path first (it can leave the chain), longest first.
+        for v in critical[np.lexsort((critical, -p.time[critical], on_path[critical]))].tolist():
+            g = int(p.group_of[v])
+            members = p.groups[g] if g >= 0 else np.array([v])  # a colocation group moves whole
+            for d in np.flatnonzero(allowed[members].all(axis=0)).tolist():
+                if d == place[v] or score.spent():
+                    continue
+                trial = place.copy()
+                trial[members] = d
+                got = score(trial)
+                if got[0] < best[0]:
+                    best, moved = got, True
+                    break
+            if moved or score.spent():
+                break
+        if not moved:
+            break
+    return best

@@ -1,18 +1,19 @@
 """The schedule the windowed search of ``cpsat`` starts from on large graphs.
 
 The windows of :mod:`optpart.solvers.lns_window` improve a schedule locally; where they
-start decides most of what they can reach. Three candidates, each scored by the one
+start decides most of what they can reach. Candidates, each scored by the one
 evaluator under the requested memory model, and the shortest kept:
 
-1. the ``heuristic`` solver's answer (``cpsat``'s incumbent, run before this);
-2. the pipeline-stage placement of :mod:`optpart.solvers.stage_seed` (forward stages, each
-   backward node beside the activations it reads): on the memory-bound training graphs of
-   ``instances/`` it is 8-33% shorter than the heuristic's schedule (measured in
-   docs/exact.md);
-3. when the heuristic's answer is still the best, the heuristic again with more effort
-   (``effort`` up to :data:`MAX_DEEP_EFFORT`, hinted with its first placement) in half of
-   the time left: on graphs whose parallel work the heuristic's search balances (lstm-lm)
-   its extra evaluations pay more than windows do.
+1. the pipeline-stage placement of :mod:`optpart.solvers.stage_seed` (forward stages, each
+   backward node beside the activations it reads, then single moves along the critical
+   chain): on the memory-bound training graphs of ``instances/`` it is much shorter than
+   the heuristic's schedule (measured in docs/exact.md);
+2. the ``heuristic`` solver's answer, hinted with that placement and given an ``effort``
+   sized by the time left (one unit per :data:`DEEP_SECONDS_PER_EFFORT` s of its share, up
+   to :data:`MAX_DEEP_EFFORT`): on graphs whose parallel work its search balances (lstm-lm)
+   the extra evaluations pay more than windows do. When the caller already ran the
+   heuristic (graphs below ``cpsat.WINDOW_MIN_NODES`` whose model is too big), it is
+   run again with more effort only when it is still the best start.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ __all__ = ["best_start", "SEED_SHARE", "DEEP_SHARE", "MAX_DEEP_EFFORT"]
 
 #: Share of the time left that the pipeline-stage search may take at most.
 SEED_SHARE = 0.15
-#: Share of the time left for the deepened heuristic (when its first answer is the best start).
-DEEP_SHARE = 0.5
+#: Share of the time left for the heuristic run after the stage search (or deepened).
+DEEP_SHARE = 0.6
 #: The deepened heuristic's effort: one unit per ``DEEP_SECONDS_PER_EFFORT`` s of its share, at most this.
 MAX_DEEP_EFFORT = 8.0
 DEEP_SECONDS_PER_EFFORT = 5.0
@@ -46,40 +47,52 @@ def _makespan(problem: Problem, sol: Solution | None) -> float:
 
 
 def best_start(problem: Problem, incumbent: Solution | None, memory_model: str, budget: xc.Budget,
-               reserve: float, stats: dict, *, seed: int = 0,
-               deterministic_time: float | None = None) -> tuple[Solution | None, str]:
-    """The shortest of the heuristic's schedule, the stage placement and the deepened heuristic.
+               reserve: float, stats: dict, *, seed: int = 0, deterministic_time: float | None = None,
+               run_heuristic: bool = False, hint=None) -> tuple[Solution | None, str, Solution | None]:
+    """The shortest of the stage placement and the heuristic's schedule (run here or given).
 
     Parameters
     ----------
     problem : Problem
         The problem.
     incumbent : Solution or None
-        The heuristic's answer (valid under ``memory_model``), or None.
+        The heuristic's answer when the caller ran it (valid under ``memory_model``).
     memory_model : str
         ``"static"`` or ``"peak"``: what every candidate must fit.
     budget : Budget
-        The call's budget; the stage search and the deepened heuristic take shares of it.
+        The call's budget; the stage search and the heuristic take shares of it.
     reserve : float
         Seconds kept for the caller.
     stats : dict
-        Updated with ``stage_seed_makespan`` and ``deep_heuristic_makespan`` when they ran,
-        and ``start_from`` (``"heuristic"``, ``"stage seed"`` or ``"deep heuristic"``).
+        Updated with ``stage_seed_makespan``, ``heuristic_makespan``,
+        ``heuristic_effort`` (when it runs here) and ``start_from``.
     seed : int
         The heuristic's seed.
     deterministic_time : float, optional
-        When given, the deepened heuristic's effort comes from it (``deterministic_time /
+        When given, the heuristic's effort comes from it (``deterministic_time /
         DEEP_SECONDS_PER_EFFORT``, same cap), not from the wall clock, so that runs repeat.
+    run_heuristic : bool
+        Run the heuristic here, after the stage search and hinted with its placement (or
+        ``hint``), with an effort sized by the time left; else deepen the given incumbent
+        when it beats the stage placement.
+    hint : ndarray, optional
+        A placement of the caller's, for the heuristic when no stage placement fits.
 
     Returns
     -------
-    tuple of (Solution or None, str)
-        The best start (None when no candidate has a schedule) and where it came from.
+    tuple of (Solution or None, str, Solution or None)
+        The best start (None when no candidate has a schedule), where it came from
+        (``"heuristic"``, ``"stage seed"``, ``"deep heuristic"``) and the heuristic's own
+        answer (the fallback's incumbent).
     """
+    from . import pardnn
     best, origin = incumbent, "heuristic"
     best_ms = _makespan(problem, incumbent)
     left = max(0.0, budget.left() - reserve)
-    seeded = stage_seed(problem, memory_model, deadline=time.perf_counter() + SEED_SHARE * left)
+    # Its evaluation cap ends it; the wall share is a safety stop (all the time left when
+    # the run is to repeat under a deterministic budget).
+    share_s = left if deterministic_time is not None else SEED_SHARE * left
+    seeded = stage_seed(problem, memory_model, deadline=time.perf_counter() + share_s)
     if seeded is not None:
         ms = float((seeded[1] + problem.duration(seeded[0])).max())
         stats["stage_seed_makespan"] = ms
@@ -90,8 +103,17 @@ def best_start(problem: Problem, incumbent: Solution | None, memory_model: str, 
     share = DEEP_SHARE * max(0.0, budget.left() - reserve)
     basis = share if deterministic_time is None else deterministic_time
     effort = min(MAX_DEEP_EFFORT, basis / DEEP_SECONDS_PER_EFFORT)
-    if origin == "heuristic" and effort >= 2.0 and incumbent is not None and incumbent.placement is not None:
-        from . import pardnn
+    if run_heuristic:
+        start_from = seeded[0] if seeded is not None else hint
+        incumbent = pardnn.solve(problem, time_limit=share, seed=seed, hint=start_from,
+                                 memory_model=memory_model, effort=max(1.0, effort))
+        ms = _makespan(problem, incumbent)
+        if np.isfinite(ms):
+            stats["heuristic_makespan"] = ms
+            stats["heuristic_effort"] = max(1.0, effort)
+        if ms < best_ms * (1 - 1e-12):
+            best, best_ms, origin = incumbent, ms, "heuristic"
+    elif origin == "heuristic" and effort >= 2.0 and incumbent is not None and incumbent.placement is not None:
         deep = pardnn.solve(problem, time_limit=share, seed=seed, hint=incumbent.placement,
                             memory_model=memory_model, effort=effort)
         ms = _makespan(problem, deep)
@@ -101,5 +123,4 @@ def best_start(problem: Problem, incumbent: Solution | None, memory_model: str, 
         if ms < best_ms * (1 - 1e-12):
             best, best_ms, origin = deep, ms, "deep heuristic"
     stats["start_from"] = origin
-    return (best if np.isfinite(best_ms) else None), origin
-
+    return (best if np.isfinite(best_ms) else None), origin, incumbent
