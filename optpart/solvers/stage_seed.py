@@ -27,7 +27,10 @@ stage keeps (parameters, and outputs read outside ``F``; the static ``memory`` w
 split) are shared in proportion to the devices' capacities, and a
 coordinate descent moves one cut at a time by halving steps while the canonical schedule
 (:func:`optpart.evaluate.canonical_schedule`) gets shorter or, while it overflows memory,
-less over. Then a first-improvement descent moves single nodes of the schedule's critical chain to
+less over. When no stage placement fits (the parameters of every stage's weights land on few devices,
+as lstm-lm's six weight groups, 569 MiB for devices of 384 MiB), a second round packs the
+parameter-holding nodes with their colocation groups over the devices, largest first, and
+places the rest by stages as before. Then a first-improvement descent moves single nodes of the schedule's critical chain to
 other devices (weight gradients queued behind the critical path on their stage's device go
 where a device waits). Every candidate is scored by that one evaluator under the requested
 memory model; the best that fits is returned. Deterministic: an evaluation cap, and a wall-clock
@@ -202,10 +205,43 @@ class _Scorer:
         return (0, float(finish.max()) if p.n_nodes else 0.0), place, start
 
 
-def _descend(score: _Scorer, anchor: np.ndarray, devices: np.ndarray, cuts: np.ndarray, top: int):
-    """Coordinate descent over the cut positions (halving steps); the best ``(key, place, start)``."""
+def parameter_units(problem: Problem) -> list[np.ndarray]:
+    """The nodes that hold parameters, with their colocation groups: units placed whole,
+    largest first (parameter bytes, then first node)."""
+    seen: set = set()
+    units = []
+    for v in np.flatnonzero(problem.param_bytes > 0).tolist():
+        g = int(problem.group_of[v])
+        key = ("g", g) if g >= 0 else ("v", v)
+        if key not in seen:
+            seen.add(key)
+            units.append(problem.groups[g] if g >= 0 else np.array([v], dtype=np.int64))
+    size = [float(problem.param_bytes[u].sum()) for u in units]
+    return [units[i] for i in sorted(range(len(units)), key=lambda i: (-size[i], int(units[i][0])))]
+
+
+def _pack(problem: Problem, place: np.ndarray, devices: np.ndarray, units: list) -> np.ndarray:
+    """``place`` with each parameter unit on the device of ``devices`` with the most capacity
+    left after the units placed before it (longest-processing-time packing, Graham 1969)."""
+    place = place.copy()
+    left = {int(d): float(problem.device_memory[d]) for d in devices}
+    for members in units:
+        ok = [d for d in left if problem.allowed[members, d].all()]
+        if not ok:
+            continue
+        d = max(ok, key=lambda e: (left[e], -e))
+        place[members] = d
+        left[d] -= float(problem.param_bytes[members].sum())
+    return place
+
+
+def _descend(score: _Scorer, anchor: np.ndarray, devices: np.ndarray, cuts: np.ndarray, top: int,
+             units: list | None = None):
+    """Coordinate descent over the cut positions (halving steps); the best ``(key, place, start)``.
+    With ``units``, the parameter units are packed over the stages' devices (:func:`_pack`)."""
     def place_of(c: np.ndarray) -> np.ndarray:
-        return devices[np.searchsorted(c, anchor, side="right")]
+        place = devices[np.searchsorted(c, anchor, side="right")]
+        return place if units is None else _pack(score.problem, place, devices, units)
 
     best = (score(place_of(cuts)), cuts)
     step = max(1, top // 8)
@@ -254,6 +290,25 @@ def stage_seed(problem: Problem, memory_model: str, *, deadline: float | None = 
     by_cap = np.lexsort((np.arange(k), -problem.device_memory))
     best = None
     candidates = forward_set(problem)
+    for packed in (False, True):  # parameters packed over the devices only when no stage placement fits
+        if best is not None:
+            break
+        units = parameter_units(problem) if packed else None
+        if packed:
+            score.limit = score.evals + MAX_EVALS
+        best = _stages(problem, score, candidates, by_cap, units)
+    if best is None:
+        return None
+    score.limit = score.evals + MAX_EVALS
+    got = _chain_moves(score, best)
+    return got[1], got[2]
+
+
+def _stages(problem: Problem, score: _Scorer, candidates: list, by_cap: np.ndarray, units: list | None):
+    """The best fitting stage placement over the forward sets and stage counts, or None."""
+    n, k = problem.n_nodes, problem.n_devices
+    best = None
+    budget_end = score.limit
     for rounds, forward in zip(range(len(candidates), 0, -1), candidates):
         anchor = stage_anchors(problem, forward)
         top = int(forward.sum())
@@ -265,7 +320,7 @@ def stage_seed(problem: Problem, memory_model: str, *, deadline: float | None = 
         cum = np.cumsum(weight)
         for s in range(k, 0, -1):  # the most stages first: the likeliest to fit
             # An even share of what is left of the evaluations for each stage count.
-            score.limit = min(MAX_EVALS, score.evals + (MAX_EVALS - score.evals) // (s + k * (rounds - 1)))
+            score.limit = min(budget_end, score.evals + (budget_end - score.evals) // (s + k * (rounds - 1)))
             if score.spent():
                 break
             devices = by_cap[:s]
@@ -273,14 +328,10 @@ def stage_seed(problem: Problem, memory_model: str, *, deadline: float | None = 
             share = np.cumsum(np.where(np.isfinite(cap), cap, 1.0))
             cuts = np.searchsorted(cum, cum[-1] * share[:-1] / share[-1]).astype(np.int64) if s > 1 \
                 else np.zeros(0, dtype=np.int64)
-            got = _descend(score, anchor, devices, cuts, top)
+            got = _descend(score, anchor, devices, cuts, top, units)
             if got[1] is not None and got[0][0] == 0 and (best is None or got[0] < best[0]):
                 best = got
-    if best is None:
-        return None
-    score.limit = score.evals + MAX_EVALS
-    got = _chain_moves(score, best)
-    return got[1], got[2]
+    return best
 
 
 def _binding_chain(problem: Problem, place: np.ndarray, start: np.ndarray) -> np.ndarray:
