@@ -89,3 +89,17 @@ def test_chain_moves_only_keep_improvements():
     assert better[0][0] == 0 and better[0][1] < 0.8 * first[0][1]  # the parallel work spreads out
     assert _valid(p, (better[1], better[2]), "static") == pytest.approx(better[0][1])
     assert score.evals <= score.limit
+
+
+def test_parameter_units_are_packed_largest_first_onto_the_emptiest_device():
+    # lstm-lm: six weight groups (a weight's gradient accumulation with its update) hold
+    # 156 + 156 + 4 x 64 MiB, more than one 384 MiB device; packed they spread evenly.
+    from pathlib import Path
+    p = optpart.load(Path(__file__).resolve().parent.parent / "instances" / "lstm-lm-training.json")
+    units = ss.parameter_units(p)
+    sizes = [float(p.param_bytes[u].sum()) for u in units]
+    assert sizes == sorted(sizes, reverse=True) and sum(sizes) == pytest.approx(float(p.param_bytes.sum()))
+    packed = ss._pack(p, np.zeros(p.n_nodes, dtype=np.int64), np.arange(p.n_devices), units)
+    assert p.respects_constraints(packed)
+    held = np.bincount(packed, weights=p.param_bytes, minlength=p.n_devices)
+    assert held.max() <= 0.6 * p.device_memory[0] and held.max() < 2.0 * held.min()
