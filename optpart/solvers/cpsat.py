@@ -192,16 +192,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                         memory_model=memory_model, stats={"stop_reason": "proven optimal"})
     stats: dict = {"peak_model": peak}
 
-    reserve = 0.2 + 2e-5 * (n + problem.n_edges)  # decoding and scoring
-    if lns and use_hint and n >= WINDOW_MIN_NODES:
-        # Large graphs: windows, from the best of a stage placement and the heuristic (run there).
-        from .lns_window import solve_by_windows
-        stats.update(model_terms_estimate=cm.estimate_size(problem, peak), stop_reason="model not built")
-        why = f"cpsat: the full model of {n:,} nodes is not searched (windows from {WINDOW_MIN_NODES:,} nodes)"
-        return solve_by_windows(problem, None, memory_model, budget, reserve, why, stats,
-                                seed=seed, size=window_size, deterministic_time=deterministic_time, log=log,
-                                run_heuristic=True, hint=hint)
-
     # 1. The incumbent: the heuristic's placement and schedule.
     incumbent = None
     if use_hint:
@@ -211,6 +201,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # 2. Size the model before building it.
     size = cm.estimate_size(problem, peak)
     stats["model_terms_estimate"] = size
+    reserve = 0.2 + 2e-5 * (n + problem.n_edges)  # decoding and scoring
     why = xc.too_big("cpsat", size, BUILD_RATE, MAX_TERMS, budget, reserve)
     if why is None and n >= WINDOW_MIN_NODES and lns:
         why = (f"cpsat: the full model of {n:,} nodes is not searched (windows from "

@@ -380,8 +380,7 @@ def _static_rows(problem: Problem, m, x: dict, leader: np.ndarray, free: np.ndar
 
 def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.Budget, reserve: float,
                      why: str, stats: dict, *, seed: int = 0, size: int = 200,
-                     deterministic_time: float | None = None, log: bool = False, run_heuristic: bool = False,
-                     hint=None):
+                     deterministic_time: float | None = None, log: bool = False):
     """``cpsat``'s answer on a graph whose full model is not built: the incumbent improved by windows.
 
     Parameters
@@ -408,11 +407,6 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
         A deterministic budget: one window per ``WINDOW_DTIME`` deterministic seconds (reproducible).
     log : bool
         Print one line per improvement.
-    run_heuristic : bool
-        ``incumbent`` is None and the heuristic runs here, after the stage placement
-        (:func:`~optpart.solvers.window_start.best_start`).
-    hint : ndarray, optional
-        The caller's placement, a start for that heuristic.
 
     Returns
     -------
@@ -424,9 +418,9 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     from .base import Solution
     from .proven_bounds import proven_bound
 
-    incumbent, origin, heuristic = best_start(problem, incumbent, memory_model, budget, reserve, stats, seed=seed,
-                                              deterministic_time=deterministic_time, run_heuristic=run_heuristic,
-                                              hint=hint)
+    heuristic = incumbent
+    incumbent, origin = best_start(problem, incumbent, memory_model, budget, reserve, stats, seed=seed,
+                                   deterministic_time=deterministic_time)
     # The bounds before the windows: their CP-SAT budget is deterministic, a share of the call's.
     region_dtime = min(REGION_DTIME_MAX, REGION_SHARE * budget.limit_s)
     bound = proven_bound(problem, memory_model, region_dtime=region_dtime, stats=stats)

@@ -4,16 +4,18 @@ The windows of :mod:`optpart.solvers.lns_window` improve a schedule locally; whe
 start decides most of what they can reach. Candidates, each scored by the one
 evaluator under the requested memory model, and the shortest kept:
 
-1. the pipeline-stage placement of :mod:`optpart.solvers.stage_seed` (forward stages, each
+1. the ``heuristic`` solver's answer (``cpsat``'s incumbent, run before this at effort 1:
+   the answer is never worse than it);
+2. the pipeline-stage placement of :mod:`optpart.solvers.stage_seed` (forward stages, each
    backward node beside the activations it reads, then single moves along the critical
    chain): on the memory-bound training graphs of ``instances/`` it is much shorter than
    the heuristic's schedule (measured in docs/exact.md);
-2. the ``heuristic`` solver's answer (from its own constructions), given an ``effort``
-   sized by the time left (one unit per :data:`DEEP_SECONDS_PER_EFFORT` s of its share, up
-   to :data:`MAX_DEEP_EFFORT`): on graphs whose parallel work its search balances (lstm-lm)
-   the extra evaluations pay more than windows do. When the caller already ran the
-   heuristic (graphs below ``cpsat.WINDOW_MIN_NODES`` whose model is too big), it is
-   run again with more effort only when it is still the best start.
+3. when the heuristic's answer is still the best, the heuristic again with more effort
+   (one unit per :data:`DEEP_SECONDS_PER_EFFORT` s of :data:`DEEP_SHARE` of the time left,
+   up to :data:`MAX_DEEP_EFFORT`, hinted with its first placement): on graphs whose
+   parallel work its search balances (lstm-lm) the extra evaluations pay more than windows
+   do. It is not hinted with the stage placement: from there its search stays there
+   (lstm-lm: 0.02766 s against 0.0252 s).
 """
 
 from __future__ import annotations
@@ -47,16 +49,16 @@ def _makespan(problem: Problem, sol: Solution | None) -> float:
 
 
 def best_start(problem: Problem, incumbent: Solution | None, memory_model: str, budget: xc.Budget,
-               reserve: float, stats: dict, *, seed: int = 0, deterministic_time: float | None = None,
-               run_heuristic: bool = False, hint=None) -> tuple[Solution | None, str, Solution | None]:
-    """The shortest of the stage placement and the heuristic's schedule (run here or given).
+               reserve: float, stats: dict, *, seed: int = 0,
+               deterministic_time: float | None = None) -> tuple[Solution | None, str]:
+    """The shortest of the heuristic's schedule, the stage placement and the deepened heuristic.
 
     Parameters
     ----------
     problem : Problem
         The problem.
     incumbent : Solution or None
-        The heuristic's answer when the caller ran it (valid under ``memory_model``).
+        The heuristic's answer (valid under ``memory_model``), or None.
     memory_model : str
         ``"static"`` or ``"peak"``: what every candidate must fit.
     budget : Budget
@@ -64,27 +66,19 @@ def best_start(problem: Problem, incumbent: Solution | None, memory_model: str, 
     reserve : float
         Seconds kept for the caller.
     stats : dict
-        Updated with ``stage_seed_makespan``, ``heuristic_makespan``,
-        ``heuristic_effort`` (when it runs here) and ``start_from``.
+        Updated with ``stage_seed_makespan``, ``deep_heuristic_makespan`` and
+        ``deep_heuristic_effort`` when they ran, and ``start_from``.
     seed : int
         The heuristic's seed.
     deterministic_time : float, optional
-        When given, the heuristic's effort comes from it (``deterministic_time /
+        When given, the deepened heuristic's effort comes from it (``deterministic_time /
         DEEP_SECONDS_PER_EFFORT``, same cap), not from the wall clock, so that runs repeat.
-    run_heuristic : bool
-        Run the heuristic here, after the stage search, with an effort sized by the time
-        left; else deepen the given incumbent when it beats the stage placement.
-    hint : ndarray, optional
-        A placement of the caller's, the heuristic's hint.
-
     Returns
     -------
-    tuple of (Solution or None, str, Solution or None)
-        The best start (None when no candidate has a schedule), where it came from
-        (``"heuristic"``, ``"stage seed"``, ``"deep heuristic"``) and the heuristic's own
-        answer (the fallback's incumbent).
+    tuple of (Solution or None, str)
+        The best start (None when no candidate has a schedule) and where it came from
+        (``"heuristic"``, ``"stage seed"`` or ``"deep heuristic"``).
     """
-    from . import pardnn
     best, origin = incumbent, "heuristic"
     best_ms = _makespan(problem, incumbent)
     left = max(0.0, budget.left() - reserve)
@@ -102,18 +96,8 @@ def best_start(problem: Problem, incumbent: Solution | None, memory_model: str, 
     share = DEEP_SHARE * max(0.0, budget.left() - reserve)
     basis = share if deterministic_time is None else deterministic_time
     effort = min(MAX_DEEP_EFFORT, basis / DEEP_SECONDS_PER_EFFORT)
-    if run_heuristic:
-        # Not hinted with the stage placement: from it the heuristic's search stays there
-        # (lstm-lm: 0.02766 s hinted, 0.0252 s from its own constructions).
-        incumbent = pardnn.solve(problem, time_limit=share, seed=seed, hint=hint,
-                                 memory_model=memory_model, effort=max(1.0, effort))
-        ms = _makespan(problem, incumbent)
-        if np.isfinite(ms):
-            stats["heuristic_makespan"] = ms
-            stats["heuristic_effort"] = max(1.0, effort)
-        if ms < best_ms * (1 - 1e-12):
-            best, best_ms, origin = incumbent, ms, "heuristic"
-    elif origin == "heuristic" and effort >= 2.0 and incumbent is not None and incumbent.placement is not None:
+    if origin == "heuristic" and effort >= 2.0 and incumbent is not None and incumbent.placement is not None:
+        from . import pardnn
         deep = pardnn.solve(problem, time_limit=share, seed=seed, hint=incumbent.placement,
                             memory_model=memory_model, effort=effort)
         ms = _makespan(problem, deep)
@@ -123,4 +107,4 @@ def best_start(problem: Problem, incumbent: Solution | None, memory_model: str, 
         if ms < best_ms * (1 - 1e-12):
             best, best_ms, origin = deep, ms, "deep heuristic"
     stats["start_from"] = origin
-    return (best if np.isfinite(best_ms) else None), origin, incumbent
+    return (best if np.isfinite(best_ms) else None), origin
