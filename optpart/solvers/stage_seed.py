@@ -49,7 +49,7 @@ from ..memory import fits, peak_memory, static_memory
 from ..problem import Problem
 from .path_bounds import critical_path_nodes
 
-__all__ = ["forward_set", "stage_anchors", "stage_seed"]
+__all__ = ["forward_set", "stage_anchors", "stage_seed", "parameter_units"]
 
 #: Canonical-schedule evaluations of one :func:`stage_seed` call at most: for the cuts, and
 #: as many again for the moves along the critical chain (:func:`_chain_moves`).
@@ -206,8 +206,19 @@ class _Scorer:
 
 
 def parameter_units(problem: Problem) -> list[np.ndarray]:
-    """The nodes that hold parameters, with their colocation groups: units placed whole,
-    largest first (parameter bytes, then first node)."""
+    """The nodes that hold parameters, with their colocation groups: units placed whole.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (``param_bytes`` and colocation groups).
+
+    Returns
+    -------
+    list of ndarray
+        Node ids per unit (a group, or one node outside groups), largest parameter bytes
+        first, ties by first node.
+    """
     seen: set = set()
     units = []
     for v in np.flatnonzero(problem.param_bytes > 0).tolist():
