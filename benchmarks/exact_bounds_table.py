@@ -1,7 +1,7 @@
 """Lower bounds on the bundled real training graphs: the generic bound and each bound the exact solvers add.
 
 For each real instance in ``instances/`` and each memory model, every part of
-``optpart.solvers.proven_bounds.bound_parts``: the generic bound (``optpart.lower_bound``:
+``optpart.solvers.exact.proven_bounds.bound_parts``: the generic bound (``optpart.lower_bound``:
 critical path, work over total speed, largest node), the communication-aware critical path,
 the energetic (Fernandez-Bussell) windows on communication-aware heads and tails, the
 critical path with the transfers memory forces (per memory model), and the critical path
@@ -29,7 +29,7 @@ from _common import table
 
 import optpart
 from optpart.generators import large_training_graph
-from optpart.solvers.proven_bounds import bound_parts
+from optpart.solvers.exact.proven_bounds import bound_parts
 
 ROOT = Path(__file__).resolve().parent.parent / "instances"
 REAL = ("densenet121", "gpt2", "lstm-lm", "resnet50", "vit-b16")

@@ -1,5 +1,5 @@
 """The energetic bound (``optpart.bounds.window_energy``) and the exact solvers' best bound
-(``solvers/proven_bounds.py``) never exceed a known optimum.
+(``solvers/exact/proven_bounds.py``) never exceed a known optimum.
 
 Brute force on random tiny problems (static and peak memory, pins, forbids, colocation,
 speeds, per-pair links), planted optima; the energetic bound lifts the work bound where work
@@ -16,7 +16,7 @@ from optpart import Device
 from optpart.bounds import energetic_bound, window_energy
 from optpart.generators import planted_dag
 from optpart.problem import Links
-from optpart.solvers.proven_bounds import bound_parts, proven_bound
+from optpart.solvers.exact.proven_bounds import bound_parts, proven_bound
 
 from oracle import brute_force
 from test_cpsat_peak import _random_split, brute_force_peak

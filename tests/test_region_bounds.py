@@ -1,4 +1,4 @@
-"""The critical path with its fork-join regions solved exactly (``solvers/region_bounds.py``).
+"""The critical path with its fork-join regions solved exactly (``solvers/exact/region_bounds.py``).
 
 The bound must never exceed a known optimum: brute force on random tiny problems (static
 and peak memory, pins, forbids, colocation, speeds, per-pair links), planted optima and the
@@ -16,8 +16,8 @@ import optpart
 from optpart import Device
 from optpart.generators import planted_dag
 from optpart.problem import Links
-from optpart.solvers.path_bounds import critical_path_nodes
-from optpart.solvers.region_bounds import path_regions, region_path_bound
+from optpart.solvers.exact.path_bounds import critical_path_nodes
+from optpart.solvers.exact.region_bounds import path_regions, region_path_bound
 
 from conftest import shared_data
 from oracle import brute_force
