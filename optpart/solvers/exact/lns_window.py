@@ -315,7 +315,6 @@ def _peak_rows(problem: Problem, m, x: dict, free: np.ndarray, place: np.ndarray
     the transfer; its old device holds a copy of its output for fixed successors left there.
     Re-timing alone can also lengthen lifetimes, so every accepted schedule is re-checked.
     """
-    k = problem.n_devices
     cap = problem.device_memory
     edges, room = _headroom(problem, place, start, end)
     ms = float(edges[-1])

@@ -20,21 +20,23 @@ How a node finds its stage, in one linear pass (then every cut vector is one
   topological order (the turn from forward to backward); both are tried;
 * a node of ``F`` is anchored at its position in ``F``'s topological order;
 * another node at the latest ``F`` predecessor it reads from, else at the predecessor with
-  the heaviest edge (ties: the lowest anchor, the direction the backward pass runs), else (a source) at the successor with the heaviest edge.
+  the heaviest edge (ties: the lowest anchor, the direction the backward pass runs), else
+  (a source) at the successor with the heaviest edge.
 
 Stage ``s`` holds the anchors in ``[cut_{s-1}, cut_s)``. The cuts start where the bytes a
 stage keeps (parameters, and outputs read outside ``F``; the static ``memory`` without the
-split) are shared in proportion to the devices' capacities, and a
-coordinate descent moves one cut at a time by halving steps while the canonical schedule
+split) are shared in proportion to the devices' capacities, and a coordinate descent moves
+one cut at a time by halving steps while the canonical schedule
 (:func:`optpart.evaluate.canonical_schedule`) gets shorter or, while it overflows memory,
-less over. When no stage placement fits (the parameters of every stage's weights land on few devices,
-as lstm-lm's six weight groups, 569 MiB for devices of 384 MiB), a second round packs the
-parameter-holding nodes with their colocation groups over the devices, largest first, and
-places the rest by stages as before. Then a first-improvement descent moves single nodes of the schedule's critical chain to
-other devices (weight gradients queued behind the critical path on their stage's device go
-where a device waits). Every candidate is scored by that one evaluator under the requested
-memory model; the best that fits is returned. Deterministic: an evaluation cap, and a wall-clock
-deadline only as a safety stop.
+less over. When no stage placement fits (the parameters of every stage's weights land on
+few devices, as lstm-lm's six weight groups, 569 MiB for devices of 384 MiB), a second
+round packs the parameter-holding nodes with their colocation groups over the devices,
+largest first, and places the rest by stages as before. Then a first-improvement descent
+moves single nodes of the schedule's critical chain to other devices (weight gradients
+queued behind the critical path on their stage's device go where a device waits). Every
+candidate is scored by that one evaluator under the requested memory model; the best that
+fits is returned. Deterministic: an evaluation cap, and a wall-clock deadline only as a
+safety stop.
 """
 
 from __future__ import annotations
@@ -185,13 +187,13 @@ class _Scorer:
         self.deadline = deadline
         self.evals = 0
         self.limit = MAX_EVALS
-        self.cap = np.where(np.isfinite(problem.device_memory), problem.device_memory, np.inf)
 
     def spent(self) -> bool:
         return self.evals >= self.limit or time.perf_counter() > self.deadline
 
     def __call__(self, place: np.ndarray):
-        """``(key, start)``: key ``(0, makespan)`` when it fits, ``(1, worst overflow ratio)`` otherwise."""
+        """``(key, place, start)`` of the canonical schedule: key ``(0, makespan)`` when it fits,
+        ``(1, worst overflow ratio)`` when it does not, ``(2, 0)`` when the constraints cannot be kept."""
         self.evals += 1
         p = self.problem
         place = _repair(p, place)
@@ -199,8 +201,8 @@ class _Scorer:
             return (2, 0.0), None, None
         start, finish = canonical_schedule(p, place)
         used = peak_memory(p, place, start, finish) if self.peak else static_memory(p, place)
-        over = float(np.max(np.where(np.isfinite(self.cap), used / np.maximum(self.cap, 1.0), 0.0))) - 1.0
         if not bool(np.all(fits(used, p.device_memory))):
+            over = float(np.max(used / np.maximum(p.device_memory, 1.0))) - 1.0  # inf capacity: 0
             return (1, max(over, 1e-12)), place, start
         return (0, float(finish.max()) if p.n_nodes else 0.0), place, start
 
