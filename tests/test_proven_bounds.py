@@ -83,3 +83,17 @@ def test_parts_are_named_and_the_best_is_reported():
     assert set(stats["bounds"]) == {"generic", "comm_path", "energetic", "memory_path", "regions"}
     assert best == max(stats["bounds"].values())
     assert best >= optpart.lower_bound(p)
+
+
+def test_cpsat_on_a_large_graph_reports_the_best_part_and_a_valid_start():
+    from optpart.generators import large_training_graph
+    p = large_training_graph(700, k=4, seed=3)
+    assert p.n_nodes >= 600  # the windowed path
+    r = optpart.solve(p, "cpsat", memory_model="peak", deterministic_time=0.2, seed=0)
+    optpart.check(p, r)
+    parts = r.stats["bounds"]
+    assert set(parts) == {"generic", "comm_path", "energetic", "memory_path", "regions"}
+    assert r.lower_bound == pytest.approx(min(max(parts.values()), r.makespan))
+    assert r.lower_bound >= optpart.lower_bound(p)
+    assert r.stats["start_from"] in ("heuristic", "stage seed", "deep heuristic")
+    assert r.makespan <= r.stats["heuristic_makespan"] * (1 + 1e-12)
