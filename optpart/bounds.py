@@ -8,8 +8,14 @@ valid schedule:
 * :func:`work_bound` lets the work flow like a fluid over all devices: total work
   over total speed.
 * :func:`largest_node_bound` the single longest node at its fastest allowed speed.
+* :func:`energetic_bound` the work that must run after a time ``h`` (or before ``M - t``),
+  given how early each node can start and how much must follow it (Fernandez and Bussell's
+  bound; :func:`window_energy` computes it from any valid heads and tails).
 
-:func:`lower_bound` is their maximum. Exact solvers add the bound they prove.
+:func:`lower_bound` is the maximum of the first three (every evaluation computes it, so it
+stays one longest-path pass). :func:`energetic_bound` needs tails as well and lifts little
+on its own; the exact solvers add it, with communication-aware heads and tails, to the
+bound they report (``optpart.solvers.exact.proven_bounds``), with the bounds they prove.
 :func:`problem_lower_bound` is the same number, computed once per problem and kept
 in a cache owned by this module (a problem is immutable, so the cache never goes stale,
 and nothing is written into the problem).
@@ -21,11 +27,15 @@ import weakref
 
 import numpy as np
 
-from .paths import top_levels_csr
+from .paths import bottom_levels_csr, top_levels_csr
 from .problem import Problem, best_allowed
 
-__all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "lower_bound", "all_bounds",
-           "problem_lower_bound", "forget"]
+__all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "energetic_bound", "window_energy",
+           "lower_bound", "all_bounds", "problem_lower_bound", "forget"]
+
+#: Thresholds per side of the two-sided windows of :func:`window_energy` (the one-sided ones
+#: are exact over every breakpoint).
+TWO_SIDED_THRESHOLDS = 24
 
 
 def _fastest_durations(problem: Problem) -> np.ndarray:
@@ -94,6 +104,102 @@ def largest_node_bound(problem: Problem) -> float:
     if problem.n_nodes == 0:
         return 0.0
     return float(_fastest_durations(problem).max())
+
+
+def _one_sided(head: np.ndarray, dur: np.ndarray, k: float) -> float:
+    """``max_h h + W(h) / k`` over every breakpoint ``h`` with ``W(h) > 0``, where ``W(h) =
+    sum_v clip(head_v + dur_v - h, 0, dur_v)`` is the work that must run after ``h``."""
+    end = head + dur
+    hs = np.unique(np.concatenate([head, end]))
+    by_head = np.sort(head)
+    h_order = np.argsort(head, kind="stable")
+    suffix = lambda a: np.concatenate([np.cumsum(a[::-1])[::-1], [0.0]])  # noqa: E731
+    dur_after = suffix(dur[h_order])        # sum of dur over head >= h
+    end_after_h = suffix(end[h_order])      # sum of end over head >= h
+    by_end = np.sort(end)
+    end_after = suffix(by_end)              # sum of end over end > h
+    a = np.searchsorted(by_head, hs, side="left")    # first index with head >= h
+    b = np.searchsorted(by_end, hs, side="right")    # first index with end > h
+    n = head.size
+    started = (end_after[b] - hs * (n - b)) - (end_after_h[a] - hs * (n - a))  # runs across h
+    work = dur_after[a] + started
+    ok = work > 1e-12 * max(1.0, float(dur.sum()))
+    return float((hs[ok] + work[ok] / k).max()) if ok.any() else 0.0
+
+
+def window_energy(head, tail, dur, k: float) -> float:
+    """Fernandez and Bussell's energetic bound from valid heads, tails and durations.
+
+    A node starts at or after ``head_v``, runs ``dur_v`` at least, and ``tail_v`` of work
+    follows it; in a window ``[h, M - t]`` at least ``max(0, dur_v - max(0, h - head_v) -
+    max(0, t - tail_v))`` of it runs, and ``k`` devices (``k`` the total speed over the
+    fastest, for fastest durations) hold at most ``k (M - h - t)``. A window where that work
+    is positive is not empty, so ``M >= h + t + W / k`` for every such ``(h, t)``
+    (E. B. Fernandez and B. Bussell, "Bounds on the number of processors and time for
+    multiprocessor optimal schedules", IEEE Trans. Computers 22(8), 1973; energetic
+    reasoning of Baptiste, Le Pape and Nuijten, "Constraint-Based Scheduling", 2001).
+    One-sided windows (``t = 0`` or ``h = 0``) are tried at every breakpoint in
+    ``O(n log n)``; two-sided ones on :data:`TWO_SIDED_THRESHOLDS` thresholds per side.
+
+    Parameters
+    ----------
+    head, tail, dur : array_like of float
+        Valid heads, tails and least durations, one per node, in one unit.
+    k : float
+        Devices (or total speed over the fastest speed, with fastest durations).
+
+    Returns
+    -------
+    float
+        The bound in the unit of the inputs (0 without nodes or work).
+    """
+    head = np.asarray(head, dtype=np.float64)
+    tail = np.asarray(tail, dtype=np.float64)
+    dur = np.asarray(dur, dtype=np.float64)
+    if dur.size == 0 or k <= 0 or not np.isfinite(dur).all():
+        return 0.0
+    best = max(_one_sided(head, dur, k), _one_sided(tail, dur, k))
+    pick = lambda v: np.unique(np.quantile(np.concatenate([v, v + dur]),  # noqa: E731
+                                           np.linspace(0.0, 1.0, TWO_SIDED_THRESHOLDS)))
+    for h in pick(head).tolist():
+        inside = np.maximum(0.0, dur - np.maximum(0.0, h - head))
+        for t in pick(tail).tolist():
+            w = float(np.maximum(0.0, inside - np.maximum(0.0, t - tail)).sum())
+            if w > 1e-12 * max(1.0, float(dur.sum())):
+                best = max(best, h + t + w / k)
+    return best
+
+
+def energetic_bound(problem: Problem) -> float:
+    """:func:`window_energy` with communication-free heads and tails at the fastest speeds.
+
+    Parameters
+    ----------
+    problem : Problem
+        Its DAG, times, speeds and allowed devices.
+
+    Returns
+    -------
+    float
+        Seconds; at least the work bound's ``total / k`` for identical devices, never above
+        any schedule's makespan (0 without nodes).
+    """
+    if problem.n_nodes == 0:
+        return 0.0
+    dur = _fastest_durations(problem)
+    if not problem.n_devices:
+        k = 1.0
+    elif problem.has_constraints:  # time per device: a node never runs less than its fastest allowed time
+        k = float(problem.n_devices)
+    else:  # work per device: speed x time, every node may use the fastest device
+        k = float(problem.device_speed.sum() / problem.device_speed.max())
+    topo = problem.topo.tolist()
+    out_ptr = problem.out_ptr.tolist()
+    succ = problem.edge_dst[problem.out_edges].tolist()
+    d = dur.tolist()
+    head = np.asarray(top_levels_csr(topo, out_ptr, succ, d), dtype=np.float64)
+    bottom = np.asarray(bottom_levels_csr(topo, out_ptr, succ, d, [0.0] * len(succ)), dtype=np.float64)
+    return window_energy(head, bottom - dur, dur, k)
 
 
 def all_bounds(problem: Problem) -> dict[str, float]:

@@ -12,6 +12,9 @@ order, :func:`replay` is the one replay loop, and two wrappers give it its units
 * :func:`integer_schedule`: integer units of a solver's time grid (durations and transfers
   rounded up by the caller), the hint CP-SAT starts from.
 
+:func:`schedule_tails` reads a schedule the other way: the longest path from each node to
+the end of its schedule graph (the nodes where ``start + tail`` is the makespan are critical).
+
 A semi-active replay of a valid schedule never starts a node later than that schedule did
 (by induction along the order), so tightening only ever shortens a solver's answer.
 """
@@ -25,7 +28,7 @@ import numpy as np
 
 from ..problem import Problem
 
-__all__ = ["device_order", "replay", "tighten_schedule", "integer_schedule"]
+__all__ = ["device_order", "replay", "tighten_schedule", "integer_schedule", "schedule_tails"]
 
 
 def device_order(problem: Problem, key: np.ndarray, key_end: np.ndarray) -> list[int]:
@@ -169,3 +172,44 @@ def integer_schedule(problem: Problem, placement: np.ndarray, start_s: np.ndarra
     comm_e = (np.asarray(comm, dtype=np.int64)[np.arange(problem.n_edges), placement[problem.edge_src],
                                                placement[problem.edge_dst]].tolist() if problem.n_edges else [])
     return np.asarray(replay(problem, placement.tolist(), order, dur_v, comm_e, zero=0), dtype=np.int64)
+
+
+def schedule_tails(problem: Problem, place: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Longest path from each node's start to the end of the schedule graph.
+
+    The schedule graph has the precedence edges (weighted by the transfer the placement
+    implies) and, on every device, an edge from each node to the next one it runs.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    place : ndarray
+        Device of every node.
+    start : ndarray
+        Start of every node in seconds (a valid schedule of ``place``).
+
+    Returns
+    -------
+    ndarray
+        ``tail[v]`` in seconds: ``start[v] + tail[v]`` is the makespan on critical nodes.
+    """
+    n = problem.n_nodes
+    dur = problem.duration(place)
+    comm = problem.transfer_times(place)
+    order = np.lexsort((problem.topo_rank, start + dur, start))
+    nxt = np.full(n, -1, dtype=np.int64)
+    last = np.full(problem.n_devices, -1, dtype=np.int64)
+    for v in order[::-1].tolist():
+        nxt[v] = last[place[v]]
+        last[place[v]] = v
+    tail = np.zeros(n)
+    out_ptr, out_e = problem.out_ptr, problem.out_edges
+    dst = problem.edge_dst
+    for v in order[::-1].tolist():
+        t = tail[nxt[v]] if nxt[v] >= 0 else 0.0
+        es = out_e[out_ptr[v]:out_ptr[v + 1]]
+        if es.size:
+            t = max(t, float((comm[es] + tail[dst[es]]).max()))
+        tail[v] = dur[v] + t
+    return tail

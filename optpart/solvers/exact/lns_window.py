@@ -27,7 +27,7 @@ pass without an improvement the window doubles (up to ``max_size``), and at that
 windows start small again with four times the deterministic budget (up to
 ``MAX_WINDOW_DTIME``).
 
-Times are integers of ``1e-7`` of the incumbent's makespan, every quantity rounded down, so
+Times are integers of ``1e-5`` of the incumbent's makespan, every quantity rounded down, so
 the incumbent itself is a solution of every window (``floor(a) + floor(b) <= floor(a + b)``);
 a window's answer may be off by a unit per node, which the replay in seconds removes.
 
@@ -43,15 +43,18 @@ import math
 
 import numpy as np
 
-from ...memory import fits, overflow_message, peak_memory, static_memory
+from ...memory import fits, memory_timeline, overflow_message, static_memory
 from ...problem import Problem
-from ...schedule.replay import tighten_schedule
+from ...schedule.replay import schedule_tails, tighten_schedule
 from . import _exact_common as xc
+from .window_start import best_start
 
 __all__ = ["improve_windows", "schedule_tails"]
 
-#: Time units per incumbent makespan.
-RESOLUTION = 10**7
+#: Time units per incumbent makespan. Finer grids (10**7 before) left every window a slack of
+#: rounding units that CP-SAT spent its budget shaving one unit at a time; at 10**5 a window
+#: of the bundled graphs finds as many or more real improvements in the same budget.
+RESOLUTION = 10**5
 #: Wall seconds a window of ``WINDOW_DTIME`` may take at most (in proportion for larger
 #: budgets); its deterministic budget usually ends it first.
 WINDOW_WALL_S = 3.0
@@ -59,47 +62,11 @@ WINDOW_WALL_S = 3.0
 #: window size, windows start small again with four times the budget, up to the maximum.
 WINDOW_DTIME = 0.1
 MAX_WINDOW_DTIME = 1.6
-
-
-def schedule_tails(problem: Problem, place: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Longest path from each node's start to the end of the schedule graph.
-
-    The schedule graph has the precedence edges (weighted by the transfer the placement
-    implies) and, on every device, an edge from each node to the next one it runs.
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem.
-    place : ndarray
-        Device of every node.
-    start : ndarray
-        Start of every node in seconds (a valid schedule of ``place``).
-
-    Returns
-    -------
-    ndarray
-        ``tail[v]`` in seconds: ``start[v] + tail[v]`` is the makespan on critical nodes.
-    """
-    n = problem.n_nodes
-    dur = problem.duration(place)
-    comm = problem.transfer_times(place)
-    order = np.lexsort((problem.topo_rank, start + dur, start))
-    nxt = np.full(n, -1, dtype=np.int64)
-    last = np.full(problem.n_devices, -1, dtype=np.int64)
-    for v in order[::-1].tolist():
-        nxt[v] = last[place[v]]
-        last[place[v]] = v
-    tail = np.zeros(n)
-    out_ptr, out_e = problem.out_ptr, problem.out_edges
-    dst = problem.edge_dst
-    for v in order[::-1].tolist():
-        t = tail[nxt[v]] if nxt[v] >= 0 else 0.0
-        es = out_e[out_ptr[v]:out_ptr[v + 1]]
-        if es.size:
-            t = max(t, float((comm[es] + tail[dst[es]]).max()))
-        tail[v] = dur[v] + t
-    return tail
+#: Time bins of the peak headroom rows (room per device and bin, from the incumbent's timeline).
+HEADROOM_BINS = 32
+#: The region bound's CP-SAT deterministic seconds: this share of the call's time limit, at most the maximum.
+REGION_SHARE = 0.05
+REGION_DTIME_MAX = 20.0
 
 
 def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budget: xc.Budget, *,
@@ -300,7 +267,7 @@ def _solve_window(problem: Problem, place, start, end, tail, win, dur_s, comm_s,
             m.add(obj >= E[v] + down(q)).only_enforce_if(x[v, d])
     _static_rows(problem, m, x, leader, free, place, memory_model)
     if memory_model == "peak" and problem.has_split:
-        _peak_rows(problem, m, x, free, place, start, end)
+        _peak_rows(problem, m, x, free, place, start, end, in_win, t_hi)
     m.minimize(obj)
     solver = cp_model.CpSolver()
     prm = solver.parameters
@@ -308,6 +275,7 @@ def _solve_window(problem: Problem, place, start, end, tail, win, dur_s, comm_s,
     prm.random_seed = int(seed)
     prm.max_deterministic_time = float(dtime)
     prm.presolve_inclusion_work_limit = 0  # google/or-tools#5293
+    prm.cp_model_presolve = False  # measured: as good or better per window without it (docs/exact.md)
     code = xc.solve_within(solver, m, min(budget.left() - reserve, WINDOW_WALL_S * dtime / WINDOW_DTIME))
     if solver.status_name(code) not in ("OPTIMAL", "FEASIBLE"):
         return None
@@ -322,34 +290,69 @@ def _solve_window(problem: Problem, place, start, end, tail, win, dur_s, comm_s,
     return new_place, key, key_end
 
 
-def _peak_rows(problem: Problem, m, x: dict, free: np.ndarray, place: np.ndarray, start: np.ndarray,
-               end: np.ndarray) -> None:
-    """Under peak: what moved nodes bring to a device fits the headroom the incumbent leaves there.
+def _headroom(problem: Problem, place: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple:
+    """``(edges, room)``: :data:`HEADROOM_BINS` equal time bins over the step and, per device
+    and bin, its capacity minus the most the incumbent holds there (liveness model)."""
+    ms = float(end.max())
+    edges = np.linspace(0.0, ms, HEADROOM_BINS + 1)
+    room = np.zeros((problem.n_devices, HEADROOM_BINS))
+    for d, (times, level) in enumerate(memory_timeline(problem, place, start, end)):
+        lo = np.maximum(0, np.searchsorted(times, edges[:-1], side="right") - 1)
+        hi = np.maximum(lo, np.searchsorted(times, edges[1:], side="left") - 1)
+        top = np.array([level[a:b + 1].max() for a, b in zip(lo.tolist(), hi.tolist())])
+        room[d] = problem.device_memory[d] - top
+    return edges, room
 
-    A node moved onto ``d`` brings its parameters, output, temporaries and a copy of every
-    input; its old device may have to hold a copy of its output for successors left there.
+
+def _peak_rows(problem: Problem, m, x: dict, free: np.ndarray, place: np.ndarray, start: np.ndarray,
+               end: np.ndarray, in_win: np.ndarray, t_hi: float) -> None:
+    """Under peak: what moved nodes bring to a device fits the headroom the incumbent leaves
+    there, bin by bin of time (:func:`_headroom`).
+
+    A node moved onto ``d`` brings its parameters (every bin), its temporaries and output
+    from the slab's start until its last consumer outside the window ends (or the step's end
+    without consumers), and a copy of each input from its arrival until the slab's end plus
+    the transfer; its old device holds a copy of its output for fixed successors left there.
     Re-timing alone can also lengthen lifetimes, so every accepted schedule is re-checked.
     """
-    k = problem.n_devices
     cap = problem.device_memory
-    room = cap - peak_memory(problem, place, start, end)
-    out_b = problem.output_bytes
-    inb = np.zeros(problem.n_nodes)
-    np.add.at(inb, problem.edge_dst, out_b[problem.edge_src])
-    own = problem.param_bytes + out_b + problem.temp_bytes + inb
-    for d in range(k):
-        if not np.isfinite(cap[d]):
+    edges, room = _headroom(problem, place, start, end)
+    ms = float(edges[-1])
+    out_b, tmp_b, par_b = problem.output_bytes, problem.temp_bytes, problem.param_bytes
+    src, dst = problem.edge_src, problem.edge_dst
+    comm = xc.transfer_table(problem)
+    t_lo = float(start[in_win].min())
+    slack = float(comm.max()) if comm.size else 0.0
+
+    def bins(a: float, b: float) -> range:
+        return range(max(0, int(np.searchsorted(edges, a, side="right")) - 1),
+                     min(HEADROOM_BINS, int(np.searchsorted(edges, b, side="left")) + 1))
+    rows: dict = {}
+    for (v, dd), lit in x.items():
+        if not free[v]:
             continue
-        terms = []
-        for (v, dd), lit in x.items():
-            if not free[v]:
-                continue
-            if dd == d and place[v] != d and own[v] > 0:
-                terms.append(int(math.ceil(own[v])) * lit)
-            elif dd == d and place[v] == d and out_b[v] > 0:
-                terms.append(int(math.ceil(out_b[v])) * (1 - lit))
-        if terms:
-            m.add(sum(terms) <= max(0, int(math.floor(room[d]))))
+        outs = problem.out_edges[problem.out_ptr[v]:problem.out_ptr[v + 1]]
+        fixed_out = outs[~in_win[dst[outs]]]
+        life = max([t_hi + slack] + end[dst[fixed_out]].tolist()) if outs.size else ms
+        if dd != place[v]:
+            terms = [(par_b[v], range(HEADROOM_BINS)), (out_b[v] + tmp_b[v], bins(t_lo, life))]
+            for e in problem.in_edges[problem.in_ptr[v]:problem.in_ptr[v + 1]].tolist():
+                u = int(src[e])
+                arrive = t_lo if in_win[u] else float(end[u] + comm[e, place[u], dd])
+                if out_b[u] > 0 and (in_win[u] or place[u] != dd):
+                    terms.append((out_b[u], bins(min(arrive, t_lo), t_hi + slack)))
+            for size, span in terms:
+                for b in span if size > 0 else ():
+                    rows.setdefault((dd, b), []).append(int(math.ceil(size)) * lit)
+        elif out_b[v] > 0:  # its device now: if it leaves, successors left here need a copy
+            here = fixed_out[place[dst[fixed_out]] == dd]
+            if here.size or fixed_out.size < outs.size:
+                until = max([t_hi + slack] + end[dst[here]].tolist())
+                for b in bins(t_lo, until):
+                    rows.setdefault((dd, b), []).append(int(math.ceil(out_b[v])) * (1 - lit))
+    for (d, b), terms in rows.items():
+        if np.isfinite(cap[d]):
+            m.add(sum(terms) <= max(0, int(math.floor(room[d, b]))))
 
 
 def _static_rows(problem: Problem, m, x: dict, leader: np.ndarray, free: np.ndarray, place: np.ndarray,
@@ -407,31 +410,36 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     Returns
     -------
     Solution
-        Status ``feasible``, the generic and memory-forced path bounds, the best schedule found.
+        Status ``feasible``, the best schedule found and the best bound of
+        :mod:`optpart.solvers.exact.proven_bounds` (its parts in ``stats["bounds"]``).
     """
-    from ...evaluate import problem_lower_bound
     from ...result import Status
-    from .path_bounds import memory_path_bound
     from ..base import Solution
+    from .proven_bounds import proven_bound
 
-    if incumbent is None or incumbent.placement is None or incumbent.start is None:
-        return xc.fallback(problem, incumbent, memory_model, why, stats)
+    heuristic = incumbent
+    incumbent, origin = best_start(problem, incumbent, memory_model, budget, reserve, stats, seed=seed,
+                                   deterministic_time=deterministic_time)
+    # The bounds before the windows: their CP-SAT budget is deterministic, a share of the call's.
+    region_dtime = min(REGION_DTIME_MAX, REGION_SHARE * budget.limit_s)
+    bound = proven_bound(problem, memory_model, region_dtime=region_dtime, stats=stats)
+    if incumbent is None:
+        return xc.fallback(problem, heuristic, memory_model, why, stats, lower_bound=bound)
     limit = None if deterministic_time is None else max(1, int(deterministic_time / WINDOW_DTIME))
     place, start, wst = improve_windows(problem, incumbent.placement, incumbent.start, budget,
                                         memory_model=memory_model, reserve=reserve, seed=seed, size=size,
                                         max_windows=limit, log=print if log else None)
     stats.update(wst)
-    if not wst["window_improvements"]:
+    if not wst["window_improvements"] and origin == "heuristic":
         stats["stop_reason"] = "model not built"
         return xc.fallback(problem, incumbent, memory_model, f"{why}; {wst['window_solves']} windowed "
-                           "sub-solves found nothing shorter", stats)
+                           "sub-solves found nothing shorter", stats, lower_bound=bound)
     stats["stop_reason"] = "deterministic time limit" if limit is not None and \
         wst["window_solves"] >= limit else "time limit"
     ms0, ms = wst["window_start_makespan"], wst["window_end_makespan"]
-    bound = min(max(problem_lower_bound(problem), float(incumbent.lower_bound or 0.0),
-                    memory_path_bound(problem, memory_model)), ms)
-    msg = (f"{why}; windowed CP-SAT sub-solves of up to {wst['window_size']} nodes improved the heuristic's "
-           f"makespan by {100 * (ms0 - ms) / ms0:.2f}% ({wst['window_improvements']} of "
-           f"{wst['window_solves']} windows)")
+    bound = min(max(bound, float(incumbent.lower_bound or 0.0)), ms)
+    msg = (f"{why}; started from the {origin}'s schedule (makespan {ms0:.6g} s), which windowed CP-SAT "
+           f"sub-solves of up to {wst['window_size']} nodes improved by {100 * (ms0 - ms) / ms0:.2f}% "
+           f"({wst['window_improvements']} of {wst['window_solves']} windows)")
     return Solution(Status.FEASIBLE, placement=place, start=start, lower_bound=bound, message=msg,
                     memory_model=memory_model, stats=stats)
