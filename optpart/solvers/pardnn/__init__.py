@@ -55,7 +55,7 @@ from ...units import format_bytes
 from ..base import Solution
 from ..spec import Option, SolverSpec
 from .eft import eft_schedule, heft_order, topological_priority, upward_rank
-from .improve import iterated_search, local_search
+from .search import improve_schedule
 from .mapping import map_clusters
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
 from .packing import pack_units
@@ -140,11 +140,13 @@ def _pinned_overflow(problem: Problem, capacity: list[float]) -> str | None:
 
 
 def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float, hint, deadline,
-               seed: int = 0, stats: dict | None = None, lower: float = 0.0):
+               seed: int = 0, stats: dict | None = None, lower: float = 0.0, search: bool = True):
     """Every construction within ``capacity`` (static), improved; (makespan, place, start, finish) or None.
 
     ``lower`` is a proven lower bound on the makespan: once a candidate meets it, the later
-    stages (priority variants, the seed method, the search) cannot beat it and are skipped."""
+    stages (priority variants, the seed method, the search) cannot beat it and are skipped.
+    ``search=False`` leaves the search out (the peak model's starting points: its own search
+    pays more for the time)."""
     stats = {} if stats is None else stats
     n, m = g.n, problem.n_edges
     size = max(1, n + m)
@@ -267,26 +269,17 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)
     used = 0
-    if evals >= _MIN_EVALS and g.k > 1 and not proven() and not late("the improvement", 0.5):
-        unit_of, members, unit_mem = units()
-        if g.n <= _JUSTIFIED_SCORE_NODES:
-            new, used = iterated_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
-                                        evals, deadline, seed=seed, justified=True)
-            if new != place:
-                s2, f2, ms2 = schedule_placement(g, new, 2)
-                if ms2 < ms:
-                    ms, place, s, f = ms2, new, s2, f2
-                    stats["construction"] += "+search"
-        else:
-            # larger graphs: moves scored by replaying the incumbent's order (see improve.py)
-            out: dict = {}
-            new, used = local_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
-                                     evals, deadline, keep_order=True, start=s, out=out)
-            if new != place and out["makespan"] < ms:
-                s2, f2, ms2 = justify(g, new, out["start"], out["finish"], jr)
-                ms, place, s, f = ms2, new, s2, f2
-                stats["construction"] += "+search"
-        if used < evals:
+    if search and evals >= _MIN_EVALS and g.k > 1 and not proven() and not late("the improvement", 0.5):
+        small = g.n <= _JUSTIFIED_SCORE_NODES
+        work = evals * (6 if small else 2) * (n + m)  # an evaluation: bottom levels and 1 (3 justified) replays
+        out = improve_schedule(g, place, s, problem.allowed, units(), capacity, work, deadline, seed=seed,
+                               perturb=small, justify_rounds=jr, justified=small)
+        used = out["work"] // ((6 if small else 2) * (n + m))
+        if out["makespan"] < ms:
+            s2, f2, ms2 = justify(g, out["place"], out["start"], out["finish"], jr)
+            ms, place, s, f = ms2, out["place"], s2, f2
+            stats["construction"] += "+search"
+        if out["stopped"]:
             late("the end of the improvement budget")
     stats["evaluations"] = used
     stats["evaluation_budget"] = evals
