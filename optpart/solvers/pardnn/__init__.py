@@ -69,11 +69,11 @@ SPEC = SolverSpec(
     options=(Option("effort", float, 1.0, "0: constructions only; 1: default; higher: more improvement", min=0.0),),
     memory_models=("static", "peak"), uses_hint=True, uses_time_limit=True)
 
-_WORK_PER_EFFORT = 300_000  # (nodes + edges) x evaluations per unit of effort
-_MAX_EVALS_PER_EFFORT = 1_500
-_MAX_EVALS = 1_000_000     # evaluations at most, whatever the effort (a time limit stops earlier)
-_MIN_EVALS = 10            # fewer is not worth a search: at 20,000 nodes (5 evaluations) it tripled
-                           # the solve time against heft's for no gain (docs/heuristic.md, "Scale")
+_SEARCH_WORK = 600_000     # search budget per unit of effort, in replay visits of nodes and edges
+_SEARCH_PER_SIZE = 3_000   # ... at most this many per node and edge (small graphs)
+_MAX_SEARCH_WORK = 10 ** 10  # at most, whatever the effort (a time limit stops earlier)
+_MIN_EVALS = 10            # no search below the cost of this many reschedules: at 20,000 nodes (5 of
+                           # them) it tripled the solve time against heft's for no gain (docs/heuristic.md)
 _JUSTIFY_ALL_SIZE = 30_000  # nodes + edges up to which every candidate is double-justified at effort 1
                             # (above: the shortest candidate only; justification never lengthens)
 _FULL_CANDIDATES = 2_000_000  # nodes x devices up to which EFT tries every device (as heft does)
@@ -83,6 +83,7 @@ _NOISY_ORDERS = 24         # noisy orders per unit of effort (fewer on larger gr
 _MAX_NOISY_ORDERS = 2_000
 _BOUND_SIZE = 8_000_000    # nodes x devices up to which the optimality test uses every generic bound
 _PACK_EVALS = 2_000_000     # packing-search evaluations (O(1) each) per unit of effort when no fill fits
+_DEFAULT_EFFORT = 1.0      # more effort keeps this effort's answer as a candidate
 _DEADLINE_SHARE = 0.5      # share of the time limit the search may use (the rest: an overrunning
                            # stage, the final check, output)
 
@@ -150,7 +151,11 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats = {} if stats is None else stats
     n, m = g.n, problem.n_edges
     size = max(1, n + m)
-    evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size, _MAX_EVALS))
+    # the search's budget in replay visits of nodes and edges (:mod:`.search`); justified scoring on
+    # small graphs costs three replays instead of one
+    factor = 3 if g.n <= _JUSTIFIED_SCORE_NODES else 1
+    work = int(min(effort * factor * min(_SEARCH_WORK, _SEARCH_PER_SIZE * size), _MAX_SEARCH_WORK))
+    evals = work // (2 * factor * size)   # as many whole reschedules (the seed method's refinement)
     cache: dict = {}
 
     def units():
@@ -269,20 +274,19 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)
     used = 0
-    if search and evals >= _MIN_EVALS and g.k > 1 and not proven() and not late("the improvement", 0.5):
+    if search and work >= _MIN_EVALS * size and g.k > 1 and not proven() and not late("the improvement", 0.5):
         small = g.n <= _JUSTIFIED_SCORE_NODES
-        work = evals * (6 if small else 2) * (n + m)  # an evaluation: bottom levels and 1 (3 justified) replays
         out = improve_schedule(g, place, s, problem.allowed, units(), capacity, work, deadline, seed=seed,
-                               perturb=small, justify_rounds=jr, justified=small)
-        used = out["work"] // ((6 if small else 2) * (n + m))
+                               perturb=small, justify_rounds=jr, justified=small, lower=lower)
+        used = out["work"]
         if out["makespan"] < ms:
             s2, f2, ms2 = justify(g, out["place"], out["start"], out["finish"], jr)
             ms, place, s, f = ms2, out["place"], s2, f2
             stats["construction"] += "+search"
         if out["stopped"]:
             late("the end of the improvement budget")
-    stats["evaluations"] = used
-    stats["evaluation_budget"] = evals
+    stats["search_work"] = used
+    stats["search_budget"] = work
     return ms, place, s, f
 
 
@@ -337,6 +341,29 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     if reason is not None:
         return Solution(Status.INFEASIBLE, message=reason, memory_model=memory_model)
     g = Graph(problem)
+    sol = _solve_at(problem, g, capacity, memory_model, effort, hint, seed, time_limit, deadline)
+    if effort > _DEFAULT_EFFORT and sol.status is not Status.OPTIMAL:
+        # more effort never returns a worse answer than the default: its answer is a candidate
+        low = _solve_at(problem, g, problem.device_memory.astype(float).tolist(), memory_model, _DEFAULT_EFFORT,
+                        hint, seed, time_limit, deadline)
+        if _makespan(g, low) < _makespan(g, sol):
+            low.stats["kept"] = f"the answer at effort {_DEFAULT_EFFORT:g} (shorter than at effort {effort:g})"
+            sol = low
+    return sol
+
+
+def _makespan(g: Graph, sol: Solution) -> float:
+    """Makespan of a solution's own schedule; inf without a placement."""
+    if not sol.status.has_solution or sol.placement is None or sol.start is None:
+        return float("inf")
+    if len(sol.placement) == 0:
+        return 0.0
+    return float(np.max(sol.start + np.asarray(g.time) * np.asarray(g.inv_speed)[sol.placement]))
+
+
+def _solve_at(problem: Problem, g: Graph, capacity: list[float], memory_model: str, effort: float, hint,
+              seed: int, time_limit, deadline) -> Solution:
+    """The heuristic at one effort (:func:`solve` after its checks)."""
     if memory_model == "peak" and problem.has_split:
         try:
             from .peak import solve_peak

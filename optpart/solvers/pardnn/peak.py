@@ -207,7 +207,8 @@ def _improve(problem: Problem, g: Graph, pool: _Pool, units, work: int, deadline
 
     _, _, place, s, _ = pool.best
     out = improve_schedule(g, place, s, problem.allowed, units, [float("inf")] * g.k, work, deadline,
-                           admit=admit, seed=seed, justify_rounds=jr, justified=g.n <= _JUSTIFIED_NODES)
+                           admit=admit, seed=seed, justify_rounds=jr, justified=g.n <= _JUSTIFIED_NODES,
+                           lower=problem_lower_bound(problem))
     if out["moves"]:
         pool.offer("search", out["place"], out["start"], out["finish"], justify_rounds=jr)
     return out["work"]

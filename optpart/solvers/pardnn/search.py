@@ -12,16 +12,18 @@ graphs, so the budget goes to the one that paid most per unit of work:
   step is an input that arrives exactly at the start (across devices: a transfer on the
   critical path) or the device predecessor the node waited for. For a transfer
   ``u -> v``: ``v`` to ``u``'s device and ``u`` to ``v``'s; the chain's run of nodes on
-  ``u``'s device that ends at ``u`` to ``v``'s device and the run on ``v``'s device that
-  starts at ``v`` to ``u``'s (a path gathered); ``v``'s producers to ``v``'s device (a join
+  ``u``'s device joined by data edges that ends at ``u`` to ``v``'s device and the run on
+  ``v``'s device that starts at ``v`` to ``u``'s (a path gathered); ``v``'s producers to ``v``'s device (a join
   gathered). For a device wait: ``v`` and its device predecessor to each other device,
   the earliest input arrival first. A group that does not fit its target device makes
   room by *ejection*: the units there that exchange least with that device (bytes to
   their neighbours there, less their best other device) go to the device they exchange
   most with that has room, in the same move (an ejection chain of depth one; Glover,
   "Ejection chains, reference structures and alternating path methods", Discrete Applied
-  Mathematics 65, 1996). Gathering a path whose device is full is what single moves
-  cannot do on memory-tight graphs.
+  Mathematics 65, 1996); failing that, the group joins the contents of its target device
+  and the devices' contents are reassigned so that each fits (a matching of contents to
+  devices). Gathering a path whose device is full is what single moves cannot do
+  on memory-tight graphs.
 * ``keep-order`` and ``bottom-level``: :func:`.improve.local_search` (every chain unit to
   every device, gathers, then every unit, swaps), each placement rescheduled from scratch
   by replaying the incumbent's start order, or in bottom-level order under the new
@@ -47,6 +49,7 @@ from typing import Callable
 
 import numpy as np
 
+from ...evaluate import time_tolerance
 from ...memory import fits as fits_memory
 from .improve import local_search
 from .incremental import SequenceSchedule
@@ -62,6 +65,7 @@ _MAX_EJECT = 4          # units ejected at most to make room for one move
 _EJECT_WINDOW = 32      # nodes on each side of the group's time on the full device looked at
 _SLICES = 12            # a level's slice: this share of the whole budget
 _LEVELS = ("incremental", "keep-order", "bottom-level")
+_STRENGTH = 3           # random unit moves of a perturbation (more wrecks what the climbs built)
 
 
 class _Search:
@@ -75,6 +79,9 @@ class _Search:
         self.deadline, self.justified = deadline, justified
         self.size = g.n + len(g.succ)
         self.work, self.budget = 0, work
+        # the most one step costs: a move re-simulating and placing every node, a reschedule and
+        # its restart, a memory check
+        self.reserve = INCREMENTAL_COST * 3 * g.n + 6 * self.size
         self.pinned = [int(allowed[m[0]].sum()) <= 1 for m in self.members]
         self.moves = 0
         self.stopped = False
@@ -84,9 +91,10 @@ class _Search:
 
     # ---------------------------------------------------------------- budget, state
     def spent(self, limit: int | None = None) -> bool:
-        """True when the budget (or ``limit``) is used up or the deadline has passed."""
+        """True when the budget (or ``limit``) is used up, but for the most one step may take
+        (:attr:`reserve`, so the budget is never passed), or the deadline has passed."""
         used = self.work + INCREMENTAL_COST * self.ss.work
-        if used >= self.budget or (limit is not None and used >= limit):
+        if used + self.reserve > self.budget or (limit is not None and used >= limit):
             return True
         if self.deadline is not None and _time.perf_counter() > self.deadline:
             self.stopped = True
@@ -143,6 +151,21 @@ class _Search:
         self.work += sum(len(self.members[u]) for u in out)
         return out
 
+    def plans(self, group: list[int], d: int):
+        """The ways to send ``group`` to ``d`` within static memory, as lists of ``(unit,
+        device)`` moves: directly when it fits, else by ejection, then by reassigning the
+        devices' contents (module docstring)."""
+        group = [u for u in group if self.dev(u) != d]
+        if not group or not all(self.ok(u, d) for u in group):
+            return
+        moves = self.plan(group, d)
+        if moves is not None:
+            yield moves
+        if moves is None or len(moves) > len(group):
+            moves = self._swap_devices(group, d)
+            if moves is not None:
+                yield moves
+
     def plan(self, group: list[int], d: int) -> list[tuple[int, int]] | None:
         """``(unit, device)`` moves that send ``group`` to ``d`` within static memory, ejecting
         units from ``d`` when it is full (module docstring); None when no room is made."""
@@ -177,6 +200,41 @@ class _Search:
             if len(moves) - len(group) >= _MAX_EJECT:
                 break
         return None
+
+    def _swap_devices(self, group: list[int], d: int) -> list[tuple[int, int]] | None:
+        """``group`` joins what runs on the full device ``d``, and the devices' contents are
+        reassigned to devices so that every one fits (a bipartite matching of contents to
+        devices by Kuhn's augmenting paths, each content kept where it is when it fits
+        there): on memory-tight graphs with unequal capacities a cluster can only be
+        completed on a device large enough for it. None when no assignment fits."""
+        k, unit_of, mem, cap = self.g.k, self.unit_of, self.unit_mem, self.capacity
+        inside = set(group)
+        on = [[u for u in dict.fromkeys(unit_of[v] for v in self.ss.seq_nodes[e]) if u not in inside]
+              for e in range(k)]
+        on[d] += group
+        self.work += self.g.n
+        load = [sum(mem[u] for u in x) for x in on]
+        ok = [[all(self.ok(u, a) for u in on[e]) and fits_memory(load[e], cap[a]) for a in range(k)]
+              for e in range(k)]
+        holder = [-1] * k   # device -> content on it
+        where = [-1] * k    # content -> device
+        for e in range(k):
+            if ok[e][e]:
+                holder[e] = where[e] = e
+
+        def augment(e: int, seen: set) -> bool:
+            for a in sorted(range(k), key=lambda a: (-cap[a], a)):
+                if ok[e][a] and a not in seen:
+                    seen.add(a)
+                    if holder[a] < 0 or augment(holder[a], seen):
+                        holder[a], where[e] = e, a
+                        return True
+            return False
+
+        for e in sorted((e for e in range(k) if where[e] < 0), key=lambda e: (-load[e], e)):
+            if not augment(e, set()):
+                return None
+        return [(u, where[e]) for e in range(k) for u in on[e] if self.dev(u) != where[e]]
 
     def admitted(self, place, start, finish) -> bool:
         """The ``admit`` check (counted as a pass over the graph), True without one."""
@@ -254,16 +312,23 @@ class _Search:
         return out
 
     def _runs(self, chain: list[int]):
-        """``run(i, step)``: the units of the chain's nodes on ``chain[i]``'s device from ``i``
-        on, backward in time (``step`` 1; chain order is last node first) or forward (-1),
-        in that order; run ends found in one pass, so each run costs its length."""
-        place, unit_of, n = self.ss.place, self.unit_of, len(chain)
+        """``run(i, step)``: the units of the chain's nodes on ``chain[i]``'s device joined to
+        it by data edges (a path, not device waits), from ``i`` on, backward in time
+        (``step`` 1; chain order is last node first) or forward (-1), in that order; run ends
+        found in one pass, so each run costs its length."""
+        g, place, unit_of, n = self.g, self.ss.place, self.unit_of, len(chain)
+
+        def linked(i: int) -> bool:  # chain[i + 1] feeds chain[i] on the same device
+            v, u = chain[i], chain[i + 1]
+            return place[u] == place[v] and u in g.pred[g.in_ptr[v]:g.in_ptr[v + 1]]
+
+        link = [linked(i) for i in range(n - 1)] + [False]
         last = [0] * n    # the run's index farthest back in time (largest)
         for i in range(n - 1, -1, -1):
-            last[i] = last[i + 1] if i + 1 < n and place[chain[i + 1]] == place[chain[i]] else i
+            last[i] = last[i + 1] if link[i] else i
         first = [0] * n   # ... and farthest forward (smallest)
         for i in range(n):
-            first[i] = first[i - 1] if i > 0 and place[chain[i - 1]] == place[chain[i]] else i
+            first[i] = first[i - 1] if i > 0 and link[i - 1] else i
 
         def run(i: int, step: int) -> list[int]:
             end = last[i] if step > 0 else first[i]
@@ -284,8 +349,7 @@ class _Search:
             if self.spent(limit):
                 return improved, False
             group, d = scan.next()
-            moves = self.plan(group, d)
-            if moves is None or not self.attempt(moves):
+            if not any(self.attempt(moves) for moves in self.plans(group, d)):
                 scan.failed += 1
                 continue
             improved = True
@@ -295,13 +359,14 @@ class _Search:
     # ---------------------------------------------------------------- the rescheduling levels
     def replay_moves(self, keep: bool, limit: int) -> tuple[bool, bool]:
         """:func:`.improve.local_search` on up to ``limit`` work, scored by replaying the
-        incumbent's order (``keep``) or in bottom-level order; ``(improved, exhausted)``."""
+        incumbent's order (``keep``) or in bottom-level order; ``(improved, exhausted)``:
+        exhausted when it kept nothing (it starts its scan afresh each time)."""
         ss, g = self.ss, self.g
         justified = self.justified and not keep
         per_eval = (1 if keep else 2 + 4 * justified) * self.size
-        evals = (limit - self.used()) // per_eval
-        if evals < 1:
-            self.work = max(self.work, limit - INCREMENTAL_COST * ss.work)
+        evals = (min(limit, self.budget - self.reserve) - self.used()) // per_eval - 2
+        if evals < 1:  # the slice cannot pay for one reschedule: it is over
+            self.work = max(self.work, min(limit, self.budget) - INCREMENTAL_COST * ss.work)
             return False, False
         out: dict = {}
         new, used = local_search(g, ss.place, self.allowed, self.unit_of, self.members, self.unit_mem,
@@ -310,8 +375,8 @@ class _Search:
         self.work += (used + 2) * per_eval
         if self.deadline is not None and _time.perf_counter() > self.deadline:
             self.stopped = True
-        if not out["accepts"]:
-            return False, used < evals
+        if not out["accepts"]:  # another slice from the same placement would try the same moves
+            return False, True
         self.reset(new, out["start"])
         self.moves += out["accepts"]
         return True, used < evals
@@ -375,7 +440,7 @@ class _Scan:
 def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np.ndarray, units,
                      capacity: list[float], work: int, deadline: float | None = None, *,
                      admit: Callable | None = None, perturb: bool = False, seed: int = 0,
-                     justify_rounds: int = 1, justified: bool = False) -> dict:
+                     justify_rounds: int = 1, justified: bool = False, lower: float = 0.0) -> dict:
     """Improve ``place`` (scheduled by ``start``) by the search of the module docstring.
 
     Parameters
@@ -407,6 +472,8 @@ def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np
         Double-justification rounds of the from-scratch reschedules.
     justified : bool
         Score the bottom-level level's reschedules double-justified (small graphs).
+    lower : float
+        A proven lower bound on the makespan: the search stops once it is met.
 
     Returns
     -------
@@ -417,8 +484,12 @@ def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np
     """
     finish = [start[v] + g.time[v] * g.inv_speed[place[v]] for v in range(g.n)]
     best = (max(finish, default=0.0), float(sum(finish)), list(place), list(start), finish)
-    s = _Search(g, place, start, allowed, units, capacity, admit, work, deadline, justified)
     paid = {lv: 0 for lv in _LEVELS}
+    if work < INCREMENTAL_COST * 4 * g.n + 6 * (g.n + len(g.succ)) or g.k < 2 or not g.n:
+        # not even one step and its set-up fit the budget
+        return {"place": list(place), "start": list(start), "finish": finish, "makespan": best[0], "work": 0,
+                "moves": 0, "stopped": False, "levels": paid}
+    s = _Search(g, place, start, allowed, units, capacity, admit, work, deadline, justified)
 
     def keep_if_best() -> None:
         nonlocal best
@@ -427,14 +498,15 @@ def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np
         if cur < best[:2] and (admit is None or admit(ss.place, ss.start, ss.finish)):
             best = (cur[0], cur[1], list(ss.place), list(ss.start), list(ss.finish))
 
-    if g.k > 1 and g.n:
+    if not s.spent():
         rng = np.random.default_rng(seed)
         n_units = len(s.members)
-        strength = max(2, min(n_units // 8, 12))
+        strength = min(_STRENGTH, n_units)
         slice_ = max(1, work // _SLICES)
         rate = {lv: float("inf") for lv in _LEVELS}   # gain per work of each level's last slice
         exhausted: set[str] = set()
-        while not s.spent():
+        while not s.spent() and not best[0] <= lower + time_tolerance(lower):
+            keep_if_best()
             live = [lv for lv in _LEVELS if lv not in exhausted]
             if live:
                 level = max(live, key=lambda lv: (rate[lv], -_LEVELS.index(lv)))
@@ -454,11 +526,11 @@ def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np
                 exhausted = set()
                 continue
             keep_if_best()
-            if not perturb:
+            if not perturb or s.spent():
                 break
             # iterated local search: from the best, a few seeded random moves within memory
             s.reset(best[2], best[3])
-            for u in rng.choice(n_units, size=min(strength, n_units), replace=False).tolist():
+            for u in rng.choice(n_units, size=strength, replace=False).tolist():
                 ok = np.flatnonzero(allowed[s.members[u][0]]).tolist()
                 moves = s.plan([u], ok[int(rng.integers(len(ok)))])
                 if moves is not None and s.apply(moves):
