@@ -326,7 +326,7 @@ class SequenceSchedule:
         g, place, start, finish = self.g, self.place, self.start, self.finish
         if g.n == 0:
             return []
-        v = max(range(g.n), key=lambda x: (finish[x], -x))
+        v = finish.index(max(finish))   # the last finish (the lowest index of ties)
         chain = [v]
         while start[v] > 0.0:
             d = place[v]

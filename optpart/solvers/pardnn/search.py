@@ -63,7 +63,8 @@ __all__ = ["improve_schedule", "INCREMENTAL_COST"]
 INCREMENTAL_COST = 4
 _MAX_EJECT = 4          # units ejected at most to make room for one move
 _EJECT_WINDOW = 32      # nodes on each side of the group's time on the full device looked at
-_SLICES = 12            # a level's slice: this share of the whole budget
+_SLICES = 12            # a level's slice: this share of the whole budget,
+_SLICE_EVALS = 10       # and at least this many of its reschedules
 _LEVELS = ("incremental", "keep-order", "bottom-level")
 _STRENGTH = 3           # random unit moves of a perturbation (more wrecks what the climbs built)
 
@@ -87,6 +88,7 @@ class _Search:
         self.stopped = False
         self._last: list = []
         self._scan: _Scan | None = None   # where the climb is in the chain's moves
+        self.tier_yield = [[0, 0] for _ in range(4)]   # moves kept and tried per tier
         self.reset(place, start)
 
     # ---------------------------------------------------------------- budget, state
@@ -337,24 +339,22 @@ class _Search:
 
     def climb(self, limit: int) -> tuple[bool, bool]:
         """First-improvement hill climbing over the chain's moves (:meth:`chain_tier`) until
-        ``limit`` work; ``(improved, exhausted)``: exhausted when no move pays at the current
-        placement. After a kept move the scan goes on from the same position of the new
-        chain's moves (wrapping around), so the moves just rejected are not tried again at
-        once; a slice goes on where the last one stopped."""
+        ``limit`` work; ``(improved, exhausted)``: exhausted when a pass over the moves of the
+        critical chain kept none (:class:`_Scan`); a slice goes on where the last one stopped."""
         improved = False
         if self._scan is None or self._scan.ss is not self.ss:  # a new schedule: a new scan
             self._scan = _Scan(self)
         scan = self._scan
-        while not scan.done():
-            if self.spent(limit):
-                return improved, False
-            group, d = scan.next()
-            if not any(self.attempt(moves) for moves in self.plans(group, d)):
-                scan.failed += 1
-                continue
-            improved = True
-            scan.restart()
-        return improved, True
+        while not self.spent(limit):
+            move = scan.next()
+            if move is None:
+                return improved, True
+            group, d, tier = move
+            self.tier_yield[tier][1] += 1
+            if any(self.attempt(moves) for moves in self.plans(group, d)):
+                improved = scan.kept = True
+                self.tier_yield[tier][0] += 1
+        return improved, False
 
     # ---------------------------------------------------------------- the rescheduling levels
     def replay_moves(self, keep: bool, limit: int) -> tuple[bool, bool]:
@@ -363,7 +363,7 @@ class _Search:
         exhausted when it kept nothing (it starts its scan afresh each time)."""
         ss, g = self.ss, self.g
         justified = self.justified and not keep
-        per_eval = (1 if keep else 2 + 4 * justified) * self.size
+        per_eval = self.eval_cost("keep-order" if keep else "bottom-level")
         evals = (min(limit, self.budget - self.reserve) - self.used()) // per_eval - 2
         if evals < 1:  # the slice cannot pay for one reschedule: it is over
             self.work = max(self.work, min(limit, self.budget) - INCREMENTAL_COST * ss.work)
@@ -393,6 +393,12 @@ class _Search:
                 return True
         return False
 
+    def eval_cost(self, level: str) -> int:
+        """Work of one reschedule of ``level`` (0 for the incremental level)."""
+        if level == "incremental":
+            return 0
+        return (1 if level == "keep-order" else 2 + 4 * self.justified) * self.size
+
     def run(self, level: str, limit: int) -> tuple[bool, bool]:
         """One slice of ``level`` up to ``limit`` work: ``(improved, exhausted)``."""
         if level == "incremental":
@@ -401,40 +407,49 @@ class _Search:
 
 
 class _Scan:
-    """The climb's position in the moves of the current critical chain, tiers built lazily."""
+    """The climb's pass over the moves of a critical chain. The tiers of
+    :meth:`_Search.chain_tier` are built lazily, in the order of the share of their moves kept
+    so far in this search (tier order first): which links pay differs between graphs (a
+    transfer on one, a device wait on another). After a tier in which a move was kept the
+    chain is traced again and a new pass starts (not after every move: on graphs where most
+    moves pay, tracing the chain is what a move costs); a pass that keeps nothing ends the
+    climb."""
 
     def __init__(self, search: _Search) -> None:
         self.search, self.ss = search, search.ss
-        self.at, self.failed = 0, 0
-        self.restart(keep_position=False)
+        self.restart()
 
-    def restart(self, keep_position: bool = True) -> None:
-        """A move was kept: the moves of the new chain, from the same position."""
+    def restart(self) -> None:
+        """A new pass, over the moves of the current critical chain."""
+        yield_ = self.search.tier_yield
+        self.order = sorted(range(4), key=lambda t: (-(yield_[t][0] + 1) / (yield_[t][1] + 2), t))
         self.chain = self.search.ss.critical_chain()
         self.moves: list = []
+        self.tiers: list[int] = []   # the tier of each move
         self.seen: set = set()
-        self.tier = 0
-        if keep_position:
-            self.at = max(0, self.at - 1)
-        self.failed = 0
-        self._fill(self.at)
+        self.built = 0
+        self.at = 0
+        self.kept = False
 
     def _fill(self, i: int) -> None:
-        while len(self.moves) <= i and self.tier < 4:
-            self.moves.extend(self.search.chain_tier(self.chain, self.tier, self.seen))
-            self.tier += 1
+        while len(self.moves) <= i and self.built < 4 and not self.kept:
+            tier = self.order[self.built]
+            new = self.search.chain_tier(self.chain, tier, self.seen)
+            self.moves.extend(new)
+            self.tiers.extend([tier] * len(new))
+            self.built += 1
 
-    def done(self) -> bool:
-        self._fill(self.at)
-        return not self.moves or (self.tier >= 4 and self.failed >= len(self.moves))
-
-    def next(self) -> tuple[list[int], int]:
+    def next(self) -> tuple[list[int], int, int] | None:
+        """The next move of the pass and its tier; None when a pass kept nothing (a local
+        optimum)."""
+        if self.at >= len(self.moves) and self.kept:
+            self.restart()
         self._fill(self.at)
         if self.at >= len(self.moves):
-            self.at = 0
+            return None
         m = self.moves[self.at]
         self.at += 1
-        return m
+        return m[0], m[1], self.tiers[self.at - 1]
 
 
 def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np.ndarray, units,
@@ -511,7 +526,7 @@ def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np
             if live:
                 level = max(live, key=lambda lv: (rate[lv], -_LEVELS.index(lv)))
                 before, w0 = s.score(), s.used()
-                improved, done = s.run(level, s.used() + slice_)
+                improved, done = s.run(level, s.used() + max(slice_, _SLICE_EVALS * s.eval_cost(level)))
                 after = s.score()
                 gain = (before[0] - after[0]) / max(before[0], 1e-300) + 1e-3 * (before[1] - after[1]) / max(
                     abs(before[1]), 1e-300)
