@@ -293,3 +293,40 @@ def test_every_bundled_instance_solves_with_every_list_scheduler(path):
         r = optpart.solve(roomy, solver)
         optpart.check(roomy, r)
         assert r.status.has_solution, (solver, r.message)
+
+
+# ------------------------------------------------------------------- one transfer arithmetic
+def test_the_engine_computes_times_as_the_model_does_to_the_last_bit():
+    """Issue 27: the engine multiplied by inverse bandwidths and speeds where the model divides
+    (differing in the last bits on up to 64% of cross-device edges of a bundled instance)."""
+    from optpart.problem import LinkOverride, Links
+    from optpart.schedule.graph import arrivals
+    from optpart.schedule.insertion import edge_comm, insertion_times
+
+    base = layered_dag(60, k=3, seed=4, ccr=1.0)
+    links = Links(latency=1e-3 / 3, bandwidth=7.3e6, pairs=(LinkOverride("dev0", "dev2", 1e-5 / 7, 3.1e6),))
+    p = base.with_devices(3, speed=[1.0, 0.7, 1.3], links=links)
+    g = Graph(p)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        place = rng.integers(0, 3, size=p.n_nodes)
+        comm = np.empty(p.n_edges)
+        comm[p.in_edges] = edge_comm(g, place.tolist())
+        assert np.array_equal(comm, p.transfer_times(place))  # bit for bit
+        dur = p.duration(place)
+        assert [g.duration(v, int(place[v])) for v in range(p.n_nodes)] == dur.tolist()
+        start, finish = insertion_times(g, place.tolist(), p.topo.tolist())
+        assert np.array_equal(np.asarray(finish) - np.asarray(start), dur) or \
+            np.allclose(np.asarray(finish) - np.asarray(start), dur, rtol=1e-15)
+        for v in rng.integers(0, p.n_nodes, size=10).tolist():  # arrival = max of F(u) + the model's transfer
+            lo, hi = p.in_ptr[v], p.in_ptr[v + 1]
+            want = [max([finish[p.edge_src[e]] + p.transfer_time(int(e), int(place[p.edge_src[e]]), d)
+                         for e in p.in_edges[lo:hi]], default=0.0) for d in range(3)]
+            assert arrivals(g, v, range(3), place.tolist(), finish) == want
+    uniform = base.with_devices(3, speed=[1.0, 0.7, 1.3], links=Links(latency=1e-3 / 3, bandwidth=7.3e6))
+    for q in (p, uniform):  # per-pair links, and the uniform link's own path through the engines
+        order = priority_order(q, upward_rank(q)).tolist()
+        for res in (eft_schedule(Graph(q), order, StaticPolicy(q)),
+                    etf_schedule(Graph(q), upward_rank(q).tolist(), StaticPolicy(q))):
+            r = optpart.evaluate(q, np.asarray(res.place), np.asarray(res.start))
+            assert r.makespan == max(res.finish)  # the engine's makespan is the evaluator's

@@ -36,14 +36,14 @@ def _reference_etf(problem, priority):
                 r = 0.0
                 for i in preds:
                     pu = place[g.pred[i]]
-                    r = max(r, finish[g.pred[i]] + g.lat[pu][d] + g.in_bytes[i] * g.inv_bw[pu][d])
+                    r = max(r, finish[g.pred[i]] + (g.lat[pu][d] + g.in_bytes[i] / g.bw[pu][d]))
                 key = (max(r, avail[d]), -float(priority[v]), v, d)
                 best = key if best is None or key < best else best
         if best is None:
             return None
         t, _, v, d = best
         place[v], start[v] = d, t
-        finish[v] = avail[d] = t + g.time[v] * g.inv_speed[d]
+        finish[v] = avail[d] = t + g.time[v] / g.speed[d]
         policy.place(v, d, t, finish[v])
     return place, start, finish
 

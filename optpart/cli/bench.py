@@ -1,6 +1,6 @@
 """The ``bench``, ``report`` and ``plot`` subcommands of ``optpart`` (see ``docs/bench.md``).
 
-Registered through :data:`optpart.cli.COMMAND_MODULES`; each parser sets ``func``.
+Registered through :data:`optpart.cli.COMMAND_MODULES` (this module's :data:`COMMANDS`).
 The commands are thin: the work is in :mod:`~optpart.bench.sweep`,
 :mod:`~optpart.bench.report` and :mod:`~optpart.bench.plots`.
 """
@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OptpartError
+from .common import Command
 
-__all__ = ["register"]
+__all__ = ["COMMANDS"]
 
 
 def _list(text: str, kind: type, flag: str) -> list:
@@ -111,21 +112,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
-    """Add ``bench``, ``report`` and ``plot`` to the ``optpart`` command.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
-    """
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart bench``."""
     from .common import add_device_arguments
-    from ..bench.report import FORMATS
-    from ..pipeline import add_micro_batch_argument
 
-    p = subparsers.add_parser("bench", help="run solvers over instances x device counts x memory scales into SQLite",
-                              description="Run the cross product of instances, solvers, device counts and memory "
-                                          "scales; one row per run in an SQLite file. Rerunning skips finished runs.")
     p.add_argument("instances", nargs="+", metavar="INSTANCE", help="problem files, or directories of them")
     p.add_argument("--solvers", "-s", default="heuristic", metavar="A,B",
                    help="solver names (default heuristic)")
@@ -150,18 +140,35 @@ def register(subparsers: Any) -> None:
     p.add_argument("--executor", default="local", metavar="local|inline|dask://HOST:PORT",
                    help="where runs execute (default: a local process pool of --jobs workers)")
     p.add_argument("--retry-errors", action="store_true", help="rerun the runs recorded as errors")
-    p.set_defaults(func=_cmd_bench)
 
-    p = subparsers.add_parser("report", help="summarise a results database per solver and setting")
+
+def _report_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart report``."""
+    from ..bench.report import FORMATS
+
     p.add_argument("db", help="results database written by optpart bench")
     p.add_argument("--format", "-f", choices=FORMATS, default="markdown")
     p.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout")
-    p.set_defaults(func=_cmd_report)
 
-    p = subparsers.add_parser("plot", help="draw a result's schedule and memory, or a database's gaps (PNG, SVG, PDF)")
+
+def _plot_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart plot``."""
+    from .common import add_device_arguments
+    from ..pipeline import add_micro_batch_argument
+
     p.add_argument("source", help="a result JSON (needs --problem) or a results database")
     p.add_argument("--problem", "-p", metavar="FILE", help="the problem of a result file")
     add_device_arguments(p)
     add_micro_batch_argument(p, "default: the result's own options.micro_batches; bars coloured by micro-batch")
     p.add_argument("--out", "-o", required=True, metavar="FILE", help="image file, e.g. gantt.png")
-    p.set_defaults(func=_cmd_plot)
+
+
+#: ``optpart bench``, ``report`` and ``plot`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (
+    Command("bench", "run solvers over instances x device counts x memory scales into SQLite", _bench_arguments,
+            _cmd_bench, description="Run the cross product of instances, solvers, device counts and memory "
+                                    "scales; one row per run in an SQLite file. Rerunning skips finished runs."),
+    Command("report", "summarise a results database per solver and setting", _report_arguments, _cmd_report),
+    Command("plot", "draw a result's schedule and memory, or a database's gaps (PNG, SVG, PDF)", _plot_arguments,
+            _cmd_plot),
+)

@@ -1,12 +1,14 @@
-"""What the ``optpart`` subcommands share: device and link arguments, solver options,
-plain-text tables and the human summary of a result."""
+"""What the ``optpart`` subcommands share: how a command is declared (:class:`Command`),
+device and link arguments, solver options, plain-text tables and the human summary of a
+result."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -17,11 +19,32 @@ from ..result import Result
 from ..text import safe
 from ..units import format_bytes, format_time, parse_bytes, parse_list, parse_time
 
-__all__ = ["add_device_arguments", "apply_device_arguments", "check_sizes", "time_argument", "load_problem_for_result",
-           "parse_option", "seed_type", "table",
+__all__ = ["Command", "add_device_arguments", "apply_device_arguments", "check_sizes", "time_argument", "load_problem_for_result",
+           "parse_option", "table",
            "format_summary", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED"]
 
 _DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand of ``optpart``: a command module lists its own in ``COMMANDS``.
+
+    :func:`optpart.cli.build_parser` adds each as ``add_parser(name, help=help,
+    description=description)``, lets ``arguments`` add its flags and sets ``run`` as the
+    parser's ``func``: the one place where a subcommand is wired in.
+    """
+
+    #: the word after ``optpart``
+    name: str
+    #: one line in ``optpart --help``
+    help: str
+    #: adds the command's arguments to its parser
+    arguments: Callable[[argparse.ArgumentParser], None]
+    #: runs the command on the parsed arguments and returns the exit code
+    run: Callable[[argparse.Namespace], int]
+    #: the longer text of ``optpart NAME --help`` (default: none)
+    description: str | None = None
 
 
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
@@ -153,28 +176,6 @@ def parse_option(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def seed_type(text: str) -> int:
-    """argparse type for ``--seed``: an integer in ``0..2**31-1``.
-
-    Parameters
-    ----------
-    text : str
-        The flag's text.
-
-    Returns
-    -------
-    int
-        The seed; an ``argparse.ArgumentTypeError`` (one line) when it is not an integer in range.
-    """
-    try:
-        seed = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--seed {text!r} must be an integer") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"--seed {text} must be between 0 and {MAX_SEED}")
-    return seed
-
-
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
     """A plain-text table: columns padded to their widest cell, a dashed rule under the header.
 
@@ -240,9 +241,6 @@ def format_summary(problem: Problem, result: Result) -> str:
                          format_bytes(dev.memory), f"{dev.speed:g}"])
         lines += ["", table(rows, ["device", "nodes", "busy", "util", "static mem", "peak mem", "capacity", "speed"])]
     return "\n".join(lines)
-
-
-_DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
 
 
 def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_path: str) -> Problem:

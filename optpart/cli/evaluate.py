@@ -19,7 +19,7 @@ from ..formats import read_text, result_to_json
 from ..formats.optpart_json import result_from_dict
 from ..judge import judge
 from ..pipeline import add_micro_batch_argument
-from .common import add_device_arguments, load_problem_for_result, format_summary
+from .common import Command, add_device_arguments, load_problem_for_result, format_summary
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -53,15 +53,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def register(sub) -> None:
-    """Add ``optpart evaluate`` to the command line.
-
-    Parameters
-    ----------
-    sub : argparse._SubParsersAction
-        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
-    """
-    p = sub.add_parser("evaluate", help="judge a result file: recompute everything and compare every claim")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart evaluate``."""
     p.add_argument("problem")
     p.add_argument("result")
     add_device_arguments(p)
@@ -70,4 +63,8 @@ def register(sub) -> None:
                    help="accept a stated lower bound (and so an optimal claim) the evaluator cannot check: "
                         "listed as a note, not as 'not verifiable'")
     p.add_argument("--json", action="store_true", help="print the recomputed result with a 'verdict' field")
-    p.set_defaults(func=_cmd_evaluate)
+
+
+#: ``optpart evaluate`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (Command("evaluate", "judge a result file: recompute everything and compare every claim",
+                    _arguments, _cmd_evaluate),)

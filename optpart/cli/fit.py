@@ -23,6 +23,7 @@ from ..solvers.spec import MEMORY_MODELS
 from ..text import safe
 from ..units import format_bytes
 from .common import (
+    Command,
     add_device_arguments,
     apply_device_arguments,
     check_sizes,
@@ -96,15 +97,8 @@ def _text(problem, fit) -> str:
     return "\n".join(lines)
 
 
-def register(sub) -> None:
-    """Add ``optpart fit`` to the command line.
-
-    Parameters
-    ----------
-    sub : argparse._SubParsersAction
-        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
-    """
-    p = sub.add_parser("fit", help="smallest capacity per device (or device count) at which a solver places the graph")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart fit``."""
     p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz), STG (.stg) or dnn-partitioning JSON")
     p.add_argument("--solver", "-s", default="heuristic",
                    help=f"solver name (default heuristic); one of: {', '.join(solver_names())}")
@@ -120,4 +114,8 @@ def register(sub) -> None:
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
     p.add_argument("--out", "-o", metavar="FILE", help="write the placement found as optpart result JSON")
     p.add_argument("--json", action="store_true", help="print JSON (keys capacity, devices, lower_bound, result)")
-    p.set_defaults(func=_cmd_fit)
+
+
+#: ``optpart fit`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (Command("fit", "smallest capacity per device (or device count) at which a solver places the graph",
+                    _arguments, _cmd_fit),)

@@ -24,8 +24,9 @@ from ..formats.costmodel import CostModel
 from ..pipeline.cli_hooks import add_micro_batch_argument, check_micro_batches
 from ..progress import set_quiet
 from ..units import format_bytes, parse_bytes, parse_list, parse_speed
+from .common import Command
 
-__all__ = ["register", "cost_model_from_args", "add_cost_model_arguments", "import_model"]
+__all__ = ["COMMANDS", "cost_model_from_args", "add_cost_model_arguments", "import_model"]
 
 _COST_FLAGS = (
     ("--peak-flops", "peak_flops", "RATE", "peak compute of a speed-1 device, e.g. 312TFLOP/s"),
@@ -327,24 +328,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers) -> None:
-    """Add ``optpart import`` to the command line.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The ``optpart`` parser's subcommands.
-
-    Returns
-    -------
-    None
-    """
-    p = subparsers.add_parser(
-        "import", help="turn an ONNX model or a PyTorch module into a problem file",
-        description="Import an ONNX file, or a PyTorch model made by a factory function. "
-                    "For 'module:function' optpart IMPORTS AND RUNS YOUR CODE: the module's top level "
-                    "and function() run in this process. The working directory is not searched "
-                    "unless you pass --path . (or give the module as a path to a .py file).")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart import``."""
     p.add_argument("model", help="an .onnx file, or 'package.module:function' / 'path/to/file.py:function' "
                                  "returning (torch module, example inputs); this runs that code")
     p.add_argument("--path", action="append", metavar="DIR",
@@ -380,4 +365,11 @@ def register(subparsers) -> None:
     g.add_argument("--profile-repeats", type=int, metavar="N", help="timed runs; the median is kept (default 5)")
     g.add_argument("--profile-threads", type=int, metavar="N",
                    help="CPU threads for torch while timing (default: torch's; 1 is steadier on a shared machine)")
-    p.set_defaults(func=_cmd_import)
+
+
+#: ``optpart import`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (Command("import", "turn an ONNX model or a PyTorch module into a problem file", _arguments, _cmd_import,
+                    description="Import an ONNX file, or a PyTorch model made by a factory function. "
+                                "For 'module:function' optpart IMPORTS AND RUNS YOUR CODE: the module's top level "
+                                "and function() run in this process. The working directory is not searched "
+                                "unless you pass --path . (or give the module as a path to a .py file)."),)

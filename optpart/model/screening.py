@@ -36,6 +36,11 @@ def running_need(problem: "Problem") -> np.ndarray:
     ----------
     problem : Problem
         The problem.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        Bytes per node.
     """
     param = problem.param_bytes.astype(np.float64)
     if len(problem.groups):
@@ -71,6 +76,11 @@ def live_at_start(problem: "Problem") -> np.ndarray | None:
     ----------
     problem : Problem
         The problem (its placement-free data only).
+
+    Returns
+    -------
+    numpy.ndarray of float64 or None
+        Bytes per node; None when the problem has no peak split.
     """
     n = problem.n_nodes
     if n == 0 or n > LIVE_BOUND_NODES:

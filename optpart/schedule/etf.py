@@ -58,11 +58,11 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> E
 def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedule:
     n, k = g.n, g.k
     neg_prio = [-float(x) for x in priority]
-    time, inv_speed = g.time, g.inv_speed
-    lat, inv_bw = g.lat, g.inv_bw
+    time, speed = g.time, g.speed
+    lat, bw = g.lat, g.bw
     # uniform finite links: arrival on d = the best remote arrival unless it comes from d itself
-    uniform = k > 1 and g.uniform and math.isfinite(lat[0][1]) and math.isfinite(inv_bw[0][1])
-    lat_c, inv_bw_c = (lat[0][1], inv_bw[0][1]) if uniform else (0.0, 0.0)
+    uniform = k > 1 and g.uniform and math.isfinite(lat[0][1])
+    lat_c, bw_c = (lat[0][1], bw[0][1]) if uniform else (0.0, math.inf)
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     out_ptr, succ = g.out_ptr, g.succ
     indeg = [in_ptr[v + 1] - in_ptr[v] for v in range(n)]
@@ -90,7 +90,7 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
             for i in range(lo, hi):
                 pu = place[pred[i]]
                 fu = finish[pred[i]]
-                x = fu + lat_c + ib[i] * inv_bw_c
+                x = fu + (lat_c + ib[i] / bw_c)
                 if pu == d1:
                     if x > t1:
                         t1 = x
@@ -111,7 +111,7 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
                 for i in range(lo, hi):
                     u = pred[i]
                     pu = place[u]
-                    x = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
+                    x = finish[u] + (lat[pu][d] + ib[i] / bw[pu][d])
                     if x > r:
                         r = x
             a = avail[d]
@@ -185,7 +185,7 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
             pop(pending[d])
         dirty[d] = True
         v = best_key[1]
-        f = best_t + time[v] * inv_speed[d]
+        f = best_t + time[v] / speed[d]
         if check_slots and not policy.admits(v, d, best_t, f):
             continue  # no room at that start (e.g. the liveness policy): d is dropped for v
         placed += 1
