@@ -353,6 +353,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
                         hint, seed, time_limit, deadline)
         if _makespan(g, low) < _makespan(g, sol):
             low.stats["kept"] = f"the answer at effort {_DEFAULT_EFFORT:g} (shorter than at effort {effort:g})"
+            low.stats["effort_makespan"] = _makespan(g, sol)
             sol = low
     return sol
 
