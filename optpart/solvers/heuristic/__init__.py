@@ -69,8 +69,10 @@ SPEC = SolverSpec(
                     finite=True),),
     memory_models=("static", "peak"), uses_hint=True, uses_time_limit=True)
 
-_SEARCH_WORK = 600_000     # search budget per unit of effort, in replay visits of nodes and edges
-_SEARCH_PER_SIZE = 3_000   # ... at most this many per node and edge (small graphs)
+_SEARCH_WORK = 1_200_000   # search budget per unit of effort, in replay visits of nodes and edges
+_SEARCH_PER_SIZE = 6_000   # ... at most this many per node and edge (small graphs)
+_SEARCH_FROM = 600_000     # the search runs when effort x this pays for _MIN_EVALS reschedules (two
+                           # replays each): up to 30,000 nodes + edges at effort 1
 _MAX_SEARCH_WORK = 10 ** 10  # at most, whatever the effort (a time limit stops earlier)
 _MIN_EVALS = 10            # no search below the cost of this many reschedules: at 20,000 nodes (5 of
                            # them) it tripled the solve time against heft's for no gain (docs/heuristic.md)
@@ -214,15 +216,12 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     # 3. other EFT priority orders, as many as the work budget pays for: rank_u + rank_d,
     #    then seeded noisy rank_u
     count = int(min(_NOISY_ORDERS * max(1.0, effort) + 1, _MAX_NOISY_ORDERS, effort * _VARIANT_WORK / size))
+    orders = _variant_orders(g, seed)
     if count > 0 and not proven() and not late("the EFT priority variants", 1.2):
-        top, bottom = levels(g)
-        rng = np.random.default_rng(seed)
-        base = np.asarray(bottom)
         for tag in range(count):
             if late("the EFT priority variants", 1.2):
                 break
-            pr = np.asarray(top) + base if tag == 0 else base * rng.uniform(0.9, 1.1, size=g.n)
-            rv = eft_schedule(g, capacity, topological_priority(g, pr))
+            rv = eft_schedule(g, capacity, topological_priority(g, next(orders)))
             if rv is not None:
                 add(10 + tag, *rv)
     # 4. the seed method (phases 1-4; the ``pardnn`` baseline's placement)
@@ -274,10 +273,19 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)
     used = 0
-    if search and work >= _MIN_EVALS * size and g.k > 1 and not proven() and not late("the improvement", 0.5):
+    if (search and effort * _SEARCH_FROM >= 2 * _MIN_EVALS * size and g.k > 1 and not proven()
+            and not late("the improvement", 0.5)):
         small = g.n <= _JUSTIFIED_SCORE_NODES
+        def restarts():
+            """The search's restarts: the EFT priority variants above, continued."""
+            for order in orders:
+                rv = eft_schedule(g, capacity, topological_priority(g, order))
+                if rv is not None:
+                    yield rv[0], (justify(g, *rv, jr)[0] if jr else rv[1])
+
         out = improve_schedule(g, place, s, problem.allowed, units(), capacity, work, deadline, seed=seed,
-                               perturb=small, justify_rounds=jr, justified=small, lower=lower)
+                               perturb=small, justify_rounds=jr, justified=small, lower=lower,
+                               restarts=None if small else restarts(), restart_cost=(g.k + 2 + 2 * jr) * size)
         used = out["work"]
         if out["makespan"] < ms:
             s2, f2, ms2 = justify(g, out["place"], out["start"], out["finish"], jr)
@@ -288,6 +296,17 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["search_work"] = used
     stats["search_budget"] = work
     return ms, place, s, f
+
+
+def _variant_orders(g: Graph, seed: int):
+    """EFT priorities beyond HEFT's: rank_u + rank_d, then rank_u times seeded noise in
+    [0.9, 1.1] (one stream: more effort, or the search's restarts, continue it)."""
+    top, bottom = levels(g)
+    base = np.asarray(bottom)
+    yield np.asarray(top) + base
+    rng = np.random.default_rng(seed)
+    while True:
+        yield base * rng.uniform(0.9, 1.1, size=g.n)
 
 
 _TAGS = {0: "pardnn", 1: "heft", 2: "hint", 3: "greedy-fill", 4: "single", 5: "etf", 10: "eft-rank-sum"}

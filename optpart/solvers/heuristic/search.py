@@ -17,13 +17,16 @@ graphs, so the budget goes to the one that paid most per unit of work:
   placement (double-justified on small graphs). Dearer per move, but a reschedule reorders
   what the device sequences keep.
 
-A level runs for a slice of the budget; the next slice goes to the level with the best
+A level runs for a slice of the budget (after a slice that paid, the schedule is
+double-justified, which often shortens what the device sequences keep); the next slice
+goes to the level with the best
 gain per work in its last slice (each level once first, in the order above), skipping
-levels that found no move at the current placement. When none is left the placement is
+levels that found no move, or gained nothing in a slice, at the current placement. When none is left the placement is
 rescheduled from scratch (bottom-level order, double justification) and the search goes on
 from that schedule when it is shorter; then, with ``perturb``, an iterated local search
 (Lourenco, Martin, Stuetzle, 2003) moves a few seeded random units and starts again from
-there, keeping the best. The budget ``work`` counts node and edge visits of replays (an
+there, keeping the best; or, given ``restarts`` (other constructions), it scans them for
+one that starts below the best and climbs from it. The budget ``work`` counts node and edge visits of replays (an
 incremental re-simulation of a node counts :data:`INCREMENTAL_COST`), so it is deterministic
 and roughly proportional to time; ``deadline`` (a time limit) stops it earlier.
 """
@@ -31,14 +34,14 @@ and roughly proportional to time; ``deadline`` (a time limit) stops it earlier.
 from __future__ import annotations
 
 import time as _time
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
 from ...evaluate import time_tolerance
 from .improve import local_search
 from .incremental import SequenceSchedule
-from .schedule import Graph, schedule_placement
+from .schedule import Graph, justify, schedule_placement
 from .search_moves import _TIERS, ChainMoves, Scan
 
 __all__ = ["improve_schedule", "INCREMENTAL_COST"]
@@ -51,17 +54,20 @@ _SLICES = 12            # a level's slice: this share of the whole budget,
 _SLICE_EVALS = 10       # and at least this many of its reschedules
 _LEVELS = ("incremental", "keep-order", "bottom-level")
 _STRENGTH = 3           # random unit moves of a perturbation (more wrecks what the climbs built)
+_RESTART_SLACK = 0.0    # a restart is climbed from when it starts below the best by more than this
 
 
 class _Search(ChainMoves):
     """State of one search: the incremental schedule, memory use and the budget."""
 
     def __init__(self, g: Graph, place, start, allowed: np.ndarray, units, capacity: list[float],
-                 admit: Callable | None, work: int, deadline: float | None, justified: bool) -> None:
+                 admit: Callable | None, work: int, deadline: float | None, justified: bool,
+                 justify_rounds: int = 1) -> None:
         self.g = g
         self.unit_of, self.members, self.unit_mem = units
         self.allowed, self.capacity, self.admit = allowed, capacity, admit
         self.deadline, self.justified = deadline, justified
+        self.justify_rounds = justify_rounds
         self.size = g.n + len(g.succ)
         self.work, self.budget = 0, work
         # the most one step costs: a move re-simulating and placing every node, a reschedule and
@@ -155,6 +161,8 @@ class _Search(ChainMoves):
             self._scan = Scan(self)
         scan = self._scan
         while not self.spent(limit):
+            if scan.at >= len(scan.moves) and scan.kept and self.rescheduled(self.justify_rounds, False):
+                scan = self._scan = Scan(self)   # a pass kept moves: justified, the next pass
             move = scan.next()
             if move is None:
                 return improved, True
@@ -190,13 +198,23 @@ class _Search(ChainMoves):
         self.moves += out["accepts"]
         return True, used < evals
 
-    def rescheduled(self, justify_rounds: int) -> bool:
-        """Reschedule the placement from scratch; go on from it when it is better."""
-        ss = self.ss
-        s, f, ms = schedule_placement(self.g, ss.place, justify_rounds)
-        self.work += (2 + 2 * justify_rounds) * self.size
-        tot = float(sum(f))
-        if ms < ss.makespan - 1e-12 * max(1.0, ms) or (ms <= ss.makespan and tot < ss.total):
+    def rescheduled(self, justify_rounds: int, from_scratch: bool = True) -> bool:
+        """Reschedule the placement: the current schedule double-justified (Valls et al.,
+        EJOR 2005), and (``from_scratch``) the placement in bottom-level order, justified; go
+        on from the best when it is shorter (justification reorders what the device
+        sequences keep, and often shortens the schedule by a few percent)."""
+        ss, g = self.ss, self.g
+        if justify_rounds <= 0:
+            return False
+        tries = [justify(g, ss.place, ss.start, ss.finish, justify_rounds)]
+        self.work += 2 * justify_rounds * self.size
+        if from_scratch:
+            tries.append(schedule_placement(g, ss.place, justify_rounds))
+            self.work += (2 + 2 * justify_rounds) * self.size
+        for s, f, ms in sorted(tries, key=lambda t: (t[2], sum(t[1]))):
+            tot = float(sum(f))
+            if not (ms < ss.makespan - 1e-12 * max(1.0, ms) or (ms <= ss.makespan and tot < ss.total)):
+                break
             if self.admitted(ss.place, s, f):
                 self.reset(ss.place, s)
                 return True
@@ -215,10 +233,28 @@ class _Search(ChainMoves):
         return self.replay_moves(level == "keep-order", limit)
 
 
+def _restart(s: _Search, restarts: Iterator, cost: int, best: float) -> bool:
+    """Take restarts until one starts below ``best`` (by more than :data:`_RESTART_SLACK`)
+    and go on from it (True), or the budget or the restarts run out (False): a cheap scan
+    of other constructions once the climbs are stuck."""
+    g = s.g
+    while not s.spent():
+        nxt = next(restarts, None)
+        s.work += cost
+        if nxt is None:
+            return False
+        place, start = nxt
+        if max(start[v] + g.time[v] / g.speed[place[v]] for v in range(g.n)) < best * (1 - _RESTART_SLACK):
+            s.reset(place, start)
+            return True
+    return False
+
+
 def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np.ndarray, units,
                      capacity: list[float], work: int, deadline: float | None = None, *,
                      admit: Callable | None = None, perturb: bool = False, seed: int = 0,
-                     justify_rounds: int = 1, justified: bool = False, lower: float = 0.0) -> dict:
+                     justify_rounds: int = 1, justified: bool = False, lower: float = 0.0,
+                     restarts: Iterator | None = None, restart_cost: int = 0) -> dict:
     """Improve ``place`` (scheduled by ``start``) by the search of the module docstring.
 
     Parameters
@@ -252,6 +288,11 @@ def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np
         Score the bottom-level level's reschedules double-justified (small graphs).
     lower : float
         A proven lower bound on the makespan: the search stops once it is met.
+    restarts : iterator, optional
+        Other starting placements ``(place, start)`` (within memory), taken when no level
+        pays: one that starts below the best is climbed from.
+    restart_cost : int
+        Work of producing one restart.
 
     Returns
     -------
@@ -267,7 +308,7 @@ def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np
         # not even one step and its set-up fit the budget
         return {"place": list(place), "start": list(start), "finish": finish, "makespan": best[0], "work": 0,
                 "moves": 0, "stopped": False, "levels": paid}
-    s = _Search(g, place, start, allowed, units, capacity, admit, work, deadline, justified)
+    s = _Search(g, place, start, allowed, units, capacity, admit, work, deadline, justified, justify_rounds)
 
     def keep_if_best() -> None:
         nonlocal best
@@ -297,13 +338,17 @@ def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np
                 if improved:
                     paid[level] += 1
                     exhausted = set()
-                if done:
+                    s.rescheduled(justify_rounds)
+                if done or gain <= 0.0:  # a local optimum, or a slice that gained nothing
                     exhausted.add(level)
                 continue
             if s.rescheduled(justify_rounds):
                 exhausted = set()
                 continue
             keep_if_best()
+            if restarts is not None and _restart(s, restarts, restart_cost, best[0]):
+                exhausted = set()
+                continue
             if not perturb or s.spent():
                 break
             # iterated local search: from the best, a few seeded random moves within memory
