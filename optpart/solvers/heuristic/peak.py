@@ -79,8 +79,9 @@ def peak_infeasibility(problem: Problem) -> str | None:
 
 _WORK_PER_EFFORT = 300_000   # (nodes + edges) x schedule evaluations per unit of effort
 _MAX_EVALS_PER_EFFORT = 300
-_EVAL_WORK = 10              # replay units per evaluation of the budget (peak's own search pays more for
-                             # the time than the static constructions' searches, which are left out)
+_EVAL_WORK = 20              # replay units per evaluation of the budget: peak's own search pays more for
+                             # the time than the static constructions' searches (left out), and a search
+                             # that converges stops before its budget (docs/heuristic.md)
 _JUSTIFIED_NODES = 300       # graphs up to this size are searched with justified schedules
 _ORDER_WORK = 60_000          # (nodes + edges) x extra EFT orders per unit of effort
 _MAX_NOISY = 8

@@ -17,11 +17,13 @@ graphs, so the budget goes to the one that paid most per unit of work:
   placement (double-justified on small graphs). Dearer per move, but a reschedule reorders
   what the device sequences keep.
 
-A level runs for a slice of the budget (after a slice that paid, the schedule is
+A level runs for a slice of work proportional to the graph (not to the budget, so more
+budget continues the same search; after a slice that paid, the schedule is
 double-justified, which often shortens what the device sequences keep); the next slice
 goes to the level with the best
 gain per work in its last slice (each level once first, in the order above), skipping
-levels that found no move, or gained nothing in a slice, at the current placement. When none is left the placement is
+levels that found no move at the current placement, and those whose last slice gained
+nothing while something else remains to be tried. When none is left the placement is
 rescheduled from scratch (bottom-level order, double justification) and the search goes on
 from that schedule when it is shorter; then, with ``perturb``, an iterated local search
 (Lourenco, Martin, Stuetzle, 2003) moves a few seeded random units and starts again from
@@ -50,7 +52,7 @@ __all__ = ["improve_schedule", "INCREMENTAL_COST"]
 #: unit; measured on the bundled graphs and planted DAGs: an incremental step, edges
 #: included, costs 3.3-4.1 of them).
 INCREMENTAL_COST = 4
-_SLICES = 12            # a level's slice: this share of the whole budget,
+_SLICE_SIZE = 25        # a level's slice: this many visits per node and edge,
 _SLICE_EVALS = 10       # and at least this many of its reschedules
 _LEVELS = ("incremental", "keep-order", "bottom-level")
 _STRENGTH = 3           # random unit moves of a perturbation (more wrecks what the climbs built)
@@ -321,12 +323,13 @@ def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np
         rng = np.random.default_rng(seed)
         n_units = len(s.members)
         strength = min(_STRENGTH, n_units)
-        slice_ = max(1, work // _SLICES)
+        slice_ = _SLICE_SIZE * s.size   # not a share of the budget: more budget continues the same search
         rate = {lv: float("inf") for lv in _LEVELS}   # gain per work of each level's last slice
-        exhausted: set[str] = set()
+        exhausted: set[str] = set()   # levels at a local optimum of theirs
+        resting: set[str] = set()     # levels whose last slice gained nothing
         while not s.spent() and not best[0] <= lower + time_tolerance(lower):
             keep_if_best()
-            live = [lv for lv in _LEVELS if lv not in exhausted]
+            live = [lv for lv in _LEVELS if lv not in exhausted and lv not in resting]
             if live:
                 level = max(live, key=lambda lv: (rate[lv], -_LEVELS.index(lv)))
                 before, w0 = s.score(), s.used()
@@ -337,17 +340,22 @@ def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np
                 rate[level] = max(0.0, gain) / max(1, s.used() - w0)
                 if improved:
                     paid[level] += 1
-                    exhausted = set()
+                    exhausted, resting = set(), set()
                     s.rescheduled(justify_rounds)
-                if done or gain <= 0.0:  # a local optimum, or a slice that gained nothing
+                if done:
                     exhausted.add(level)
+                elif gain <= 0.0:
+                    resting.add(level)
                 continue
             if s.rescheduled(justify_rounds):
-                exhausted = set()
+                exhausted, resting = set(), set()
                 continue
             keep_if_best()
             if restarts is not None and _restart(s, restarts, restart_cost, best[0]):
-                exhausted = set()
+                exhausted, resting = set(), set()
+                continue
+            if not perturb and resting:  # nothing else to do with the budget: the resting levels go on
+                resting = set()
                 continue
             if not perturb or s.spent():
                 break
@@ -358,7 +366,7 @@ def improve_schedule(g: Graph, place: list[int], start: list[float], allowed: np
                 moves = s.plan([u], ok[int(rng.integers(len(ok)))])
                 if moves is not None and s.apply(moves):
                     s.ss.commit()
-            exhausted = set()
+            exhausted, resting = set(), set()
         keep_if_best()
     ms, _, pl, st, fi = best
     return {"place": pl, "start": st, "finish": fi, "makespan": ms, "work": s.used(), "moves": s.moves,
