@@ -54,6 +54,7 @@ from ...units import format_bytes
 from ..base import Solution
 from ..spec import Option, SolverSpec
 from .eft import eft_schedule, heft_order, topological_priority, upward_rank
+from .baseline_candidates import baseline_candidates
 from .search import improve_schedule
 from .mapping import map_clusters
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
@@ -143,21 +144,23 @@ def _pinned_overflow(problem: Problem, capacity: list[float]) -> str | None:
 
 
 def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float, hint, deadline,
-               seed: int = 0, stats: dict | None = None, lower: float = 0.0, search: bool = True):
+               seed: int = 0, stats: dict | None = None, lower: float = 0.0, search: bool = True,
+               baselines: bool = True):
     """Every construction within ``capacity`` (static), improved; (makespan, place, start, finish) or None.
 
     ``lower`` is a proven lower bound on the makespan: once a candidate meets it, the later
     stages (priority variants, the seed method, the search) cannot beat it and are skipped.
-    ``search=False`` leaves the search out (the peak model's starting points: its own search
-    pays more for the time)."""
+    ``search=False`` leaves the search out and ``baselines=False`` the other baselines (the
+    peak model's starting points: its own search pays more for the time, and it offers the
+    baselines' peak answers itself)."""
     stats = {} if stats is None else stats
     n, m = g.n, problem.n_edges
     size = max(1, n + m)
-    # the search's budget in replay visits of nodes and edges (:mod:`.search`); justified scoring on
-    # small graphs costs three replays instead of one
-    factor = 3 if g.n <= _JUSTIFIED_SCORE_NODES else 1
-    work = int(min(effort * factor * min(_SEARCH_WORK, _SEARCH_PER_SIZE * size), _MAX_SEARCH_WORK))
-    evals = work // (2 * factor * size)   # as many whole reschedules (the seed method's refinement)
+    # the search's budget in replay visits of nodes and edges (:mod:`.search`)
+    # small graphs score moves with justified schedules (three replays each): 1.5 times the work
+    small = g.n <= _JUSTIFIED_SCORE_NODES
+    work = int(min(effort * min(_SEARCH_WORK, _SEARCH_PER_SIZE * size) * (1.5 if small else 1.0), _MAX_SEARCH_WORK))
+    evals = work // ((6 if small else 2) * size)   # as many whole reschedules (the seed method's refinement)
     cache: dict = {}
 
     def units():
@@ -234,6 +237,13 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         if place is not None:  # justified here only when every candidate is (else: the winner, below)
             s, f, ms = schedule_placement(g, place, jr if justify_all else 0)
             found.append((ms, 0, place, s, f))
+    # 6. the other baselines' answers (topo, metis, the seed method alone), as the budget of the
+    #    variants allows: never worse than them
+    if baselines and count > 0 and not (found and (proven() or late("the other baselines", 2.0))):
+        for name, place, s in baseline_candidates(problem, "static", seed):
+            if fits(np.bincount(place, weights=problem.memory, minlength=g.k), np.asarray(capacity)).all():
+                f = [s[v] + g.time[v] / g.speed[place[v]] for v in range(n)]
+                add(_BASELINE_TAGS[name], place, s, f)
     # 5. the hint, and everything on the fastest device that holds it
     if hint is not None:
         ph = project_constraints(problem, g, np.asarray(hint).tolist())
@@ -275,7 +285,6 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     used = 0
     if (search and effort * _SEARCH_FROM >= 2 * _MIN_EVALS * size and g.k > 1 and not proven()
             and not late("the improvement", 0.5)):
-        small = g.n <= _JUSTIFIED_SCORE_NODES
         def restarts():
             """The search's restarts: the EFT priority variants above, continued."""
             for order in orders:
@@ -309,7 +318,8 @@ def _variant_orders(g: Graph, seed: int):
         yield base * rng.uniform(0.9, 1.1, size=g.n)
 
 
-_TAGS = {0: "pardnn", 1: "heft", 2: "hint", 3: "greedy-fill", 4: "single", 5: "etf", 10: "eft-rank-sum"}
+_BASELINE_TAGS = {"topo": 6, "metis": 7, "pardnn": 8}
+_TAGS = {6: "topo", 7: "metis", 8: "pardnn-baseline", 0: "pardnn", 1: "heft", 2: "hint", 3: "greedy-fill", 4: "single", 5: "etf", 10: "eft-rank-sum"}
 
 
 def _single_device(problem: Problem, g: Graph):

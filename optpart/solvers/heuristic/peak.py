@@ -16,7 +16,8 @@ schedule instead of budgeting static bytes:
    ``hint``, are rescheduled and repaired at the device and instant of their overflow.
 3. **Known-feasible candidates**: everything on one device (fastest first) when its
    schedule fits; HEFT under peak (the first EFT order above is exactly it); m-ETF under
-   liveness (the ``etf`` baseline's schedule); the
+   liveness (the ``etf`` baseline's schedule); the ``topo``, ``metis`` and ``pardnn``
+   baselines' answers (:mod:`.baseline_candidates`) when their schedules fit; the
    heuristic's static answers (within the capacities and without limits) when their own
    schedules fit; consecutive topological stages and mirrored pipeline stages
    (:mod:`.peak_stages`).
@@ -337,6 +338,13 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         pool.offer("etf-peak", r.place, r.start, r.finish, justify_rounds=jr)
     except NoRoom:
         pass
+    # the other baselines' answers (topo, metis, the seed method under peak), when the budget
+    # pays for priority orders: kept when their schedules fit, so never slower than them
+    if n_orders > 1:
+        from .baseline_candidates import baseline_candidates
+        for name, place, s in baseline_candidates(problem, "peak", seed):
+            pool.offer(name, place, s, [s[v] + g.time[v] / g.speed[place[v]] for v in range(g.n)],
+                       justify_rounds=jr)
     # 4. the static constructions and the hint, repaired on the memory timeline. Past the
     #    deadline (a time limit) optional stages are skipped once some candidate fits.
     stopped: list[str] = []
@@ -350,7 +358,7 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
     starts = []
     from . import _construct, pardnn_placement
     cap = problem.device_memory.astype(float).tolist()
-    static = _construct(problem, g, cap, effort, hint, deadline, seed, search=False)
+    static = _construct(problem, g, cap, effort, hint, deadline, seed, search=False, baselines=False)
     if static is not None:  # the heuristic's static answer: kept as is when it fits under peak
         _, sp, ss, sf = static
         if not pool.offer("static", sp, ss, sf):
@@ -361,7 +369,8 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         starts.append(("pardnn-static", pp))
     if not np.isinf(cap).all() and not late("the unconstrained static answer"):
         # the static answer without memory limits: the fastest schedules, often within peak already
-        free = _construct(problem, g, [float("inf")] * g.k, effort, None, deadline, seed, search=False)
+        free = _construct(problem, g, [float("inf")] * g.k, effort, None, deadline, seed, search=False,
+                          baselines=False)
         if free is not None:
             _, fp, fs, ff = free
             if not pool.offer("static-free", fp, fs, ff):
