@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import SolverError
+from ...evaluate import canonical_schedule
 from ...problem import Problem
 
 __all__ = ["baseline_candidates"]
@@ -37,7 +38,8 @@ def baseline_candidates(problem: Problem, memory_model: str, seed: int = 0
     Returns
     -------
     list of tuple
-        ``(name, placement, start)`` of each baseline that found a placement, in the order
+        ``(name, placement, start)`` of each baseline that found a placement (``start``:
+        its own schedule, else the canonical one the evaluator gives it), in the order
         topo, metis, pardnn; ``metis`` is left out when pymetis is not installed.
     """
     from ..baselines import metis, topo
@@ -50,6 +52,10 @@ def baseline_candidates(problem: Problem, memory_model: str, seed: int = 0
             sol = solve(problem, seed=seed, memory_model=model)
         except (ImportError, SolverError):   # metis without pymetis
             continue
-        if sol.status.has_solution and sol.placement is not None and sol.start is not None:
-            out.append((name, np.asarray(sol.placement).tolist(), np.asarray(sol.start, dtype=np.float64).tolist()))
+        if not sol.status.has_solution or sol.placement is None:
+            continue
+        start = sol.start
+        if start is None:   # the solver's schedule is the canonical one (as the evaluator scores it)
+            start, _ = canonical_schedule(problem, sol.placement)
+        out.append((name, np.asarray(sol.placement).tolist(), np.asarray(start, dtype=np.float64).tolist()))
     return out

@@ -150,6 +150,8 @@ class SequenceSchedule:
         nodes.insert(j, v)
         keys.insert(j, key)
         i = bisect_left(self.okeys, key)
+        while i < len(self.order) and self.okeys[i] == key and self.order[i] < v:
+            i += 1   # equal keys (on other devices) by node index: one canonical order
         self.order.insert(i, v)
         self.okeys.insert(i, key)
         p = nodes[j - 1] if j > 0 else -1
