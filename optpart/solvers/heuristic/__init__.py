@@ -86,7 +86,7 @@ _NOISY_ORDERS = 24         # noisy orders per unit of effort (fewer on larger gr
 _MAX_NOISY_ORDERS = 2_000
 _BOUND_SIZE = 8_000_000    # nodes x devices up to which the optimality test uses every generic bound
 _PACK_EVALS = 2_000_000     # packing-search evaluations (O(1) each) per unit of effort when no fill fits
-_DEFAULT_EFFORT = 1.0      # more effort keeps this effort's answer as a candidate
+_DEFAULT_EFFORT = 1.0      # more effort keeps this effort's answer (and effort 0's) as a candidate
 _DEADLINE_SHARE = 0.5      # share of the time limit the search may use (the rest: an overrunning
                            # stage, the final check, output)
 
@@ -376,12 +376,15 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         return Solution(Status.INFEASIBLE, message=reason, memory_model=memory_model)
     g = Graph(problem)
     sol = _solve_at(problem, g, capacity, memory_model, effort, hint, seed, time_limit, deadline)
-    if effort > _DEFAULT_EFFORT and sol.status is not Status.OPTIMAL:
-        # more effort never returns a worse answer than the default: its answer is a candidate
-        low = _solve_at(problem, g, problem.device_memory.astype(float).tolist(), memory_model, _DEFAULT_EFFORT,
+    # more effort never returns a worse answer than less: above the default the default's
+    # answer is a candidate, and above 0 the constructions' alone (effort 0, a fraction of the time)
+    for low_effort in [e for e in (_DEFAULT_EFFORT, 0.0) if e < effort]:
+        if sol.status in (Status.OPTIMAL, Status.INFEASIBLE):
+            break
+        low = _solve_at(problem, g, problem.device_memory.astype(float).tolist(), memory_model, low_effort,
                         hint, seed, time_limit, deadline)
         if _makespan(g, low) < _makespan(g, sol):
-            low.stats["kept"] = f"the answer at effort {_DEFAULT_EFFORT:g} (shorter than at effort {effort:g})"
+            low.stats["kept"] = f"the answer at effort {low_effort:g} (shorter than at effort {effort:g})"
             low.stats["effort_makespan"] = _makespan(g, sol)
             sol = low
     return sol
@@ -404,16 +407,9 @@ def _solve_at(problem: Problem, g: Graph, capacity: list[float], memory_model: s
             from .peak import solve_peak
         except ImportError:
             solve_peak = None
-        if solve_peak is not None:
-            sol = solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=effort,
-                             deadline=deadline)
-            if effort > 0 and not sol.status.has_solution and sol.status is not Status.INFEASIBLE:
-                # more effort never loses what the constructions alone (effort 0) find
-                quick = solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=0.0,
-                                   deadline=deadline)
-                if quick.status.has_solution:
-                    return quick
-            return sol
+        if solve_peak is not None:   # (an answer effort 0 finds is kept by :func:`solve`)
+            return solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=effort,
+                              deadline=deadline)
     stats: dict = {}
     best = None
     # the generic bounds cost O(n k) with constraints; on huge instances only the work bound
