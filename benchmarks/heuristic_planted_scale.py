@@ -12,6 +12,12 @@ and max gap to the optimum; every baseline's mean gap; how many graphs the heuri
 baseline run on them (0 is the promise); the median ratio heuristic / min(heft, etf) of
 makespans; the median ratio of solve times heuristic / heft.
 
+``--generators``: a second table on graphs nobody tuned on and with no planted optimum, the
+project's other generators (:func:`optpart.generators.layered_dag`, ``fork_join_dag``,
+``training_graph``, ``large_training_graph``) at the same sizes, K 2/4/8, CCR 0.1/1/5 (``training_graph``:
+its own CCR), memory slack 1.1 (tight) and ``--seeds``; gaps are to the proven lower bound
+(:func:`optpart.evaluate.problem_lower_bound`), so they overstate the distance to the optimum.
+
 ``--million``: one planted graph of 10^6 nodes written to ``.npz`` and solved through the
 command line end to end (``optpart solve FILE -o OUT``: read, solve, check, write), wall
 seconds and peak RSS of that process.
@@ -21,6 +27,7 @@ Run under ``nice -n 10``; times are medians of ratios within one run (shared mac
     nice -n 10 python benchmarks/heuristic_planted_scale.py                      # 200 .. 1e5
     nice -n 10 python benchmarks/heuristic_planted_scale.py --sizes 200 2000 --seeds 0 1 2
     nice -n 10 python benchmarks/heuristic_planted_scale.py --sizes --million    # the 1e6 CLI run
+    nice -n 10 python benchmarks/heuristic_planted_scale.py --sizes 200 2000 --seeds 5 6 7 --generators
 """
 
 from __future__ import annotations
@@ -82,6 +89,55 @@ def _row(n: int, seeds: list[int], ks, ccrs, all_baselines: bool) -> list:
             f"{statistics.median(vs_best):.4f}", f"{statistics.median(t_ratio):.2f}x"]
 
 
+def _generated(kind: str, n: int, k: int, ccr: float, seed: int):
+    """One graph of the project's other generators, about ``n`` nodes, memory slack 1.1."""
+    from optpart import generators as gen
+
+    if kind == "layered_dag":
+        return gen.layered_dag(n, ccr=ccr, k=k, memory_slack=1.1, seed=seed)
+    if kind == "fork_join_dag":
+        return gen.fork_join_dag(n, ccr=ccr, k=k, memory_slack=1.1, seed=seed)
+    if kind == "training_graph":   # 2 + 4 width + ... nodes per layer
+        return gen.training_graph(max(1, n // 10), width=2, ccr=ccr, k=k, memory_slack=1.1, seed=seed)
+    return gen.large_training_graph(n, seed=seed, k=k, memory_slack=1.1, ccr=ccr)
+
+
+_GENERATORS = ["layered_dag", "fork_join_dag", "training_graph", "large_training_graph"]
+
+
+def _generator_row(kind: str, n: int, seeds: list[int], ks, ccrs) -> list:
+    from optpart.evaluate import problem_lower_bound
+
+    solvers = ["heuristic", *_BASELINES]
+    gaps: dict[str, list[float]] = {s: [] for s in solvers}
+    worse, t_ratio, graphs, nodes = 0, [], 0, []
+    for k in ks:
+        for ccr in ccrs:
+            for seed in seeds:
+                p = _generated(kind, n, k, ccr, seed)
+                lb = float(problem_lower_bound(p))
+                res = {s: _solve(p, s) for s in solvers}
+                graphs += 1
+                nodes.append(p.n_nodes)
+                for s in solvers:
+                    gaps[s].append(res[s][0] / lb - 1.0 if lb > 0 else 0.0)
+                h = res["heuristic"][0]
+                best = min(v[0] for s, v in res.items() if s != "heuristic")
+                if h > best * (1 + 1e-9):
+                    worse += 1
+                    print(f"  worse: {kind} n={p.n_nodes} k={k} ccr={ccr} seed={seed}: heuristic {h:.6g}, "
+                          f"best baseline {best:.6g}", file=sys.stderr)
+                t_ratio.append(res["heuristic"][1] / max(res["heft"][1], 1e-9))
+                print(f"  done: {kind} n={p.n_nodes} k={k} ccr={ccr} seed={seed}", file=sys.stderr)
+
+    def pct(xs):
+        finite = [x for x in xs if np.isfinite(x)]
+        missing = len(xs) - len(finite)
+        return f"{100 * float(np.mean(finite)):.2f}%" + (f" ({missing} none)" if missing else "") if finite else "-"
+    return [kind, f"{int(np.median(nodes))}", graphs, *(pct(gaps[s]) for s in solvers),
+            f"{worse} of {graphs}", f"{statistics.median(t_ratio):.2f}x"]
+
+
 def _million(k: int = 4) -> list:
     """Write a 10^6-node planted graph to .npz and solve it through the CLI (wall s, RSS MiB)."""
     from e2e_scale import cli
@@ -114,6 +170,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--all-baselines-upto", type=int, default=10 ** 6,
                     help="sizes up to which topo, metis and pardnn are run as well")
     ap.add_argument("--million", action="store_true", help="also the 10^6-node .npz through the CLI")
+    ap.add_argument("--generators", action="store_true",
+                    help="also the other generators' graphs (gaps to the proven lower bound)")
     args = ap.parse_args(argv)
     rows = [_row(n, args.big_seeds if n >= 100_000 else args.seeds, args.ks, args.ccrs,
                  n <= args.all_baselines_upto) for n in args.sizes]
@@ -122,6 +180,12 @@ def main(argv: list[str] | None = None) -> None:
                            *(f"{b} mean gap" for b in _BASELINES), "heuristic worse than best baseline",
                            "median heuristic / min(heft, etf)",
                            "median time heuristic / heft"]))
+    if args.generators:
+        grows = [_generator_row(kind, n, args.seeds, args.ks, args.ccrs) for n in args.sizes for kind in _GENERATORS]
+        print()
+        print(table(grows, ["generator", "median nodes", "graphs", "heuristic gap to bound",
+                            *(f"{b} gap" for b in _BASELINES), "heuristic worse than best baseline",
+                            "median time heuristic / heft"]))
     if args.million:
         print()
         print(table(_million(), ["nodes", "edges", "k", "solver", "CLI wall s (read, solve, check, write)",

@@ -280,8 +280,11 @@ def test_stg_instances_are_valid_and_not_below_optimum():
 _DETERMINISM_SCRIPT = """
 import optpart
 from optpart.formats.optpart_json import result_to_json
-from optpart.generators import training_graph, layered_dag
-for p in (training_graph(12, k=3, memory_slack=1.05, seed=1), layered_dag(80, ccr=2.0, k=4, memory_slack=1.1, seed=2)):
+from optpart.generators import training_graph, layered_dag, planted_dag
+# peak (the search with the liveness check), static (restarts, the other baselines), and a
+# memory-tight static graph on which the search reassigns devices' contents (issue 23)
+for p in (training_graph(12, k=3, memory_slack=1.05, seed=1), layered_dag(80, ccr=2.0, k=4, memory_slack=1.1, seed=2),
+          planted_dag(200, 8, ccr=5.0, seed=1, chains=True)):
     r = optpart.solve(p, "heuristic")
     print(result_to_json(r, p, include_wall_time=False))
 """

@@ -78,6 +78,18 @@ def test_more_effort_never_loses_the_placement_found_with_less():
     assert default.makespan <= quick.makespan * (1 + 1e-12)
 
 
+def test_effort_five_is_never_worse_than_the_default_on_the_bundled_mlp():
+    # issue 28: on this 76-node MLP effort 5 was 7% worse than effort 1 (the default model, peak)
+    from conftest import INSTANCES
+
+    p = optpart.load(INSTANCES / "small" / "mlp4-torch-training.json")
+    r1 = optpart.solve(p, "heuristic")
+    r5 = optpart.solve(p, "heuristic", effort=5)
+    optpart.check(p, r5)
+    assert r1.status.has_solution and r5.status.has_solution
+    assert r5.makespan <= r1.makespan * (1 + 1e-12), (r1.makespan, r5.makespan)
+
+
 # ---------------------------------------------------------------------- STG known optima
 def _optima(k: int) -> dict[str, tuple[float, float]]:
     """STG optimum per file for ``k`` processors as (lower, upper); one value when proven."""

@@ -54,7 +54,8 @@ from ...units import format_bytes
 from ..base import Solution
 from ..spec import Option, SolverSpec
 from .eft import eft_schedule, heft_order, topological_priority, upward_rank
-from .improve import iterated_search, local_search
+from .baseline_candidates import baseline_candidates
+from .search import improve_schedule
 from .mapping import map_clusters
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
 from .packing import pack_units
@@ -69,11 +70,13 @@ SPEC = SolverSpec(
                     finite=True),),
     memory_models=("static", "peak"), uses_hint=True, uses_time_limit=True)
 
-_WORK_PER_EFFORT = 300_000  # (nodes + edges) x evaluations per unit of effort
-_MAX_EVALS_PER_EFFORT = 1_500
-_MAX_EVALS = 1_000_000     # evaluations at most, whatever the effort (a time limit stops earlier)
-_MIN_EVALS = 10            # fewer is not worth a search: at 20,000 nodes (5 evaluations) it tripled
-                           # the solve time against heft's for no gain (docs/heuristic.md, "Scale")
+_SEARCH_WORK = 1_200_000   # search budget per unit of effort, in replay visits of nodes and edges
+_SEARCH_PER_SIZE = 6_000   # ... at most this many per node and edge (small graphs)
+_SEARCH_FROM = 600_000     # the search runs when effort x this pays for _MIN_EVALS reschedules (two
+                           # replays each): up to 30,000 nodes + edges at effort 1
+_MAX_SEARCH_WORK = 10 ** 10  # at most, whatever the effort (a time limit stops earlier)
+_MIN_EVALS = 10            # no search below the cost of this many reschedules: at 20,000 nodes (5 of
+                           # them) it tripled the solve time against heft's for no gain (docs/heuristic.md)
 _JUSTIFY_ALL_SIZE = 30_000  # nodes + edges up to which every candidate is double-justified at effort 1
                             # (above: the shortest candidate only; justification never lengthens)
 _FULL_CANDIDATES = 2_000_000  # nodes x devices up to which EFT tries every device (as heft does)
@@ -83,6 +86,7 @@ _NOISY_ORDERS = 24         # noisy orders per unit of effort (fewer on larger gr
 _MAX_NOISY_ORDERS = 2_000
 _BOUND_SIZE = 8_000_000    # nodes x devices up to which the optimality test uses every generic bound
 _PACK_EVALS = 2_000_000     # packing-search evaluations (O(1) each) per unit of effort when no fill fits
+_DEFAULT_EFFORT = 1.0      # more effort keeps this effort's answer (and effort 0's) as a candidate
 _DEADLINE_SHARE = 0.5      # share of the time limit the search may use (the rest: an overrunning
                            # stage, the final check, output)
 
@@ -140,15 +144,23 @@ def _pinned_overflow(problem: Problem, capacity: list[float]) -> str | None:
 
 
 def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float, hint, deadline,
-               seed: int = 0, stats: dict | None = None, lower: float = 0.0):
+               seed: int = 0, stats: dict | None = None, lower: float = 0.0, search: bool = True,
+               baselines: bool = True):
     """Every construction within ``capacity`` (static), improved; (makespan, place, start, finish) or None.
 
     ``lower`` is a proven lower bound on the makespan: once a candidate meets it, the later
-    stages (priority variants, the seed method, the search) cannot beat it and are skipped."""
+    stages (priority variants, the seed method, the search) cannot beat it and are skipped.
+    ``search=False`` leaves the search out and ``baselines=False`` the other baselines (the
+    peak model's starting points: its own search pays more for the time, and it offers the
+    baselines' peak answers itself)."""
     stats = {} if stats is None else stats
     n, m = g.n, problem.n_edges
     size = max(1, n + m)
-    evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size, _MAX_EVALS))
+    # the search's budget in replay visits of nodes and edges (:mod:`.search`)
+    # small graphs score moves with justified schedules (three replays each): 1.5 times the work
+    small = g.n <= _JUSTIFIED_SCORE_NODES
+    work = int(min(effort * min(_SEARCH_WORK, _SEARCH_PER_SIZE * size) * (1.5 if small else 1.0), _MAX_SEARCH_WORK))
+    evals = work // ((6 if small else 2) * size)   # as many whole reschedules (the seed method's refinement)
     cache: dict = {}
 
     def units():
@@ -207,15 +219,12 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     # 3. other EFT priority orders, as many as the work budget pays for: rank_u + rank_d,
     #    then seeded noisy rank_u
     count = int(min(_NOISY_ORDERS * max(1.0, effort) + 1, _MAX_NOISY_ORDERS, effort * _VARIANT_WORK / size))
+    orders = _variant_orders(g, seed)
     if count > 0 and not proven() and not late("the EFT priority variants", 1.2):
-        top, bottom = levels(g)
-        rng = np.random.default_rng(seed)
-        base = np.asarray(bottom)
         for tag in range(count):
             if late("the EFT priority variants", 1.2):
                 break
-            pr = np.asarray(top) + base if tag == 0 else base * rng.uniform(0.9, 1.1, size=g.n)
-            rv = eft_schedule(g, capacity, topological_priority(g, pr))
+            rv = eft_schedule(g, capacity, topological_priority(g, next(orders)))
             if rv is not None:
                 add(10 + tag, *rv)
     # 4. the seed method (phases 1-4; the ``pardnn`` baseline's placement)
@@ -228,6 +237,13 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         if place is not None:  # justified here only when every candidate is (else: the winner, below)
             s, f, ms = schedule_placement(g, place, jr if justify_all else 0)
             found.append((ms, 0, place, s, f))
+    # 6. the other baselines' answers (topo, metis, the seed method alone), as the budget of the
+    #    variants allows: never worse than them
+    if baselines and count > 0 and not (found and (proven() or late("the other baselines", 2.0))):
+        for name, place, s in baseline_candidates(problem, "static", seed):
+            if fits(np.bincount(place, weights=problem.memory, minlength=g.k), np.asarray(capacity)).all():
+                f = [s[v] + g.time[v] / g.speed[place[v]] for v in range(n)]
+                add(_BASELINE_TAGS[name], place, s, f)
     # 5. the hint, and everything on the fastest device that holds it
     if hint is not None:
         ph = project_constraints(problem, g, np.asarray(hint).tolist())
@@ -267,33 +283,43 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)
     used = 0
-    if evals >= _MIN_EVALS and g.k > 1 and not proven() and not late("the improvement", 0.5):
-        unit_of, members, unit_mem = units()
-        if g.n <= _JUSTIFIED_SCORE_NODES:
-            new, used = iterated_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
-                                        evals, deadline, seed=seed, justified=True)
-            if new != place:
-                s2, f2, ms2 = schedule_placement(g, new, 2)
-                if ms2 < ms:
-                    ms, place, s, f = ms2, new, s2, f2
-                    stats["construction"] += "+search"
-        else:
-            # larger graphs: moves scored by replaying the incumbent's order (see improve.py)
-            out: dict = {}
-            new, used = local_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
-                                     evals, deadline, keep_order=True, start=s, out=out)
-            if new != place and out["makespan"] < ms:
-                s2, f2, ms2 = justify(g, new, out["start"], out["finish"], jr)
-                ms, place, s, f = ms2, new, s2, f2
-                stats["construction"] += "+search"
-        if used < evals:
+    if (search and effort * _SEARCH_FROM >= 2 * _MIN_EVALS * size and g.k > 1 and not proven()
+            and not late("the improvement", 0.5)):
+        def restarts():
+            """The search's restarts: the EFT priority variants above, continued."""
+            for order in orders:
+                rv = eft_schedule(g, capacity, topological_priority(g, order))
+                if rv is not None:
+                    yield rv[0], (justify(g, *rv, jr)[0] if jr else rv[1])
+
+        out = improve_schedule(g, place, s, problem.allowed, units(), capacity, work, deadline, seed=seed,
+                               perturb=small, justify_rounds=jr, justified=small, lower=lower,
+                               restarts=None if small else restarts(), restart_cost=(g.k + 2 + 2 * jr) * size)
+        used = out["work"]
+        if out["makespan"] < ms:
+            s2, f2, ms2 = justify(g, out["place"], out["start"], out["finish"], jr)
+            ms, place, s, f = ms2, out["place"], s2, f2
+            stats["construction"] += "+search"
+        if out["stopped"]:
             late("the end of the improvement budget")
-    stats["evaluations"] = used
-    stats["evaluation_budget"] = evals
+    stats["search_work"] = used
+    stats["search_budget"] = work
     return ms, place, s, f
 
 
-_TAGS = {0: "pardnn", 1: "heft", 2: "hint", 3: "greedy-fill", 4: "single", 5: "etf", 10: "eft-rank-sum"}
+def _variant_orders(g: Graph, seed: int):
+    """EFT priorities beyond HEFT's: rank_u + rank_d, then rank_u times seeded noise in
+    [0.9, 1.1] (one stream: more effort, or the search's restarts, continue it)."""
+    top, bottom = levels(g)
+    base = np.asarray(bottom)
+    yield np.asarray(top) + base
+    rng = np.random.default_rng(seed)
+    while True:
+        yield base * rng.uniform(0.9, 1.1, size=g.n)
+
+
+_BASELINE_TAGS = {"topo": 6, "metis": 7, "pardnn": 8}
+_TAGS = {6: "topo", 7: "metis", 8: "pardnn-baseline", 0: "pardnn", 1: "heft", 2: "hint", 3: "greedy-fill", 4: "single", 5: "etf", 10: "eft-rank-sum"}
 
 
 def _single_device(problem: Problem, g: Graph):
@@ -329,9 +355,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         The memory model every returned placement respects.
     effort : float
         0: constructions only; 1 (default): bounded improvement sized for the speed
-        targets; higher: proportionally more schedule evaluations (capped), and never a
-        worse answer than effort 1's (kept as a candidate). At any effort, where the run
-        finds no placement the constructions alone (effort 0) are tried.
+        targets; higher: proportionally more schedule evaluations (capped).
     time_limit : float, optional
         Wall-clock cap (makes the result depend on timing); the call returns within
         about ``time_limit`` plus the time of the first construction.
@@ -344,27 +368,6 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     """
     t0 = _time.perf_counter()
     deadline = None if time_limit is None else t0 + _DEADLINE_SHARE * float(time_limit)
-    sol = _solve_at(problem, time_limit, seed, hint, memory_model, effort, deadline)
-    # More effort never returns a worse answer than the default effort, nor none where the
-    # constructions alone (effort 0) find one: those answers are candidates too.
-    for lower in (1.0, 0.0):
-        if effort <= lower or sol.status is Status.INFEASIBLE or (lower == 0.0 and sol.status.has_solution):
-            continue
-        alt = _solve_at(problem, time_limit, seed, hint, memory_model, lower, deadline)
-        if alt.status.has_solution and (not sol.status.has_solution
-                                        or _makespan(problem, alt) < _makespan(problem, sol)):
-            alt.stats = dict(alt.stats, kept_effort=lower)
-            sol = alt
-    return sol
-
-
-def _makespan(problem: Problem, sol: Solution) -> float:
-    """The makespan of a solution's own schedule."""
-    return float(np.max(sol.start + problem.duration(sol.placement))) if sol.placement.size else 0.0
-
-
-def _solve_at(problem: Problem, time_limit, seed: int, hint, memory_model: str, effort: float, deadline) -> Solution:
-    """One run of the heuristic at ``effort`` (see :func:`solve`)."""
     if problem.n_nodes == 0:
         return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0))
     capacity = problem.device_memory.astype(float).tolist()
@@ -372,12 +375,39 @@ def _solve_at(problem: Problem, time_limit, seed: int, hint, memory_model: str, 
     if reason is not None:
         return Solution(Status.INFEASIBLE, message=reason, memory_model=memory_model)
     g = Graph(problem)
+    sol = _solve_at(problem, g, capacity, memory_model, effort, hint, seed, time_limit, deadline)
+    # more effort never returns a worse answer than less: above the default the default's
+    # answer is a candidate, and above 0 the constructions' alone (effort 0, a fraction of the time)
+    for low_effort in [e for e in (_DEFAULT_EFFORT, 0.0) if e < effort]:
+        if sol.status in (Status.OPTIMAL, Status.INFEASIBLE):
+            break
+        low = _solve_at(problem, g, problem.device_memory.astype(float).tolist(), memory_model, low_effort,
+                        hint, seed, time_limit, deadline)
+        if _makespan(g, low) < _makespan(g, sol):
+            low.stats["kept"] = f"the answer at effort {low_effort:g} (shorter than at effort {effort:g})"
+            low.stats["effort_makespan"] = _makespan(g, sol)
+            sol = low
+    return sol
+
+
+def _makespan(g: Graph, sol: Solution) -> float:
+    """Makespan of a solution's own schedule; inf without a placement."""
+    if not sol.status.has_solution or sol.placement is None or sol.start is None:
+        return float("inf")
+    if len(sol.placement) == 0:
+        return 0.0
+    return float(np.max(sol.start + np.asarray(g.time) / np.asarray(g.speed)[sol.placement]))
+
+
+def _solve_at(problem: Problem, g: Graph, capacity: list[float], memory_model: str, effort: float, hint,
+              seed: int, time_limit, deadline) -> Solution:
+    """The heuristic at one effort (:func:`solve` after its checks)."""
     if memory_model == "peak" and problem.has_split:
         try:
             from .peak import solve_peak
         except ImportError:
             solve_peak = None
-        if solve_peak is not None:
+        if solve_peak is not None:   # (an answer effort 0 finds is kept by :func:`solve`)
             return solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=effort,
                               deadline=deadline)
     stats: dict = {}

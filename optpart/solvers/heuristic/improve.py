@@ -101,11 +101,13 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
                  members: list[list[int]], unit_mem: list[float], capacity: list[float],
                  max_evals: int, deadline: float | None = None, mode: str = "all",
                  swaps: bool = True, justified: bool = False, keep_order: bool = False,
-                 start: list[float] | None = None, out: dict | None = None) -> tuple[list[int], int]:
+                 start: list[float] | None = None, out: dict | None = None, admit=None,
+                 max_accepts: int | None = None, finish: list[float] | None = None) -> tuple[list[int], int]:
     """Hill-climb ``place`` by unit moves (and swaps); returns ``(place, evaluations used)``.
 
     ``mode="neighbors"`` is phase 3 (chain nodes to their chain neighbours' devices);
-    ``mode="all"`` is phase 6. Memory (static, per ``capacity``) and constraints
+    ``mode="all"`` is phase 6; ``mode="chain"`` is phase 6 without the moves of units off
+    the critical chain and without swaps (a neighbourhood small enough to exhaust). Memory (static, per ``capacity``) and constraints
     (``allowed``) hold after every accepted move. With ``keep_order`` a placement is
     scored by replaying the incumbent schedule's start order (a topological order)
     instead of its own bottom-level order: that keeps what a better scheduler (the EFT
@@ -129,8 +131,8 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
         Schedule evaluations at most (the deterministic budget).
     deadline : float, optional
         ``time.perf_counter()`` value after which no evaluation starts.
-    mode : {"all", "neighbors"}
-        Phase 6 or phase 3 (above).
+    mode : {"all", "chain", "neighbors"}
+        Phase 6, phase 6 on the critical chain only, or phase 3 (above).
     swaps : bool
         Try swaps of two units when no move pays.
     justified : bool
@@ -139,8 +141,16 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
         Score by replaying the incumbent's start order.
     start : list of float, optional
         The incumbent's start times (with ``keep_order``).
+    finish : list of float, optional
+        With ``start``: the incumbent's schedule is the reference a move must beat when it
+        is shorter than the placement's replays.
     out : dict, optional
-        Receives ``start``, ``finish`` and ``makespan`` of the result.
+        Receives ``start``, ``finish``, ``makespan`` and ``accepts`` (moves kept) of the result.
+    admit : callable, optional
+        ``admit(place, start, finish) -> bool``: memory beyond the static bytes (the peak
+        model), asked only for moves that pay.
+    max_accepts : int, optional
+        Stop after this many accepted moves.
 
     Returns
     -------
@@ -184,12 +194,17 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
             order = None
     else:
         ms, tot, s, f = score(g, place, justified)
+    if start is not None and finish is not None and finish:
+        ms0, tot0 = max(finish), sum(finish)
+        if ms0 < ms or (ms0 == ms and tot0 < tot):
+            ms, tot, s, f = ms0, tot0, list(start), list(finish)
     evals = 0
     tol = 1e-12
+    accepts = [0]
 
     def done() -> tuple[list[int], int]:
         if out is not None:
-            out["start"], out["finish"], out["makespan"] = s, f, ms
+            out["start"], out["finish"], out["makespan"], out["accepts"] = s, f, ms, accepts[0]
         return place, evals
 
     def better(a: float, b: float) -> bool:
@@ -206,16 +221,17 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
         for u, d in moves:
             move(u, d)
         ms2, tot2, s2, f2 = score(g, place, justified, order)
-        if better(ms2, tot2):
+        if better(ms2, tot2) and (admit is None or admit(place, s2, f2)):
             ms, tot, s, f = ms2, tot2, s2, f2
             if order is not None:
                 order = start_order(g, s)
+            accepts[0] += 1
             return True
         for u, a in reversed(back):
             move(u, a)
         return False
 
-    while budget.left > 0:
+    while budget.left > 0 and (max_accepts is None or accepts[0] < max_accepts):
         chain = critical_chain(g, place, s, f)
         chain_units: list[int] = []
         seen = set()
@@ -229,6 +245,8 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
         if mode == "all":
             rest = [u for u in range(n_units) if u not in seen]
             trial_lists.append(rest)
+        elif mode == "chain":  # the chain's units and the gather moves only
+            trial_lists.append([])
         for li, units in enumerate(trial_lists):
             if li == 1:  # no single chain move pays: gather tasks first (see _gather_moves)
                 for group, d in _gather_moves(g, chain, place, unit_of):

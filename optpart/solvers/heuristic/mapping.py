@@ -1,7 +1,9 @@
 """Phase 2, *merging and mapping*: give every cluster of phase 1 a device.
 
 ParDNN (Qararyah et al., Parallel Computing 2021, section 4.2) maps the ``k`` primary
-clusters one per device (the critical path to the fastest device) and then takes the
+clusters one per device (the critical path to the fastest device; here the fastest
+unused device whose capacity holds the cluster, the smallest such, so that unequal
+capacities do not force the memory step to split a primary) and then takes the
 secondary clusters heaviest first:
 
 * **merging**: a cluster whose communication with already mapped nodes outweighs its
@@ -103,6 +105,7 @@ def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np
     # communication-bound with what is already mapped is no primary (it is merged below).
     n_primary = 0
     c = 0
+    primary_on = [False] * k
     while c < len(paths) and n_primary < k:
         nodes = paths[c]
         if c > 0:
@@ -111,11 +114,13 @@ def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np
             if total > 0 and g.mean_lat + total * g.mean_inv_bw > work * mean_inv_speed:
                 break
         ok = allowed_np[nodes].all(axis=0)
-        # the next fastest device, unless the path may not go there
-        d = dev_order[n_primary]
-        if not ok[d]:
-            free = [e for e in dev_order if ok[e]]
-            d = free[0] if free else d
+        # the fastest unused device that may take the path and holds it (of those, the
+        # smallest: larger ones stay for larger paths), else the fastest unused one
+        mem = sum(memory[v] for v in nodes)
+        free = [e for e in dev_order if ok[e] and not primary_on[e]] or [e for e in dev_order if ok[e]]
+        d = min(free, key=lambda e: (not fits(mem, capacity[e]), -speed[e],
+                                     capacity[e] if fits(mem, capacity[e]) else 0.0, e)) if free else dev_order[0]
+        primary_on[d] = True
         assign(nodes, d)
         n_primary += 1
         c += 1

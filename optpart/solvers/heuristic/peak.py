@@ -16,7 +16,8 @@ schedule instead of budgeting static bytes:
    ``hint``, are rescheduled and repaired at the device and instant of their overflow.
 3. **Known-feasible candidates**: everything on one device (fastest first) when its
    schedule fits; HEFT under peak (the first EFT order above is exactly it); m-ETF under
-   liveness (the ``etf`` baseline's schedule); the
+   liveness (the ``etf`` baseline's schedule); the ``topo``, ``metis`` and ``pardnn``
+   baselines' answers (:mod:`.baseline_candidates`) when their schedules fit; the
    heuristic's static answers (within the capacities and without limits) when their own
    schedules fit; consecutive topological stages and mirrored pipeline stages
    (:mod:`.peak_stages`).
@@ -79,6 +80,10 @@ def peak_infeasibility(problem: Problem) -> str | None:
 
 _WORK_PER_EFFORT = 300_000   # (nodes + edges) x schedule evaluations per unit of effort
 _MAX_EVALS_PER_EFFORT = 300
+_EVAL_WORK = 20              # replay units per evaluation of the budget: peak's own search pays more for
+                             # the time than the static constructions' searches (left out), and a search
+                             # that converges stops before its budget (docs/heuristic.md)
+_JUSTIFIED_NODES = 300       # graphs up to this size are searched with justified schedules
 _ORDER_WORK = 60_000          # (nodes + edges) x extra EFT orders per unit of effort
 _MAX_NOISY = 8
 _TABU_WORK_PER_EFFORT = 3_000_000  # (nodes + edges) x overflow-search evaluations per unit of effort
@@ -188,27 +193,27 @@ def _unit_moves(problem: Problem, g: Graph, place: list[int], units, nodes):
             yield u, d, new
 
 
-def _improve(problem: Problem, g: Graph, pool: _Pool, units, evals: int, deadline, jr: int) -> int:
-    """Hill climbing under peak: move units of the critical chain to each other allowed
-    device; a move is kept when the schedule is shorter and still fits. Returns evals used."""
-    if pool.best is None or evals <= 0 or g.k < 2:
+def _improve(problem: Problem, g: Graph, pool: _Pool, units, work: int, deadline, jr: int, seed: int = 0) -> int:
+    """The schedule-aware search (:func:`.search.improve_schedule`) from the best candidate,
+    every kept move checked against the peak model on its exact schedule; the result is
+    offered to ``pool``. Returns the work used."""
+    if pool.best is None or work <= 0 or g.k < 2:
         return 0
-    used = 0
-    improved = True
-    while improved and used < evals:
-        improved = False
-        ms, _, place, s, f = pool.best
-        for _u, _d, new in _unit_moves(problem, g, place, units, critical_chain(g, place, s, f)):
-            if used >= evals:
-                break
-            if deadline is not None and _time.perf_counter() > deadline:
-                return used
-            used += 1
-            s2, f2, ms2, _ = peak_schedule(problem, g, new, jr)
-            if ms2 < ms - 1e-12 * max(1.0, ms) and pool.offer("move", new, s2, f2) and pool.best[0] < ms:
-                improved = True
-                break
-    return used
+    from .search import improve_schedule
+
+    cap = problem.device_memory
+
+    def admit(place, start, finish) -> bool:
+        return bool(fits(peak_memory(problem, np.asarray(place, dtype=np.int64), np.asarray(start),
+                                     np.asarray(finish)), cap).all())
+
+    _, _, place, s, _ = pool.best
+    out = improve_schedule(g, place, s, problem.allowed, units, [float("inf")] * g.k, work, deadline,
+                           admit=admit, seed=seed, justify_rounds=jr, justified=g.n <= _JUSTIFIED_NODES,
+                           lower=problem_lower_bound(problem))
+    if out["moves"]:
+        pool.offer("search", out["place"], out["start"], out["finish"], justify_rounds=jr)
+    return out["work"]
 
 
 def _overflow_tabu(problem: Problem, g: Graph, pool: _Pool, start: list[int], units, evals: int,
@@ -333,6 +338,13 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         pool.offer("etf-peak", r.place, r.start, r.finish, justify_rounds=jr)
     except NoRoom:
         pass
+    # the other baselines' answers (topo, metis, the seed method under peak), when the budget
+    # pays for priority orders: kept when their schedules fit, so never slower than them
+    if n_orders > 1:
+        from .baseline_candidates import baseline_candidates
+        for name, place, s in baseline_candidates(problem, "peak", seed):
+            pool.offer(name, place, s, [s[v] + g.time[v] / g.speed[place[v]] for v in range(g.n)],
+                       justify_rounds=jr)
     # 4. the static constructions and the hint, repaired on the memory timeline. Past the
     #    deadline (a time limit) optional stages are skipped once some candidate fits.
     stopped: list[str] = []
@@ -346,7 +358,7 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
     starts = []
     from . import _construct, pardnn_placement
     cap = problem.device_memory.astype(float).tolist()
-    static = _construct(problem, g, cap, effort, hint, deadline, seed)
+    static = _construct(problem, g, cap, effort, hint, deadline, seed, search=False, baselines=False)
     if static is not None:  # the heuristic's static answer: kept as is when it fits under peak
         _, sp, ss, sf = static
         if not pool.offer("static", sp, ss, sf):
@@ -357,7 +369,8 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         starts.append(("pardnn-static", pp))
     if not np.isinf(cap).all() and not late("the unconstrained static answer"):
         # the static answer without memory limits: the fastest schedules, often within peak already
-        free = _construct(problem, g, [float("inf")] * g.k, effort, None, deadline, seed)
+        free = _construct(problem, g, [float("inf")] * g.k, effort, None, deadline, seed, search=False,
+                          baselines=False)
         if free is not None:
             _, fp, fs, ff = free
             if not pool.offer("static-free", fp, fs, ff):
@@ -385,9 +398,9 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
         if fixed is not None:
             pool.offer(tag + "+repair", fixed[0], fixed[1], fixed[2])
     # 5. improvement under peak
-    evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size))
-    used = _improve(problem, g, pool, units, evals, deadline, jr)
-    stats = {"candidates": len(pool.tried), "improve_evals": used}
+    evals = min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size)
+    used = _improve(problem, g, pool, units, int(evals * _EVAL_WORK * size), deadline, jr, seed)
+    stats = {"candidates": len(pool.tried), "improve_work": used}
     if pool.best is None and pool.closest is not None and g.k >= 2 and not late("the overflow search"):
         # 6. no construction fits: search on the overflow itself, from the closest one
         tabu_evals = int(min(effort * _MAX_TABU_EVALS_PER_EFFORT, effort * _TABU_WORK_PER_EFFORT / size))

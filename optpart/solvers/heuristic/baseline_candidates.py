@@ -1,0 +1,61 @@
+"""The other baselines' answers as the heuristic's candidates: never worse than them.
+
+``heft`` and ``etf`` are the heuristic's own first constructions (the same engine, order
+and policy). The others -- ``topo`` (m-TOPO), ``metis`` (METIS partitioning, when pymetis
+is installed) and ``pardnn`` (the seed method alone, :mod:`.pardnn_seed`) -- build their
+placements differently, so their answers are taken as they are: each baseline is run on
+the problem, with the seed and the memory model the registry would give it (``topo`` and
+``metis`` guarantee only the static model; under peak the caller keeps their answer only
+when its schedule fits, as the registry does), and its placement and own schedule become
+a candidate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import SolverError
+from ...evaluate import canonical_schedule
+from ...problem import Problem
+
+__all__ = ["baseline_candidates"]
+
+
+def baseline_candidates(problem: Problem, memory_model: str, seed: int = 0
+                        ) -> list[tuple[str, list[int], list[float]]]:
+    """Placements and schedules of the ``topo``, ``metis`` and ``pardnn`` baselines.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem, with devices.
+    memory_model : {"static", "peak"}
+        The model asked for: ``pardnn`` runs under it, ``topo`` and ``metis`` under
+        ``static`` (the only one they guarantee).
+    seed : int
+        The seed the baselines get.
+
+    Returns
+    -------
+    list of tuple
+        ``(name, placement, start)`` of each baseline that found a placement (``start``:
+        its own schedule, else the canonical one the evaluator gives it), in the order
+        topo, metis, pardnn; ``metis`` is left out when pymetis is not installed.
+    """
+    from ..baselines import metis, topo
+    from . import pardnn_seed
+
+    out = []
+    for name, solve, model in (("topo", topo.solve, "static"), ("metis", metis.solve, "static"),
+                               ("pardnn", pardnn_seed.solve, memory_model)):
+        try:
+            sol = solve(problem, seed=seed, memory_model=model)
+        except (ImportError, SolverError):   # metis without pymetis
+            continue
+        if not sol.status.has_solution or sol.placement is None:
+            continue
+        start = sol.start
+        if start is None:   # the solver's schedule is the canonical one (as the evaluator scores it)
+            start, _ = canonical_schedule(problem, sol.placement)
+        out.append((name, np.asarray(sol.placement).tolist(), np.asarray(start, dtype=np.float64).tolist()))
+    return out
