@@ -355,7 +355,10 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         The memory model every returned placement respects.
     effort : float
         0: constructions only; 1 (default): bounded improvement sized for the speed
-        targets; higher: proportionally more schedule evaluations (capped).
+        targets; higher: proportionally more schedule evaluations (capped). Less effort's
+        answers are candidates: above effort 1 the default's, above 0 the constructions'
+        alone (effort 0), so more effort never returns a worse answer, nor none where
+        effort 0 finds one.
     time_limit : float, optional
         Wall-clock cap (makes the result depend on timing); the call returns within
         about ``time_limit`` plus the time of the first construction.
