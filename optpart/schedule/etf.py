@@ -21,6 +21,7 @@ import math
 from typing import Sequence
 
 from .eft import EftSchedule, NoRoom
+from .etf_shared import etf_shared
 from .graph import Graph, no_gc
 from .policy import MemoryPolicy, StaticPolicy
 
@@ -52,7 +53,15 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> E
         When a ready node has no device left.
     """
     with no_gc():
+        if _shared_applies(g, policy):  # the same schedule from one shared ready structure
+            return etf_shared(g, [-float(x) for x in priority], policy)
         return _etf(g, priority, policy)
+
+
+def _shared_applies(g: Graph, policy: MemoryPolicy) -> bool:
+    """Uniform finite links and the static policy: :mod:`.etf_shared` makes the same schedule."""
+    return (g.k > 1 and g.uniform and type(policy) is StaticPolicy and math.isfinite(g.lat[0][1])
+            and math.isfinite(g.inv_bw[0][1]))
 
 
 def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedule:

@@ -64,8 +64,9 @@ def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np
     span_end = max(t + m for t, m in zip(top, mt))
     scale = n_buckets / span_end if span_end > 0 else 0.0
     last = n_buckets - 1
-    bucket = [min(last, int(t * scale)) for t in top]
-    end_bucket = [min(last, int((t + m) * scale)) for t, m in zip(top, mt)]
+    top_np = np.asarray(top, dtype=np.float64)  # buckets in numpy: the same products, truncated
+    bucket = np.minimum(last, (top_np * scale).astype(np.int64)).tolist()
+    end_bucket = np.minimum(last, ((top_np + np.asarray(mt, dtype=np.float64)) * scale).astype(np.int64)).tolist()
     load = [[0.0] * n_buckets for _ in range(k)]
     used = [0.0] * k
     allowed_np = allowed
@@ -150,6 +151,7 @@ def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np
             merge = mean_cut > work * mean_inv_speed
             if merge:
                 talk_d = comm_to.index(max(comm_to))
+        talk = [(e, b) for e, b in enumerate(comm_to) if b > 0]  # the devices it exchanges bytes with
         for d in range(k):
             if not ok[d]:
                 continue
@@ -160,10 +162,9 @@ def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np
             else:
                 primary = 0.0
             cut = 0.0
-            if total_bytes > 0:
-                for e in range(k):
-                    if e != d and comm_to[e] > 0:
-                        cut += lat[e][d] + comm_to[e] / bw[e][d]
+            for e, b in talk:
+                if e != d:
+                    cut += lat[e][d] + b / bw[e][d]
             ld = sum(load[d][lo:hi + 1])
             over = ld + work / speed[d] - window
             if over < 0.0:

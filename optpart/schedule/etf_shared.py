@@ -1,0 +1,220 @@
+"""m-ETF under uniform links with one shared ready structure: the same schedule in O((V + E) log V).
+
+The rule is :mod:`optpart.schedule.etf`'s (Hwang, Chow, Anger, Lee, SIAM J. Comput. 18(2),
+1989; memory-constrained as m-ETF in Baechi, Jeon et al., ACM SoCC 2020): at every step the
+(node, device) pair that can start earliest, ties to the higher priority, the lower node
+index, the lower device index. This engine makes exactly that schedule, faster, when every
+pair of devices shares one link (latency and bandwidth) and memory is the static policy.
+
+**Why one structure suffices.** Under uniform links a ready node ``v`` has only two input
+arrivals: ``R(v)`` (the latest input sent over the link, or produced) on every device but
+its *home* ``h(v)`` (the device its latest remote input comes from), and ``a(v) <= R(v)`` on
+``h(v)`` itself. So ``v`` needs one entry in a shared heap keyed by ``R`` and at most one in
+its home device's heap keyed by ``a``, not one per device (the general engine pushes and
+pops every node ``k`` times).
+
+**Time-driven.** The chosen start times never decrease (placing a node only delays its own
+device; released nodes arrive after it finishes), so the engine keeps a clock ``t``: the
+pairs that start at ``t`` are exactly those whose inputs are there by ``t`` on a device
+free by ``t``; among them the best is the highest-priority node of the shared ready heap on
+the lowest free device, or a home-ready node on its free home device. When no pair starts
+at ``t`` the clock moves to the next event (a device frees, an input arrives).
+
+**Memory.** A node allowed everywhere and in no colocation group is optimistically taken to
+fit every device; the winner's fit is checked (``policy.fits``) before it is placed, and a
+node that fails is *demoted* once: from then on it has one entry per device it still fits,
+as in the general engine, as have pinned, restricted and grouped nodes from the start.
+Static fits only ever turn false (room shrinks; a group's device is one it fitted), so a
+pair dropped once never returns, and the first valid winner is the true minimum.
+
+Cost: O((V + E) log V) heap work plus a pass over the free devices per step (O(V k) cheap
+tests), against the general engine's O(V k log V) heap operations.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from heapq import heappop, heappush
+
+from .eft import EftSchedule, NoRoom
+from .graph import Graph
+from .policy import StaticPolicy
+
+__all__ = ["etf_shared"]
+
+
+def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSchedule:
+    """m-ETF's schedule on uniform finite links under the static policy (see the module docstring).
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists; ``g.uniform`` with finite links and ``g.k > 1``.
+    neg_prio : list of float
+        Minus the priority of every node (smaller goes first among equal start times).
+    policy : StaticPolicy
+        The static memory policy (constraints, groups, room).
+
+    Returns
+    -------
+    EftSchedule
+        Placement, start and finish of every node: the general engine's schedule.
+
+    Raises
+    ------
+    NoRoom
+        When a ready node has no device left.
+    """
+    n, k = g.n, g.k
+    time, inv_speed = g.time, g.inv_speed
+    lat_c, ibw_c = g.lat[0][1], g.inv_bw[0][1]
+    in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
+    out_ptr, succ = g.out_ptr, g.succ
+    indeg = [in_ptr[v + 1] - in_ptr[v] for v in range(n)]
+    fits, devices_for = policy.fits, policy.devices_for
+    # a shared node (no group, every device allowed) fits d when its bytes fit the room left
+    # there (``policy.room`` is updated in place); memory-blind: every device always fits
+    mem, room = (policy.mem, policy.room) if policy.memory_aware else ([0.0] * n, [float("inf")] * k)
+    everywhere, group_of, allowed = policy.all_devices, policy.group_of, policy.allowed_list
+    push, pop = heappush, heappop
+
+    place = [-1] * n
+    start = [0.0] * n
+    finish = [0.0] * n
+    shared = [True] * n          # False: the node has per-device entries only (demoted or constrained)
+    spend: list[tuple] = []      # shared: (R, -priority, node), inputs arrive after t
+    sready: list[tuple] = []     # shared: (-priority, node), inputs there by t on every device
+    pend: list[list] = [[] for _ in range(k)]   # per device: (arrival there, -priority, node)
+    rdy: list[list] = [[] for _ in range(k)]    # per device: (-priority, node), arrived by t
+    idle = list(range(k))        # devices free by t, ascending
+    busy: list[tuple] = []       # (free time, device) of the others
+    released: list[int] = []
+    t = 0.0
+
+    def arrival(v: int) -> tuple[float, int, float]:
+        """(R, home, a): arrival on every device but ``home``, and on ``home`` (-1: none)."""
+        t1 = t2 = 0.0
+        d1 = -1
+        lo, hi = in_ptr[v], in_ptr[v + 1]
+        for i in range(lo, hi):  # the best remote arrival (device d1) and the best from elsewhere
+            u = pred[i]
+            pu = place[u]
+            x = finish[u] + lat_c + ib[i] * ibw_c
+            if pu == d1:
+                if x > t1:
+                    t1 = x
+            elif x > t1:
+                t1, t2, d1 = x, t1, pu
+            elif x > t2:
+                t2 = x
+        a = t2
+        if d1 >= 0:
+            for i in range(lo, hi):  # inputs made on d1 itself arrive there when they finish
+                u = pred[i]
+                if place[u] == d1 and finish[u] > a:
+                    a = finish[u]
+        return t1, d1, a
+
+    def per_device(v: int, r_all: float, home: int, a: float) -> None:
+        """One entry per device ``v`` fits now (the general engine's bookkeeping)."""
+        npv = neg_prio[v]
+        for d in devices_for(v):
+            r = a if d == home else r_all
+            if r <= t:
+                push(rdy[d], (npv, v))
+            else:
+                push(pend[d], (r, npv, v))
+
+    def release(v: int) -> None:
+        r_all, home, a = arrival(v)
+        npv = neg_prio[v]
+        if group_of[v] < 0 and allowed[v] is everywhere:
+            if r_all <= t:
+                push(sready, (npv, v))
+            else:
+                push(spend, (r_all, npv, v))
+            if home >= 0 and a < r_all:
+                if a <= t:
+                    push(rdy[home], (npv, v))
+                else:
+                    push(pend[home], (a, npv, v))
+        else:
+            shared[v] = False
+            per_device(v, r_all, home, a)
+        released.append(v)
+
+    for v in range(n):
+        if indeg[v] == 0:
+            release(v)
+
+    placed = 0
+    while placed < n:
+        while spend and spend[0][0] <= t:
+            _, npv, v = pop(spend)
+            if place[v] < 0 and shared[v]:
+                push(sready, (npv, v))
+        while sready and (place[sready[0][1]] >= 0 or not shared[sready[0][1]]):
+            pop(sready)
+        # the best pair starting at t: (-priority, node, device) smallest; src: the device
+        # whose ready heap holds it, -1 when it is the shared heap's top on the lowest free device
+        bv = src = -1
+        if sready and idle:
+            bp, bv = sready[0]
+            bd = idle[0]
+        for d in idle:
+            pd, rd = pend[d], rdy[d]
+            while pd and pd[0][0] <= t:
+                _, npv, v = pop(pd)
+                if place[v] < 0:
+                    push(rd, (npv, v))
+            while rd and place[rd[0][1]] >= 0:
+                pop(rd)
+            if rd:
+                npv, v = rd[0]
+                if bv < 0 or npv < bp or (npv == bp and (v < bv or (v == bv and d <= bd))):
+                    bp, bv, bd, src = npv, v, d, d
+        if bv < 0:  # nothing starts at t: the clock moves to the next event
+            nxt = busy[0][0] if busy else None
+            if idle:  # (with every device busy, the next event is the first to free up)
+                if spend and (nxt is None or spend[0][0] < nxt):
+                    nxt = spend[0][0]
+                for d in idle:
+                    pd = pend[d]
+                    if pd and (nxt is None or pd[0][0] < nxt):
+                        nxt = pd[0][0]
+            if nxt is None:
+                waiting = [v for v in released if place[v] < 0]
+                raise NoRoom(waiting[0], policy.no_room_message(waiting[0]))
+            t = nxt
+            while busy and busy[0][0] <= t:
+                insort(idle, pop(busy)[1])
+            continue
+        v, d = bv, bd
+        if not (mem[v] <= room[d] if shared[v] else fits(v, d)):
+            # an optimistic pair: dropped for good (static fits never return); v has per-device
+            # entries from now on
+            if shared[v]:
+                shared[v] = False
+                per_device(v, *arrival(v))
+            if src >= 0:
+                pop(rdy[d])
+            continue
+        if src >= 0:
+            pop(rdy[d])
+        placed += 1
+        f = t + time[v] * inv_speed[d]
+        place[v], start[v], finish[v] = d, t, f
+        policy.place(v, d, t, f)
+        for i in range(out_ptr[v], out_ptr[v + 1]):
+            w = succ[i]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                release(w)
+        if f > t:
+            idle.remove(d)
+            push(busy, (f, d))
+            if not idle:  # every device busy: nothing starts before the first frees up
+                t = busy[0][0]
+                while busy and busy[0][0] <= t:
+                    insort(idle, pop(busy)[1])
+    return EftSchedule(place, start, finish)
