@@ -81,7 +81,7 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
     place = [-1] * n
     start = [0.0] * n
     finish = [0.0] * n
-    shared = [True] * n          # False: the node has per-device entries only (demoted or constrained)
+    state = [0] * n              # 0: shared entries (unplaced), 1: per-device entries only, 2: placed
     spend: list[tuple] = []      # shared: (R, -priority, node), inputs arrive after t
     sready: list[tuple] = []     # shared: (-priority, node), inputs there by t on every device
     pend: list[list] = [[] for _ in range(k)]   # per device: (arrival there, -priority, node)
@@ -128,7 +128,7 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
     def release(v: int) -> None:
         r_all, home, a = arrival(v)
         npv = neg_prio[v]
-        if group_of[v] < 0 and allowed[v] is everywhere:
+        if group_of[v] < 0 and allowed[v] is everywhere:  # optimistic: every device fits
             if r_all <= t:
                 push(sready, (npv, v))
             else:
@@ -139,7 +139,7 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
                 else:
                     push(pend[home], (a, npv, v))
         else:
-            shared[v] = False
+            state[v] = 1
             per_device(v, r_all, home, a)
         released.append(v)
 
@@ -151,9 +151,9 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
     while placed < n:
         while spend and spend[0][0] <= t:
             _, npv, v = pop(spend)
-            if place[v] < 0 and shared[v]:
+            if not state[v]:
                 push(sready, (npv, v))
-        while sready and (place[sready[0][1]] >= 0 or not shared[sready[0][1]]):
+        while sready and state[sready[0][1]]:
             pop(sready)
         # the best pair starting at t: (-priority, node, device) smallest; src: the device
         # whose ready heap holds it, -1 when it is the shared heap's top on the lowest free device
@@ -165,9 +165,9 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
             pd, rd = pend[d], rdy[d]
             while pd and pd[0][0] <= t:
                 _, npv, v = pop(pd)
-                if place[v] < 0:
+                if state[v] < 2:
                     push(rd, (npv, v))
-            while rd and place[rd[0][1]] >= 0:
+            while rd and state[rd[0][1]] == 2:
                 pop(rd)
             if rd:
                 npv, v = rd[0]
@@ -190,11 +190,11 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
                 insort(idle, pop(busy)[1])
             continue
         v, d = bv, bd
-        if not (mem[v] <= room[d] if shared[v] else fits(v, d)):
+        if not (mem[v] <= room[d] if not state[v] else fits(v, d)):
             # an optimistic pair: dropped for good (static fits never return); v has per-device
             # entries from now on
-            if shared[v]:
-                shared[v] = False
+            if not state[v]:
+                state[v] = 1
                 per_device(v, *arrival(v))
             if src >= 0:
                 pop(rdy[d])
@@ -204,6 +204,7 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
         placed += 1
         f = t + time[v] * inv_speed[d]
         place[v], start[v], finish[v] = d, t, f
+        state[v] = 2
         policy.place(v, d, t, f)
         for i in range(out_ptr[v], out_ptr[v + 1]):
             w = succ[i]

@@ -227,11 +227,14 @@ class StaticPolicy:
             Ascending; the shared allowed list when every device has room (callers must not mutate it).
         """
         g = self.group_of[v]
-        if g >= 0 and self.group_device[g] >= 0:
-            return [self.group_device[g]]
+        if g >= 0:
+            if self.group_device[g] >= 0:
+                return [self.group_device[g]]
+            need = self.group_need[g]
+        else:
+            need = self.mem[v]  # :meth:`need`, inlined: one call less per node in the hot loops
         if not self.memory_aware:
             return self.allowed_list[v]
-        need = self.need(v)
         if need <= self.min_room:  # room everywhere: the shared list, no copy (callers do not mutate it)
             return self.allowed_list[v]
         allowed = self.allowed_list[v]
