@@ -54,7 +54,7 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> E
     """
     with no_gc():
         if _shared_applies(g, policy):  # the same schedule from one shared ready structure
-            return etf_shared(g, [-float(x) for x in priority], policy)
+            return etf_shared(g, priority, policy)
         return _etf(g, priority, policy)
 
 

@@ -27,14 +27,19 @@ as in the general engine, as have pinned, restricted and grouped nodes from the 
 Static fits only ever turn false (room shrinks; a group's device is one it fitted), so a
 pair dropped once never returns, and the first valid winner is the true minimum.
 
-Cost: O((V + E) log V) heap work plus a pass over the free devices per step (O(V k) cheap
-tests), against the general engine's O(V k log V) heap operations.
+Nodes enter the heaps as their *rank* in (-priority, index) order, an int, so the ready heaps
+compare ints instead of tuples. Cost: O((V + E) log V) heap work plus a pass over the free
+devices per step (O(V k) cheap tests), against the general engine's O(V k log V) heap
+operations.
 """
 
 from __future__ import annotations
 
 from bisect import insort
 from heapq import heappop, heappush
+from typing import Sequence
+
+import numpy as np
 
 from .eft import EftSchedule, NoRoom
 from .graph import Graph
@@ -43,15 +48,15 @@ from .policy import StaticPolicy
 __all__ = ["etf_shared"]
 
 
-def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSchedule:
+def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy) -> EftSchedule:
     """m-ETF's schedule on uniform finite links under the static policy (see the module docstring).
 
     Parameters
     ----------
     g : Graph
         The problem as plain lists; ``g.uniform`` with finite links and ``g.k > 1``.
-    neg_prio : list of float
-        Minus the priority of every node (smaller goes first among equal start times).
+    priority : sequence of float
+        Priority of every node (higher first among equal start times).
     policy : StaticPolicy
         The static memory policy (constraints, groups, room).
 
@@ -71,10 +76,17 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     out_ptr, succ = g.out_ptr, g.succ
     indeg = [in_ptr[v + 1] - in_ptr[v] for v in range(n)]
+    # the tie order (-priority, node) as one int per node: heaps of ints, not of tuples
+    node_at = np.lexsort((np.arange(n), -np.asarray(priority, dtype=np.float64))) if n else np.zeros(0, int)
+    rank_of = np.empty(n, dtype=np.int64)
+    rank_of[node_at] = np.arange(n)
+    node_at, rank_of = node_at.tolist(), rank_of.tolist()
     fits, devices_for = policy.fits, policy.devices_for
     # a shared node (no group, every device allowed) fits d when its bytes fit the room left
     # there (``policy.room`` is updated in place); memory-blind: every device always fits
-    mem, room = (policy.mem, policy.room) if policy.memory_aware else ([0.0] * n, [float("inf")] * k)
+    aware = policy.memory_aware
+    mem, room = (policy.mem, policy.room) if aware else ([0.0] * n, [float("inf")] * k)
+    used = policy.used
     everywhere, group_of, allowed = policy.all_devices, policy.group_of, policy.allowed_list
     push, pop = heappush, heappop
 
@@ -82,10 +94,10 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
     start = [0.0] * n
     finish = [0.0] * n
     state = [0] * n              # 0: shared entries (unplaced), 1: per-device entries only, 2: placed
-    spend: list[tuple] = []      # shared: (R, -priority, node), inputs arrive after t
-    sready: list[tuple] = []     # shared: (-priority, node), inputs there by t on every device
-    pend: list[list] = [[] for _ in range(k)]   # per device: (arrival there, -priority, node)
-    rdy: list[list] = [[] for _ in range(k)]    # per device: (-priority, node), arrived by t
+    spend: list[tuple] = []      # shared: (R, rank), inputs arrive after t
+    sready: list[int] = []       # shared: rank, inputs there by t on every device
+    pend: list[list] = [[] for _ in range(k)]   # per device: (arrival there, rank)
+    rdy: list[list] = [[] for _ in range(k)]    # per device: rank, arrived by t
     idle = list(range(k))        # devices free by t, ascending
     busy: list[tuple] = []       # (free time, device) of the others
     released: list[int] = []
@@ -117,27 +129,27 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
 
     def per_device(v: int, r_all: float, home: int, a: float) -> None:
         """One entry per device ``v`` fits now (the general engine's bookkeeping)."""
-        npv = neg_prio[v]
+        rv = rank_of[v]
         for d in devices_for(v):
             r = a if d == home else r_all
             if r <= t:
-                push(rdy[d], (npv, v))
+                push(rdy[d], rv)
             else:
-                push(pend[d], (r, npv, v))
+                push(pend[d], (r, rv))
 
     def release(v: int) -> None:
         r_all, home, a = arrival(v)
-        npv = neg_prio[v]
         if group_of[v] < 0 and allowed[v] is everywhere:  # optimistic: every device fits
+            rv = rank_of[v]
             if r_all <= t:
-                push(sready, (npv, v))
+                push(sready, rv)
             else:
-                push(spend, (r_all, npv, v))
+                push(spend, (r_all, rv))
             if home >= 0 and a < r_all:
                 if a <= t:
-                    push(rdy[home], (npv, v))
+                    push(rdy[home], rv)
                 else:
-                    push(pend[home], (a, npv, v))
+                    push(pend[home], (a, rv))
         else:
             state[v] = 1
             per_device(v, r_all, home, a)
@@ -150,30 +162,28 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
     placed = 0
     while placed < n:
         while spend and spend[0][0] <= t:
-            _, npv, v = pop(spend)
-            if not state[v]:
-                push(sready, (npv, v))
-        while sready and state[sready[0][1]]:
+            rv = pop(spend)[1]
+            if not state[node_at[rv]]:
+                push(sready, rv)
+        while sready and state[node_at[sready[0]]]:
             pop(sready)
-        # the best pair starting at t: (-priority, node, device) smallest; src: the device
-        # whose ready heap holds it, -1 when it is the shared heap's top on the lowest free device
-        bv = src = -1
+        # the best pair starting at t: (rank, device) smallest; src: the device whose ready
+        # heap holds it, -1 when it is the shared heap's top on the lowest free device
+        br = src = -1
         if sready and idle:
-            bp, bv = sready[0]
+            br = sready[0]
             bd = idle[0]
         for d in idle:
             pd, rd = pend[d], rdy[d]
             while pd and pd[0][0] <= t:
-                _, npv, v = pop(pd)
-                if state[v] < 2:
-                    push(rd, (npv, v))
-            while rd and state[rd[0][1]] == 2:
+                rv = pop(pd)[1]
+                if state[node_at[rv]] < 2:
+                    push(rd, rv)
+            while rd and state[node_at[rd[0]]] == 2:
                 pop(rd)
-            if rd:
-                npv, v = rd[0]
-                if bv < 0 or npv < bp or (npv == bp and (v < bv or (v == bv and d <= bd))):
-                    bp, bv, bd, src = npv, v, d, d
-        if bv < 0:  # nothing starts at t: the clock moves to the next event
+            if rd and (br < 0 or rd[0] < br or (rd[0] == br and d <= bd)):
+                br, bd, src = rd[0], d, d
+        if br < 0:  # nothing starts at t: the clock moves to the next event
             nxt = busy[0][0] if busy else None
             if idle:  # (with every device busy, the next event is the first to free up)
                 if spend and (nxt is None or spend[0][0] < nxt):
@@ -189,7 +199,7 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
             while busy and busy[0][0] <= t:
                 insort(idle, pop(busy)[1])
             continue
-        v, d = bv, bd
+        v, d = node_at[br], bd
         if not (mem[v] <= room[d] if not state[v] else fits(v, d)):
             # an optimistic pair: dropped for good (static fits never return); v has per-device
             # entries from now on
@@ -204,8 +214,15 @@ def etf_shared(g: Graph, neg_prio: list[float], policy: StaticPolicy) -> EftSche
         placed += 1
         f = t + time[v] * inv_speed[d]
         place[v], start[v], finish[v] = d, t, f
+        if state[v] or not aware:
+            policy.place(v, d, t, f)
+        else:  # policy.place inlined for a node outside any group (the common case)
+            b = mem[v]
+            used[d] += b
+            room[d] -= b
+            if room[d] < policy.min_room:
+                policy.min_room = room[d]
         state[v] = 2
-        policy.place(v, d, t, f)
         for i in range(out_ptr[v], out_ptr[v + 1]):
             w = succ[i]
             indeg[w] -= 1

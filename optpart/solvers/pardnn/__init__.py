@@ -60,6 +60,7 @@ from .improve import iterated_search, local_search
 from .mapping import map_clusters
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
 from .packing import pack_units
+from .budget import CONSTRUCTION_PASSES, JUSTIFY_PASSES, WorkBudget
 from .refine import refine
 from .schedule import Graph, justify, schedule_placement
 from .slicing import levels, slice_paths
@@ -75,8 +76,6 @@ _MAX_EVALS_PER_EFFORT = 1_500
 _MAX_EVALS = 1_000_000     # evaluations at most, whatever the effort (a time limit stops earlier)
 _MIN_EVALS = 10            # fewer is not worth a search: at 20,000 nodes (5 evaluations) it tripled
                            # the solve time against heft's for no gain (docs/heuristic.md, "Scale")
-_JUSTIFY_ALL_SIZE = 30_000  # nodes + edges up to which every candidate is double-justified at effort 1
-                            # (above: the shortest candidate only; justification never lengthens)
 _FULL_CANDIDATES = 2_000_000  # nodes x devices up to which EFT tries every device (as heft does)
 _JUSTIFIED_SCORE_NODES = 300
 _VARIANT_WORK = 50_000     # (nodes + edges) x extra EFT priority orders per unit of effort
@@ -150,6 +149,8 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     n, m = g.n, problem.n_edges
     size = max(1, n + m)
     evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size, _MAX_EVALS))
+    budget = WorkBudget(effort, size)  # units of work after HEFT's construction (see budget.py)
+    budget.charge(CONSTRUCTION_PASSES)  # m-ETF and the seed method run at every size: charged first
     cache: dict = {}
 
     def units():
@@ -160,7 +161,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
 
     found = []  # (makespan, tag, place, start, finish)
     jr = 1 if effort > 0 else 0
-    justify_all = jr and effort * _JUSTIFY_ALL_SIZE >= size
+    justified: set = set()  # tags of the candidates whose schedule was double-justified
 
     unit = [0.0]  # seconds the first construction took: the yardstick for later stages
 
@@ -179,9 +180,14 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             return True
         return False
 
+    def justify_pays() -> bool:
+        """Whether one more double justification runs (and is charged): the budget affords it."""
+        return bool(jr) and budget.take(JUSTIFY_PASSES)
+
     def add(tag: int, place, s, f) -> None:
-        if justify_all and not (found and late("a justification", 0.5)):
+        if not (found and late("a justification", 0.5)) and justify_pays():
             s, f, ms = justify(g, place, s, f, jr)
+            justified.add(tag)
         else:
             ms = max(f) if f else 0.0
         found.append((ms, tag, place, s, f))
@@ -213,7 +219,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         rng = np.random.default_rng(seed)
         base = np.asarray(bottom)
         for tag in range(count):
-            if late("the EFT priority variants", 1.2):
+            if late("the EFT priority variants", 1.2) or not budget.take(1):
                 break
             pr = np.asarray(top) + base if tag == 0 else base * rng.uniform(0.9, 1.1, size=g.n)
             rv = eft_schedule(g, capacity, topological_priority(g, pr))
@@ -221,16 +227,20 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
                 add(10 + tag, *rv)
     # 4. the seed method (phases 1-4; the ``pardnn`` baseline's placement)
     if not (found and (proven() or late("the seed method", 1.0))):
-        refine_evals = min(20, evals // 4)
+        refine_evals = min(20, evals // 4, budget.passes_left())
         if refine_evals < 2:  # one evaluation would only score the start: not worth a refinement
             refine_evals = 0
+        budget.charge(refine_evals)
         place = pardnn_placement(problem, g, capacity, refine_evals=refine_evals, deadline=deadline,
                                  units=units())
         if place is not None:  # justified here only when every candidate is (else: the winner, below)
             busy = _busiest(problem, g, place)
             if _may_win(busy, found):
-                s, f, ms = schedule_placement(g, place, jr if justify_all else 0)
+                jp = justify_pays()
+                s, f, ms = schedule_placement(g, place, jr if jp else 0)
                 found.append((ms, 0, place, s, f))
+                if jp:
+                    justified.add(0)
             else:
                 stats["pardnn_bound"] = busy  # its makespan is at least this, above the best candidate
     # 5. the hint, and everything on the fastest device that holds it
@@ -266,11 +276,12 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         found.append((ms, 3, place, s, f))
     found.sort(key=lambda x: (x[0], x[1]))
     ms, tag, place, s, f = found[0]
-    if jr and not justify_all and not proven() and not late("the final justification"):
+    if tag not in justified and not proven() and not late("the final justification") and justify_pays():
         s, f, ms = justify(g, place, s, f, jr)
     stats["construction"] = _TAGS.get(tag, "eft-variant")
     stats["constructions_tried"] = len(found)
     used = 0
+    evals = min(evals, budget.passes_left())
     if evals >= _MIN_EVALS and g.k > 1 and not proven() and not late("the improvement", 0.5):
         unit_of, members, unit_mem = units()
         if g.n <= _JUSTIFIED_SCORE_NODES:
@@ -292,8 +303,11 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
                 stats["construction"] += "+search"
         if used < evals:
             late("the end of the improvement budget")
+    budget.charge(used)
     stats["evaluations"] = used
     stats["evaluation_budget"] = evals
+    stats["work_budget"] = budget.total  # units (node or edge visits) after HEFT's construction
+    stats["work_used"] = budget.used     # the constructions' nominal charge included
     return ms, place, s, f
 
 

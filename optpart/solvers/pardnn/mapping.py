@@ -85,7 +85,7 @@ def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np
     every = [True] * k
     cap_hi = [c + MEMORY_RTOL * max(1.0, abs(c)) for c in capacity]  # above: fits() says no
     cross_ptr, cross_node, cross_bytes = _earlier_edges(g, paths, cluster_of)
-    t_of, b_of, e_of = time.__getitem__, bucket.__getitem__, end_bucket.__getitem__
+    t_of, m_of, b_of, e_of = time.__getitem__, memory.__getitem__, bucket.__getitem__, end_bucket.__getitem__
 
     def assign(nodes: list[int], d: int) -> None:
         ld = load[d]
@@ -128,7 +128,7 @@ def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np
         nodes = paths[c]
         comm_to = comm_bytes(c)
         work = sum(map(t_of, nodes))  # left to right, as a loop would add them
-        mem = sum(memory[v] for v in nodes)
+        mem = sum(map(m_of, nodes))
         lo = min(map(b_of, nodes))
         hi = max(map(e_of, nodes))
         window = (hi - lo + 1) * bucket_len
@@ -148,7 +148,7 @@ def map_clusters(g: Graph, top: list[float], paths: list[list[int]], allowed: np
             merge = mean_cut > work * mean_inv_speed
             if merge:
                 talk_d = comm_to.index(max(comm_to))
-        talk = [(e, b) for e, b in enumerate(comm_to) if b > 0]  # the devices it exchanges bytes with
+        talk = [(e, b) for e, b in enumerate(comm_to) if b > 0] if total_bytes > 0 else ()  # its devices
         for d in range(k):
             if not ok[d]:
                 continue
