@@ -159,7 +159,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             cache["units"] = memory_units(problem)
         return cache["units"]
 
-    found = []  # (makespan, tag, place, start, finish)
+    found = _Candidates()  # (makespan, tag, place, start, finish); only the best keeps its lists
     jr = 1 if effort > 0 else 0
     justified: set = set()  # tags of the candidates whose schedule was double-justified
 
@@ -202,6 +202,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     res = eft_schedule(g, capacity, heft_order(g), candidates="all" if full else "near")
     if res is not None:
         add(1, *res)
+    res = None  # the candidate list holds what is kept
     unit[0] = _time.perf_counter() - t0
     # 2. m-ETF's earliest-start construction (the ``etf`` baseline's schedule: never worse than it)
     if not (found and (proven() or late("the ETF construction", 1.5))):
@@ -209,6 +210,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             r = etf_schedule(g, upward_rank(g),
                              StaticPolicy(problem, capacity=capacity, solver="heuristic"))
             add(5, r.place, r.start, r.finish)
+            r = None
         except NoRoom:
             pass
     # 3. other EFT priority orders, as many as the work budget pays for: rank_u + rank_d,
@@ -309,6 +311,22 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["work_budget"] = budget.total  # units (node or edge visits) after HEFT's construction
     stats["work_used"] = budget.used     # the constructions' nominal charge included
     return ms, place, s, f
+
+
+class _Candidates(list):
+    """The candidates as ``(makespan, tag, place, start, finish)``; only the best, by
+    (makespan, tag) as the final choice ranks them, keeps its placement and schedule: the others
+    keep their makespan only (three lists of 10^6 entries are about 70 MiB each)."""
+
+    def append(self, item: tuple) -> None:
+        """Add a candidate and drop the lists of whichever of it and the best so far loses."""
+        if self:
+            best = min(range(len(self)), key=lambda i: self[i][:2])
+            if item[:2] < self[best][:2]:
+                self[best] = self[best][:2] + (None, None, None)
+            else:
+                item = item[:2] + (None, None, None)
+        super().append(item)
 
 
 def _busiest(problem: Problem, g: Graph, place: list[int]) -> float:

@@ -188,25 +188,31 @@ def _earlier_edges(g: Graph, paths: list[list[int]], cluster_of: list[int] | Non
     p = g.problem
     n_paths = len(paths)
     if cluster_of is None:
-        cl = np.empty(g.n, dtype=np.int64)
+        cl = np.empty(g.n, dtype=np.int32)
         for c, nodes in enumerate(paths):
             cl[nodes] = c
     else:
-        cl = np.asarray(cluster_of, dtype=np.int64)
-    pos = np.empty(g.n, dtype=np.int64)  # place of each node within its path
+        cl = np.asarray(cluster_of, dtype=np.int32)
+    pos = np.empty(g.n, dtype=np.int32)  # place of each node within its path
     sizes = np.fromiter(map(len, paths), dtype=np.int64, count=n_paths)
     flat = np.fromiter((v for nodes in paths for v in nodes), dtype=np.int64, count=int(sizes.sum()))
     pos[flat] = np.arange(flat.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    del flat
-    o_src, o_dst = p.edge_src[p.out_edges], p.edge_dst[p.out_edges]  # out-edge CSR positions
-    i_src, i_dst = p.edge_src[p.in_edges], p.edge_dst[p.in_edges]    # in-edge CSR positions
-    o_keep = np.flatnonzero(cl[o_dst] < cl[o_src])
-    i_keep = np.flatnonzero(cl[i_src] < cl[i_dst])
-    node = np.concatenate([o_src[o_keep], i_dst[i_keep]])
-    far = np.concatenate([o_dst[o_keep], i_src[i_keep]])
-    nbytes = np.concatenate([p.edge_bytes[p.out_edges[o_keep]], p.edge_bytes[p.in_edges[i_keep]]])
-    side = np.concatenate([np.zeros(o_keep.size, dtype=np.int8), np.ones(i_keep.size, dtype=np.int8)])
-    csr = np.concatenate([o_keep, i_keep])
-    order = np.lexsort((csr, side, pos[node], cl[node]))
-    ptr = np.searchsorted(cl[node][order], np.arange(n_paths + 1)).tolist()
-    return ptr, far[order].tolist(), nbytes[order].tolist()
+    del flat, sizes
+    src, dst = p.edge_src, p.edge_dst
+    c_src, c_dst = cl[src], cl[dst]
+    keep = np.flatnonzero(c_src != c_dst)     # edge ids joining two paths
+    late_src = c_src[keep] > c_dst[keep]      # the later path holds the source: one of its out-edges
+    del c_src, c_dst
+    node = np.where(late_src, src[keep], dst[keep])
+    far = np.where(late_src, dst[keep], src[keep])
+    slot = np.empty(src.size, dtype=np.int32)  # CSR position of each edge id, out- or in-list
+    slot[p.out_edges] = np.arange(src.size, dtype=np.int32)
+    out_slot = slot[keep]
+    slot[p.in_edges] = np.arange(src.size, dtype=np.int32)
+    csr = np.where(late_src, out_slot, slot[keep])
+    del slot, out_slot
+    order = np.lexsort((csr, ~late_src, pos[node], cl[node]))  # out-edges (late_src) before in-edges
+    del csr
+    nbytes = p.edge_bytes[keep[order]].tolist()
+    ptr = np.searchsorted(cl[node[order]], np.arange(n_paths + 1)).tolist()
+    return ptr, far[order].tolist(), nbytes
