@@ -32,7 +32,7 @@ from .gaps import GapLine
 from .graph import Graph, arrivals, no_gc
 from .policy import MemoryPolicy
 
-__all__ = ["NoRoom", "EftSchedule", "eft_schedule"]
+__all__ = ["NoRoom", "TimeUp", "EftSchedule", "eft_schedule"]
 
 _NEG_INF = -math.inf
 
@@ -44,6 +44,10 @@ class NoRoom(Exception):
         super().__init__(message)
         self.node = node
         self.message = message
+
+
+class TimeUp(Exception):
+    """A construction passed its deadline (``time.perf_counter()`` value) and stopped unfinished."""
 
 
 @dataclass

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import heapq
 import math
+from time import perf_counter
 from typing import Sequence
 
-from .eft import EftSchedule, NoRoom
+from .eft import EftSchedule, NoRoom, TimeUp
 from .etf_shared import etf_shared
 from .graph import Graph, no_gc
 from .policy import MemoryPolicy, StaticPolicy
@@ -28,7 +29,8 @@ from .policy import MemoryPolicy, StaticPolicy
 __all__ = ["etf_schedule"]
 
 
-def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedule:
+def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: float | None = None
+                 ) -> EftSchedule:
     """Place and schedule ``g`` by earliest start time; higher ``priority`` wins ties.
 
     Raises :class:`~optpart.schedule.eft.NoRoom` when a ready node has no device left.
@@ -41,6 +43,8 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> E
         Priority of every node (higher first among equal start times), e.g. the upward rank.
     policy : MemoryPolicy
         Which devices each node may use, and the memory bookkeeping.
+    deadline : float, optional
+        ``time.perf_counter()`` value; checked every 1,024 placements.
 
     Returns
     -------
@@ -51,11 +55,13 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> E
     ------
     NoRoom
         When a ready node has no device left.
+    TimeUp
+        When the deadline passes before every node is placed.
     """
     with no_gc():
         if _shared_applies(g, policy):  # the same schedule from one shared ready structure
-            return etf_shared(g, priority, policy)
-        return _etf(g, priority, policy)
+            return etf_shared(g, priority, policy, deadline)
+        return _etf(g, priority, policy, deadline)
 
 
 def _shared_applies(g: Graph, policy: MemoryPolicy) -> bool:
@@ -64,7 +70,8 @@ def _shared_applies(g: Graph, policy: MemoryPolicy) -> bool:
             and math.isfinite(g.inv_bw[0][1]))
 
 
-def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedule:
+def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: float | None = None
+         ) -> EftSchedule:
     n, k = g.n, g.k
     neg_prio = [-float(x) for x in priority]
     time, inv_speed = g.time, g.inv_speed
@@ -198,6 +205,8 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
         if check_slots and not policy.admits(v, d, best_t, f):
             continue  # no room at that start (e.g. the liveness policy): d is dropped for v
         placed += 1
+        if deadline is not None and not placed & 1023 and perf_counter() > deadline:
+            raise TimeUp(f"deadline passed after {placed} of {n} nodes")
         place[v], start[v], finish[v] = d, best_t, f
         avail[d] = f
         policy.place(v, d, best_t, f)

@@ -37,18 +37,20 @@ from __future__ import annotations
 
 from bisect import insort
 from heapq import heappop, heappush
+from time import perf_counter
 from typing import Sequence
 
 import numpy as np
 
-from .eft import EftSchedule, NoRoom
+from .eft import EftSchedule, NoRoom, TimeUp
 from .graph import Graph
 from .policy import StaticPolicy
 
 __all__ = ["etf_shared"]
 
 
-def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy) -> EftSchedule:
+def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadline: float | None = None
+               ) -> EftSchedule:
     """m-ETF's schedule on uniform finite links under the static policy (see the module docstring).
 
     Parameters
@@ -59,6 +61,8 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy) -> Eft
         Priority of every node (higher first among equal start times).
     policy : StaticPolicy
         The static memory policy (constraints, groups, room).
+    deadline : float, optional
+        ``time.perf_counter()`` value; checked every 1,024 placements.
 
     Returns
     -------
@@ -69,6 +73,8 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy) -> Eft
     ------
     NoRoom
         When a ready node has no device left.
+    TimeUp
+        When the deadline passes before every node is placed.
     """
     n, k = g.n, g.k
     time, inv_speed = g.time, g.inv_speed
@@ -212,6 +218,8 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy) -> Eft
         if src >= 0:
             pop(rdy[d])
         placed += 1
+        if deadline is not None and not placed & 1023 and perf_counter() > deadline:
+            raise TimeUp(f"deadline passed after {placed} of {n} nodes")
         f = t + time[v] * inv_speed[d]
         place[v], start[v], finish[v] = d, t, f
         if state[v] or not aware:

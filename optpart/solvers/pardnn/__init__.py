@@ -49,7 +49,7 @@ from ...evaluate import peak_memory, problem_lower_bound, time_tolerance
 from ...memory import fits
 from ...problem import Problem
 from ...result import Status
-from ...schedule import NoRoom, StaticPolicy, etf_schedule
+from ...schedule import NoRoom, StaticPolicy, TimeUp, etf_schedule
 from ..._gc import no_gc
 from ...errors import SolverError
 from ...units import format_bytes
@@ -205,14 +205,16 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     res = None  # the candidate list holds what is kept
     unit[0] = _time.perf_counter() - t0
     # 2. m-ETF's earliest-start construction (the ``etf`` baseline's schedule: never worse than it)
-    if not (found and (proven() or late("the ETF construction", 1.5))):
+    if not (found and (proven() or late("the ETF construction", 1.0))):
         try:
             r = etf_schedule(g, upward_rank(g),
-                             StaticPolicy(problem, capacity=capacity, solver="heuristic"))
+                             StaticPolicy(problem, capacity=capacity, solver="heuristic"), deadline=deadline)
             add(5, r.place, r.start, r.finish)
             r = None
         except NoRoom:
             pass
+        except TimeUp:  # stopped part-way: nothing kept, and the later stages are past the deadline too
+            stats.setdefault("stopped", "time limit reached during the ETF construction")
     # 3. other EFT priority orders, as many as the work budget pays for: rank_u + rank_d,
     #    then seeded noisy rank_u
     count = int(min(_NOISY_ORDERS * max(1.0, effort) + 1, _MAX_NOISY_ORDERS, effort * _VARIANT_WORK / size))
