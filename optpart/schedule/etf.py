@@ -23,7 +23,7 @@ from typing import Sequence
 
 from .eft import EftSchedule, NoRoom, TimeUp
 from .etf_shared import etf_shared
-from .graph import Graph, no_gc
+from .graph import Graph, no_gc, uniform_arrival
 from .policy import MemoryPolicy, StaticPolicy
 
 __all__ = ["etf_schedule"]
@@ -99,29 +99,11 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: fl
     def release(v: int) -> None:
         lo, hi = in_ptr[v], in_ptr[v + 1]
         npv = neg_prio[v]
-        if uniform:  # one link everywhere: the best remote arrival (top two by device) and local ones
-            t1 = t2 = 0.0
-            d1 = -1
-            local: dict[int, float] = {}
-            for i in range(lo, hi):
-                pu = place[pred[i]]
-                fu = finish[pred[i]]
-                x = fu + lat_c + ib[i] * inv_bw_c
-                if pu == d1:
-                    if x > t1:
-                        t1 = x
-                elif x > t1:
-                    t1, t2, d1 = x, t1, pu
-                elif x > t2:
-                    t2 = x
-                if fu > local.get(pu, 0.0):
-                    local[pu] = fu
+        if uniform:  # one link everywhere: one arrival on every device but d1, another on d1
+            t1, d1, a1 = uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, inv_bw_c)
         for d in policy.devices_for(v):
             if uniform:
-                r = t2 if d == d1 else t1
-                x = local.get(d, 0.0)
-                if x > r:
-                    r = x
+                r = a1 if d == d1 else t1
             else:
                 r = 0.0
                 for i in range(lo, hi):

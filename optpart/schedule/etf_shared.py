@@ -43,7 +43,7 @@ from typing import Sequence
 import numpy as np
 
 from .eft import EftSchedule, NoRoom, TimeUp
-from .graph import Graph
+from .graph import Graph, uniform_arrival
 from .policy import StaticPolicy
 
 __all__ = ["etf_shared"]
@@ -72,9 +72,9 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
     Raises
     ------
     NoRoom
-        When a ready node has no device left.
+        A ready node fits no device, at the step the general engine would find it.
     TimeUp
-        When the deadline passes before every node is placed.
+        Past ``deadline`` at a check (every 1,024 placements).
     """
     n, k = g.n, g.k
     time, inv_speed = g.time, g.inv_speed
@@ -111,27 +111,7 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
 
     def arrival(v: int) -> tuple[float, int, float]:
         """(R, home, a): arrival on every device but ``home``, and on ``home`` (-1: none)."""
-        t1 = t2 = 0.0
-        d1 = -1
-        lo, hi = in_ptr[v], in_ptr[v + 1]
-        for i in range(lo, hi):  # the best remote arrival (device d1) and the best from elsewhere
-            u = pred[i]
-            pu = place[u]
-            x = finish[u] + lat_c + ib[i] * ibw_c
-            if pu == d1:
-                if x > t1:
-                    t1 = x
-            elif x > t1:
-                t1, t2, d1 = x, t1, pu
-            elif x > t2:
-                t2 = x
-        a = t2
-        if d1 >= 0:
-            for i in range(lo, hi):  # inputs made on d1 itself arrive there when they finish
-                u = pred[i]
-                if place[u] == d1 and finish[u] > a:
-                    a = finish[u]
-        return t1, d1, a
+        return uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, ibw_c)
 
     def per_device(v: int, r_all: float, home: int, a: float) -> None:
         """One entry per device ``v`` fits now (the general engine's bookkeeping)."""

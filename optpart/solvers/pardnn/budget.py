@@ -65,22 +65,22 @@ class WorkBudget:
         self.used += passes * self.size
 
     def take(self, passes: float) -> bool:
-        """Spend ``passes`` passes if they fit in what is left; say whether they did.
+        """:meth:`charge` ``passes`` only when they fit in :attr:`left`.
 
         Parameters
         ----------
         passes : float
-            Passes over the graph the work costs.
+            The optional stage's cost.
 
         Returns
         -------
         bool
-            True when the work may run (and is charged), False when it does not fit.
+            Whether the stage may run (it is charged then).
         """
-        if passes * self.size > self.left:
-            return False
-        self.used += passes * self.size
-        return True
+        fits = passes * self.size <= self.left
+        if fits:
+            self.charge(passes)
+        return fits
 
     def passes_left(self) -> int:
         """Whole passes that still fit (0 when none).
