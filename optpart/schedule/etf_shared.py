@@ -124,7 +124,7 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
                 push(pend[d], (r, rv))
 
     def release(v: int) -> None:
-        r_all, home, a = arrival(v)
+        r_all, home, a = uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, ibw_c)
         if group_of[v] < 0 and allowed[v] is everywhere:  # optimistic: every device fits
             rv = rank_of[v]
             if r_all <= t:

@@ -8,14 +8,16 @@ shortest kept (ties: the earlier candidate):
 
 1. HEFT's construction (:mod:`.eft`: upward-rank order, earliest finish with insertion,
    every device a candidate) -- the very schedule ``heft`` returns, so the heuristic is
-   never worse than ``heft``; then double justification (never lengthens).
+   never worse than ``heft``.
 2. m-ETF's earliest-start construction (:func:`optpart.schedule.etf.etf_schedule`, the
    very schedule ``etf`` returns), which often reaches the optimum where communication is
-   cheap or joins are wide; run at every size (ready heaps, per-device candidates cached).
-3. EFT with other priority orders (rank_u + rank_d, seeded noisy ranks), as many as a
-   work budget of ``effort * _VARIANT_WORK`` (nodes + edges) pays for.
+   cheap or joins are wide; run at every size (one shared ready structure under uniform
+   links, :mod:`optpart.schedule.etf_shared`).
+3. EFT with other priority orders (rank_u + rank_d, seeded noisy ranks), as many as the
+   work budget pays for (and at most ``effort * _VARIANT_WORK`` / (nodes + edges)).
 4. The ParDNN seed method (phases 1-4: :mod:`.slicing`, :mod:`.mapping`, :mod:`.refine`,
-   :mod:`.memory`; also the ``pardnn`` solver, :mod:`optpart.solvers.pardnn_seed`).
+   :mod:`.memory`; also the ``pardnn`` solver, :mod:`optpart.solvers.pardnn_seed`), run at
+   every size; its placement is scheduled when its busiest device could still beat the best.
 5. The hint (projected onto the constraints, memory repaired) and "everything on the
    fastest device that holds it" (so never worse than ``single``).
 
@@ -23,12 +25,14 @@ Then :mod:`.improve` (iterated local search on small graphs, hill climbing score
 replaying the incumbent's order on larger ones) for a number of schedule evaluations set
 by ``effort``.
 
-Every candidate is double-justified on graphs up to ``effort * _JUSTIFY_ALL_SIZE`` nodes +
-edges, above that only the shortest one (justification never lengthens a schedule).
+Work after HEFT's construction is paid from one deterministic budget (:mod:`.budget`, node
+and edge visits): m-ETF and the seed method are charged first and always run; double
+justification of each candidate (never lengthens a schedule), the variants, the seed
+refinement and the search's evaluations run as far as what is left pays.
 
-Time limit: construction stages after the first check the deadline (``0.7 *
-time_limit``), the improvement checks it before every evaluation; nothing is allocated
-in proportion to ``effort``. When the heuristic stops early ``Solution.stats["stopped"]``
+Time limit: construction stages after the first check the deadline (``0.5 *
+time_limit``; m-ETF also while it runs), the improvement checks it before every
+evaluation; nothing is allocated in proportion to ``effort``. When the heuristic stops early ``Solution.stats["stopped"]``
 says where and why. Without a time limit it is deterministic: randomness only from
 ``seed``, ties to the lower node or device index.
 
