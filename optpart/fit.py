@@ -30,6 +30,7 @@ from .memory import fits
 from .model.screening import live_at_start, running_need
 from .problem import Device, Links, Problem
 from .result import Result
+from .units import format_bytes
 from .api import solve
 
 __all__ = ["FitResult", "capacity_lower_bound", "devices_lower_bound", "min_capacity", "min_devices", "on_devices"]
@@ -85,8 +86,8 @@ class FitResult:
 
 
 def _model(problem: Problem, memory_model: str | None) -> str:
-    if memory_model is None:
-        return "peak" if problem.has_split else "static"
+    if memory_model is None:  # the default everywhere (equal to static on graphs without the split)
+        return "peak"
     if memory_model not in ("static", "peak"):
         raise OptpartError(f"memory_model={memory_model!r}; use 'static' or 'peak'")
     return memory_model
@@ -107,7 +108,7 @@ def capacity_lower_bound(problem: Problem, devices: int, memory_model: str | Non
     devices : int
         How many equal devices share the graph.
     memory_model : {"static", "peak"}, optional
-        Default: peak for graphs with the param/output/temp split, else static.
+        Default: peak, as everywhere (equal to static on graphs without the param/output/temp split).
 
     Returns
     -------
@@ -144,7 +145,7 @@ def devices_lower_bound(problem: Problem, capacity: float, memory_model: str | N
     capacity : float
         Bytes per device.
     memory_model : {"static", "peak"}, optional
-        Default: peak for graphs with the param/output/temp split, else static.
+        Default: peak, as everywhere (equal to static on graphs without the param/output/temp split).
 
     Returns
     -------
@@ -156,7 +157,6 @@ def devices_lower_bound(problem: Problem, capacity: float, memory_model: str | N
     model = _model(problem, memory_model)
     if problem.n_nodes == 0:
         return 1, ""
-    from .units import format_bytes
     if model == "peak":
         need = running_need(problem)
         v = int(np.argmax(need))
@@ -211,8 +211,9 @@ class _Prober:
     """Solves at one (devices, capacity) and says whether the answer fits the model."""
 
     def __init__(self, problem: Problem, solver: str, model: str, seed: int, time_limit: float | None,
-                 options: dict[str, Any], micro_batches: int | None = None) -> None:
-        self.problem, self.solver, self.model = problem, solver, model
+                 options: dict[str, Any], micro_batches: int | None = None,
+                 report: Callable[[str], None] | None = None) -> None:
+        self.problem, self.solver, self.model, self.report = problem, solver, model, report
         self.seed, self.time_limit, self.micro_batches = seed, time_limit, micro_batches
         from .pipeline.fit import solver_parameters  # gpipe/1f1b are pipelined orders, not registry solvers
 
@@ -236,6 +237,9 @@ class _Prober:
         good = self.ok(q, r)
         if quick:
             self.probes.append((k, float(capacity), good))
+        if self.report is not None:
+            self.report(f"{'probe ' + str(len(self.probes)) if quick else 'final solve'}: {k} x "
+                        f"{format_bytes(float(capacity))} {'fits' if good else 'does not fit'}")
         return q, (r if good else None)
 
     def polish(self, k: int, capacity: float, found: Result) -> Result:
@@ -272,10 +276,11 @@ def _bisect(found: Callable[[int], Result | None], lo: int, best: tuple[int, Res
 
 def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, memory_model: str | None = None,
                  tolerance: float = 0.01, seed: int = 0, time_limit: float | None = None,
-                 options: dict[str, Any] | None = None, micro_batches: int | None = None) -> FitResult:
+                 options: dict[str, Any] | None = None, micro_batches: int | None = None,
+                 report: Callable[[str], None] | None = None) -> FitResult:
     """The smallest capacity (bytes, the same on every device, to ``tolerance``) at which
     ``solver`` places ``problem`` on ``devices`` devices under ``memory_model`` (default:
-    peak for graphs with the param/output/temp split, else static). See the module doc.
+    peak, as everywhere). See the module doc.
 
     Parameters
     ----------
@@ -298,6 +303,9 @@ def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, m
     micro_batches : int, optional
         Fit one step of that many micro-batches (docs/model.md section 7): every probe is a
         pipelined solve and the bound is the unrolled step's (default: the file's recorded M).
+    report : callable, optional
+        Called with one line after every probe (``"probe 3: 4 x 1.25 GiB fits"``): the CLI's
+        progress display.
 
     Returns
     -------
@@ -310,7 +318,7 @@ def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, m
     if not tolerance > 0:
         raise OptpartError(f"tolerance={tolerance!r} must be > 0")
     model = _model(problem, memory_model)
-    probe = _Prober(problem, solver, model, seed, time_limit, options or {}, micro_batches)
+    probe = _Prober(problem, solver, model, seed, time_limit, options or {}, micro_batches, report)
     from .pipeline.fit import bound_problem
 
     judged = bound_problem(problem, micro_batches)  # the unrolled step when pipelined
@@ -343,7 +351,8 @@ def min_capacity(problem: Problem, devices: int, solver: str = "heuristic", *, m
 
 def min_devices(problem: Problem, memory: float, solver: str = "heuristic", *, memory_model: str | None = None,
                 max_devices: int | None = None, seed: int = 0, time_limit: float | None = None,
-                options: dict[str, Any] | None = None, micro_batches: int | None = None) -> FitResult:
+                options: dict[str, Any] | None = None, micro_batches: int | None = None,
+                report: Callable[[str], None] | None = None) -> FitResult:
     """The smallest number of devices of ``memory`` bytes each on which ``solver`` places
     ``problem`` (doubling from the proven lower bound, then bisection; at most
     ``max_devices``, default the node count).
@@ -366,7 +375,7 @@ def min_devices(problem: Problem, memory: float, solver: str = "heuristic", *, m
         Seconds per probe; None sets no wall-clock limit.
     options : dict, optional
         Solver options.
-    micro_batches : int, optional
+    micro_batches, report : optional
         As in :func:`min_capacity`.
 
     Returns
@@ -385,7 +394,7 @@ def min_devices(problem: Problem, memory: float, solver: str = "heuristic", *, m
     if lb == 0:
         return FitResult(float(memory), None, math.inf, None, model, solver, "devices",
                          reason=f"no device count fits: {reason}")
-    probe = _Prober(problem, solver, model, seed, time_limit, options or {}, micro_batches)
+    probe = _Prober(problem, solver, model, seed, time_limit, options or {}, micro_batches, report)
     lo, k, best = lb - 1, lb, None
     while k <= limit:
         _, r = probe(k, memory)

@@ -65,6 +65,13 @@ class Verdict:
         return f"valid; {what} not re-proved"
 
     def to_dict(self) -> dict[str, Any]:
+        """The verdict as JSON-ready values (the ``verdict`` field of ``optpart evaluate --json``).
+
+        Returns
+        -------
+        dict
+            ``valid``, the wording, false claims, unverifiable claims and notes.
+        """
         return {"valid": self.valid, "verdict": self.wording, "false_claims": list(self.false_claims),
                 "unverifiable": list(self.unverifiable), "notes": list(self.notes)}
 

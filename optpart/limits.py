@@ -49,12 +49,23 @@ def _env_int(name: str, default: int) -> int:
 
 
 def max_input_bytes() -> int:
-    """Largest (decompressed) input file optpart reads, in bytes."""
+    """Largest (decompressed) input file optpart reads, in bytes.
+
+    Returns
+    -------
+    int
+        Bytes.
+    """
     return _env_int("OPTPART_MAX_INPUT_BYTES", DEFAULT_MAX_INPUT_BYTES)
 
 
 def max_devices() -> int:
-    """Largest device count a problem may have."""
+    """Largest device count a problem may have.
+
+    Returns
+    -------
+    int
+    """
     return _env_int("OPTPART_MAX_DEVICES", DEFAULT_MAX_DEVICES)
 
 

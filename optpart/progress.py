@@ -67,7 +67,12 @@ def quiet(enabled: bool = True) -> Iterator[None]:
 
 
 def is_enabled() -> bool:
-    """True when a progress display would be drawn: a terminal on stderr and quiet mode off."""
+    """True when a progress display would be drawn: a terminal on stderr and quiet mode off.
+
+    Returns
+    -------
+    bool
+    """
     if _QUIET or os.environ.get("OPTPART_QUIET", "") not in ("", "0"):
         return False
     try:

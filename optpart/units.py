@@ -85,7 +85,7 @@ _RATE_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
                 "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
 
 
-def parse_bandwidth(text: str | float | int) -> float:
+def parse_bandwidth(text: str | float | int, *, unit_required: bool = False) -> float:
     """Read a bandwidth such as ``'25GB/s'``, ``'25GiB/s'``, ``'100Gbit/s'`` or ``'inf'`` into bytes per second.
 
     ``B`` is a byte and ``bit`` a bit; spellings that readers take both ways (``GBps``,
@@ -95,6 +95,9 @@ def parse_bandwidth(text: str | float | int) -> float:
     ----------
     text : str or float or int
         A number (bytes per second) or a number with a unit.
+    unit_required : bool
+        Refuse text that is a bare number other than inf (the command line's rule, as for
+        sizes: ``--bandwidth 25`` means 25 GB/s far more often than 25 bytes per second).
 
     Returns
     -------
@@ -102,6 +105,9 @@ def parse_bandwidth(text: str | float | int) -> float:
         Bytes per second (> 0; ``inf`` for an unlimited link).
     """
     value, unit = _split(text, "bandwidth")
+    if unit_required and isinstance(text, str) and not unit and value != math.inf:
+        raise OptpartError(f"bandwidth {text!r} has no unit; write e.g. {text.strip()}GB/s, {text.strip()}GiB/s "
+                           f"or {text.strip()}B/s for bytes per second")
     body = unit[:-2] if unit.endswith("/s") else unit
     factor = None
     if unit.lower().endswith("ps") or (body.endswith("b") and not body.endswith("bit")):

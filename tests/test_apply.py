@@ -166,11 +166,58 @@ def test_placed_step_matches_autograd_on_gpus(name):
     assert_same(loss, grads, *reference(module, inputs, extra))
 
 
-def test_a_result_without_its_problem_is_refused():
+def split_result(problem):
+    """A valid placement over both devices (alternating nodes, colocation groups whole), scored."""
+    placement = np.arange(problem.n_nodes) % 2
+    for g in problem.groups:
+        placement[list(g)] = placement[g[0]]
+    result = optpart.evaluate(problem, placement)
+    assert np.unique(result.placement).size == 2
+    return result
+
+
+def test_a_result_knows_its_problem_and_the_step_also_gives_the_forward_outputs():
     module, inputs, extra = MODELS["cnn"]()
-    _, result = plan(module, inputs, extra)
-    with pytest.raises(OptpartError, match="needs its problem"):
-        apply(module, inputs, result, {"dev0": "cpu", "dev1": "cpu"})
+    problem, result = plan(module, inputs, extra)
+    for res in (result, split_result(problem)):  # from solve, and from evaluate
+        gm = apply(module, inputs, res, {"dev0": "cpu", "dev1": "cpu:0"}, outputs=True)  # no problem=
+        loss, grads, outputs = gm(*inputs)
+        assert_same(loss, grads, *reference(module, inputs, extra))
+        want = copy.deepcopy(module).train()(*inputs)  # batch norm on batch statistics, as the step
+        assert len(outputs) == 1 and outputs[0].shape == want.shape
+        torch.testing.assert_close(outputs[0].cpu(), want.detach(), rtol=1e-5, atol=1e-6)
+    # A Result built by hand does not know its problem: one clear error.
+    bare = optpart.Result(problem=problem.name, solver="hand", status=optpart.Status.FEASIBLE,
+                          placement=result.placement, start=result.start)
+    with pytest.raises(OptpartError, match="does not know its problem"):
+        apply(module, inputs, bare, {"dev0": "cpu", "dev1": "cpu"})
+    assert apply(module, inputs, bare, {"dev0": "cpu", "dev1": "cpu:0"}, problem=problem)(*inputs)[0].ndim == 0
+
+
+@pytest.mark.parametrize("name", ["gpt2", "cnn"])
+def test_the_training_plan_places_an_inference_module_that_computes_the_eval_forward(name):
+    from optpart.torch import apply_inference
+
+    module, inputs, extra = MODELS[name]()
+    problem = from_torch(module, inputs, devices=2, **extra)
+    result = split_result(problem)
+    gm = apply_inference(module, inputs, result, {"dev0": "cpu", "dev1": "cpu:0"})
+    ref = copy.deepcopy(module).eval()
+    with torch.no_grad():
+        want = ref(*inputs)
+    want = want.logits if hasattr(want, "logits") else want
+    got = gm(*inputs)[0]
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+    meta = gm.meta["optpart"]
+    # Operators the training step also runs sit where the plan put them, over both devices.
+    assert meta["matched"] > 0 and meta["transfers"] > 0 and set(meta["devices"].values()) == {"cpu", "cpu:0"}
+    dev = result.placement_ids()
+    named = {nd.meta["optpart_node"] for nd in gm.graph.nodes if "optpart_node" in nd.meta}
+    same = [n for n in named if n in dev]
+    assert len(same) == meta["matched"]
+    assert all(meta["devices"][n] == ("cpu" if dev[n] == "dev0" else "cpu:0") for n in same)
+    assert check_devices(gm)["operators"] == len(named)
+    assert module.training  # the module's own mode is restored
 
 
 def test_constants_baked_into_the_trace_move_with_their_operator():

@@ -190,4 +190,55 @@ def test_a_size_without_a_unit_is_refused_and_times_take_units(tmp_path, capsys)
     assert main(["solve", str(graph), "--devices", "2", "--memory", "16", "-q"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--memory" in err and "has no unit" in err and "16GiB" in err
-    assert main(["solve", str(graph), "--devices", "2", "--memory", "16B", "--time-limit", "5m", "-q"]) == 0
+    assert main(["solve", str(graph), "--devices", "2", "--memory", "16B", "--time-limit", "5m", "-q",
+                 "-o", str(tmp_path / "r.json")]) == 0
+    capsys.readouterr()
+    # Every command that takes a size or a bandwidth refuses a bare number (a rate as well as a size);
+    # 0 and inf need no unit. The time limit takes units on every command that has one.
+    bare = [["solve", str(graph), "-k", "2", "--memory", "16B", "--bandwidth", "25"],
+            ["evaluate", str(graph), str(tmp_path / "r.json"), "-k", "2", "--memory", "16"],
+            ["fit", str(graph), "--memory", "16"],
+            ["info", str(graph), "-k", "2", "--memory", "2,2"],
+            ["bench", str(graph), "-k", "2", "--memory", "16", "--db", str(tmp_path / "b.sqlite")],
+            ["bench", str(graph), "-k", "2", "--bandwidth", "10", "--db", str(tmp_path / "b.sqlite")]]
+    for argv in bare:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "has no unit" in err and ("--memory" in err or "--bandwidth" in err), argv
+    assert not (tmp_path / "b.sqlite").exists()  # refused before any run
+    assert main(["solve", str(graph), "-k", "2", "--memory", "inf", "--bandwidth", "inf", "-q"]) == 0
+    db = tmp_path / "ok.sqlite"
+    assert main(["bench", str(graph), "-k", "2", "--memory", "16B", "--bandwidth", "10GB/s", "--time-limit", "1m",
+                 "--db", str(db)]) == 0
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        assert [json.loads(r[0])["time_limit"] for r in con.execute("SELECT options FROM runs")] == [60.0]
+
+
+def test_every_flag_that_takes_a_value_shows_its_default_in_help():
+    """Issue 28: '--help' of each subcommand names the default of every flag that takes a value
+    (a flag without one says what happens when it is left out, e.g. 'default: the file's'), and
+    every positional argument says what it is."""
+    import argparse
+
+    from optpart.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, cmd in sorted(sub.choices.items()):
+        for action in cmd._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+                continue
+            text = action.help or ""
+            if not action.option_strings:
+                if not text:
+                    missing.append(f"{name} {action.dest}: positional without help")
+                continue
+            takes_value = action.nargs != 0 and not isinstance(action, argparse.BooleanOptionalAction)
+            if (takes_value or isinstance(action, argparse.BooleanOptionalAction)) and not action.required \
+                    and "default" not in text:
+                missing.append(f"{name} {action.option_strings[-1]}: {text!r}")
+    assert not missing, "\n".join(missing)
+    assert "(default peak" in " ".join(sub.choices["solve"].format_help().split())  # it reaches the printed help

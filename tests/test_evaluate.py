@@ -341,6 +341,30 @@ def test_a_scored_placement_over_capacity_is_never_feasible():
     assert optpart.evaluate(pinned, {"a": "g0", "b": "g1"}).status is optpart.Status.INVALID
 
 
+def test_the_cli_never_calls_a_placement_over_capacity_feasible(tmp_path, capsys):
+    import dataclasses
+    import json
+
+    from optpart.cli import main
+
+    nodes = [{"id": "a", "time": 1, "param_bytes": 8, "output_bytes": 4}, {"id": "b", "time": 1, "param_bytes": 8}]
+    p = optpart.Problem.build(nodes=nodes, edges=[{"src": "a", "dst": "b", "bytes": 4}],
+                              devices=[Device("g0", 16), Device("g1", 16)])
+    optpart.save(p, tmp_path / "p.json")
+    over = optpart.evaluate(p, {"a": "g0", "b": "g0"})
+    lie = dataclasses.replace(over, status=Status.FEASIBLE, message="")  # a file claiming 'feasible' at 1.25x
+    optpart.save_result(lie, p, tmp_path / "lie.json")
+    assert main(["evaluate", str(tmp_path / "p.json"), str(tmp_path / "lie.json"), "--json"]) == 1
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["status"] == "invalid" and doc["verdict"]["false_claims"] == [
+        "status 'feasible': device 'g0' holds 20 B (peak) but has 16 B"]
+    assert captured.err.count("\n") == 1 and "false claim: status 'feasible'" in captured.err
+    # The human table says so too.
+    assert main(["evaluate", str(tmp_path / "p.json"), str(tmp_path / "lie.json")]) == 1
+    assert "status    invalid" in capsys.readouterr().out
+
+
 def test_a_result_knows_its_problem_and_writes_itself(diamond, tmp_path):
     import json
 

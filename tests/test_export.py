@@ -156,6 +156,20 @@ def test_cli_export_errors_are_one_line(tmp_path, capsys):
     code = main(["export", str(tmp_path / "r3.json"), "--problem", str(tmp_path / "p.json")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "was computed for devices" in err and "r3.json" in err
+    # Device flags that name other devices than the result's are refused the same way by export,
+    # show and plot; flags that change only capacities are taken, with one note naming both.
+    for cmd in (["export", str(tmp_path / "r3.json"), "--problem", str(tmp_path / "p.json")],
+                ["show", str(tmp_path / "r3.json"), "--problem", str(tmp_path / "p.json")],
+                ["plot", str(tmp_path / "r3.json"), "--problem", str(tmp_path / "p.json"), "-o",
+                 str(tmp_path / "g.png")]):
+        assert main([*cmd, "--devices", "2", "--memory", "100B"]) == 2, cmd
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "the device flags give [dev0 100 B, dev1 100 B]" in err, cmd
+    assert not (tmp_path / "g.png").exists()
+    assert main(["export", str(tmp_path / "r3.json"), "--problem", str(tmp_path / "p.json"), "--devices", "3",
+                 "--memory", "50B", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: ") and "read on [dev0 50 B, dev1 50 B, dev2 50 B]" in err
 
 
 def test_cli_export_exits_1_when_the_module_plan_does_not_fit(tmp_path, capsys):

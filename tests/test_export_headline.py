@@ -176,3 +176,60 @@ def test_opt_and_whisper_export_plans_that_fit_at_default_depth_and_dispatch(bui
         ref = model(**inputs).logits
         out = accelerate.dispatch_model(model, device_map={k: "cpu" for k in dm.device_map})(**inputs).logits
     assert np.allclose(out.numpy(), ref.numpy(), atol=1e-6)
+
+
+def _bart():
+    import torch
+    import transformers as tf
+
+    cfg = tf.BartConfig(vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=16,
+                        pad_token_id=0, bos_token_id=0, eos_token_id=0, decoder_start_token_id=0)
+    ids = torch.randint(1, 64, (2, 6))
+    return tf.BartForConditionalGeneration(cfg), {"input_ids": ids, "decoder_input_ids": ids}, "final_logits_bias"
+
+
+def _clip():
+    import torch
+    import transformers as tf
+
+    cfg = tf.CLIPConfig(text_config=dict(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, max_position_embeddings=6),
+                        vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                           num_attention_heads=2, image_size=8, patch_size=4), projection_dim=8)
+    return (tf.CLIPModel(cfg), {"input_ids": torch.randint(1, 64, (2, 6)), "pixel_values": torch.randn(2, 3, 8, 8)},
+            "logit_scale")
+
+
+@pytest.mark.parametrize("build", [_bart, _clip], ids=["bart", "clip"])
+def test_maps_with_tensors_of_the_top_level_module_pass_accelerates_check_and_dispatch(build):
+    """BART's final_logits_bias and CLIP's logit_scale belong to the model itself (module ""):
+    under a plan that spreads the modules over 3 devices they get their own entry, accelerate's
+    check accepts the map, and the model dispatched with it (hooks on every mapped module,
+    devices mapped to cpu) computes the original logits."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    accelerate = pytest.importorskip("accelerate")
+    from accelerate.utils import check_device_map
+
+    from optpart.formats.torch_import import from_torch
+
+    torch.manual_seed(0)
+    model, inputs, root_tensor = build()
+    problem = from_torch(model, inputs, devices=3)
+    placement = np.arange(problem.n_nodes) % 3  # every module's operators over all devices
+    for g in problem.groups:
+        placement[list(g)] = placement[g[0]]
+    plan = export.module_plan(problem, optpart.evaluate(problem, placement), resolve=False)
+    assert root_tensor in plan.device_map and len(set(plan.device_map.values())) > 1
+    model.eval()
+    check_device_map(model, plan.device_map)  # raises when a parameter or buffer has no device
+    with pytest.raises(ValueError, match=root_tensor):
+        check_device_map(model, {k: v for k, v in plan.device_map.items() if k != root_tensor})
+    with torch.no_grad():
+        ref = model(**inputs)
+        out = accelerate.dispatch_model(model, device_map={k: "cpu" for k in plan.device_map},
+                                        force_hooks=True)(**inputs)
+    for name in ("logits", "logits_per_image"):
+        if getattr(ref, name, None) is not None:
+            assert torch.equal(getattr(out, name), getattr(ref, name))

@@ -37,14 +37,14 @@ def _reference_etf(problem, priority):
                 r = 0.0
                 for i in preds:
                     pu = place[g.pred[i]]
-                    r = max(r, finish[g.pred[i]] + g.lat[pu][d] + g.in_bytes[i] * g.inv_bw[pu][d])
+                    r = max(r, finish[g.pred[i]] + (g.lat[pu][d] + g.in_bytes[i] / g.bw[pu][d]))
                 key = (max(r, avail[d]), -float(priority[v]), v, d)
                 best = key if best is None or key < best else best
         if best is None:
             return None
         t, _, v, d = best
         place[v], start[v] = d, t
-        finish[v] = avail[d] = t + g.time[v] * g.inv_speed[d]
+        finish[v] = avail[d] = t + g.time[v] / g.speed[d]
         policy.place(v, d, t, finish[v])
     return place, start, finish
 
@@ -135,7 +135,7 @@ def test_the_shared_etf_engine_matches_the_per_device_engine_with_constraints(pr
 
 
 def test_the_etf_engine_stops_at_its_deadline_and_the_heuristic_says_so(monkeypatch):
-    import optpart.solvers.pardnn as pardnn
+    import optpart.solvers.heuristic as heuristic_module
     from optpart.schedule import TimeUp, etf_schedule
     from optpart.schedule import etf_shared as shared_module
 
@@ -145,7 +145,7 @@ def test_the_etf_engine_stops_at_its_deadline_and_the_heuristic_says_so(monkeypa
         etf_schedule(g, upward_rank(p).tolist(), StaticPolicy(p), deadline=-math.inf)
     # The heuristic's own clock stands still (no stage is ever late) while the engine's clock is
     # past every deadline: the ETF construction starts and stops part-way, and the result says so
-    monkeypatch.setattr(pardnn, "_time", type("Still", (), {"perf_counter": staticmethod(lambda: 0.0)}))
+    monkeypatch.setattr(heuristic_module, "_time", type("Still", (), {"perf_counter": staticmethod(lambda: 0.0)}))
     monkeypatch.setattr(shared_module, "perf_counter", lambda: math.inf)
     r = optpart.solve(p, "heuristic", time_limit=10.0)
     optpart.check(p, r)

@@ -241,6 +241,13 @@ def test_cli_imports_a_torch_factory(tmp_path, monkeypatch, capsys):
     assert p.memory[upd].sum() == 2 * p.meta["parameter_bytes"]  # weights + gradients, no optimizer state
     assert main(["import", "zoo_for_optpart_test:nope", "--path", ".", "-o", str(out)]) == 2
     assert "has no function 'nope'" in capsys.readouterr().err
+    # Sizes and bandwidths without a unit are refused, as on every command (not read as bytes).
+    for flags, needle in ((["--devices", "2", "--memory", "16"], "--memory"),
+                          (["--link-bandwidth", "25"], "--link-bandwidth"),
+                          (["--memory-bandwidth", "900"], "--memory-bandwidth")):
+        assert main(["import", "zoo_for_optpart_test:mlp", "--path", ".", "-o", str(out), *flags]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and needle in err and "has no unit" in err
     # Without --path the working directory is not searched, and the error says how to ask for it.
     (tmp_path / "zoo_unsearched_test.py").write_text("def mlp():\n    raise AssertionError('ran')\n")
     assert main(["import", "zoo_unsearched_test:mlp", "-o", str(out)]) == 2

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 import optpart
 from optpart import Device, OptpartError, Problem
@@ -90,7 +91,7 @@ def _device_values(draw):
     return k, ids, mem, spd, mem_units, spell(spd), spelling
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=examples(60), deadline=None)
 @given(_device_values())
 def test_every_entry_point_resolves_devices_alike(values):
     k, ids, mem, spd, mem_value, spd_value, spelling = values

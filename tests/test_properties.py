@@ -296,8 +296,8 @@ def test_every_solver_gives_byte_identical_results_across_processes_and_hash_see
     import subprocess
     import sys
 
-    budgets = {s: {"deterministic": True, "time_limit": SAFETY_NET_S} for s in EXACT}
-    budgets.get("cpsat", {})["deterministic_time"] = 2.0
+    budgets = {s: {"deterministic": True, "time_limit": SAFETY_NET_S, **EXACT_BUDGET.get(s, {})} for s in EXACT}
+    budgets.get("cpsat", {})["deterministic_time"] = 2.0  # milp: its branch-and-bound node limit
     procs = [subprocess.Popen([sys.executable, "-c", _DETERMINISM_SCRIPT, json.dumps(budgets)],
                               env={**os.environ, "PYTHONHASHSEED": hash_seed},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for hash_seed in ("0", "4242")]

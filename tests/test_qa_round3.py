@@ -36,14 +36,25 @@ def test_fit_can_be_told_the_static_memory_model(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------- optpart import and the user's code
-@pytest.mark.parametrize("body", ["def make():\n    raise ValueError('my model is broken')\n",
-                                  "raise ValueError('my model is broken')\ndef make():\n    pass\n"])
-def test_an_exception_in_the_users_factory_is_bad_input(tmp_path, capsys, body):
+_FORWARD_RAISES = ("import torch\nclass Broken(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                   "        self.lin = torch.nn.Linear(2, 2)\n    def forward(self, x):\n"
+                   "        raise ValueError('my model is broken')\n"
+                   "def make():\n    return Broken(), (torch.ones(3, 2),)\n")
+
+
+@pytest.mark.parametrize("body, where", [("def make():\n    raise ValueError('my model is broken')\n", "make"),
+                                         ("raise ValueError('my model is broken')\ndef make():\n    pass\n", "make"),
+                                         (_FORWARD_RAISES, "cannot trace Broken")],
+                         ids=["factory", "module top level", "forward"])
+def test_an_exception_in_the_users_factory_is_bad_input(tmp_path, capsys, body, where):
+    """The user's own exception (in the factory, the module's top level, or the model's forward)
+    is bad input: one line naming it and where, exit 2 (never 3, an optpart bug)."""
+    pytest.importorskip("torch")
     (tmp_path / "zoo_qa3.py").write_text(body)
     code = main(["import", f"{tmp_path / 'zoo_qa3.py'}:make", "-o", str(tmp_path / "x.json")])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert err.count("\n") == 1 and "make" in err and "my model is broken" in err
+    assert err.count("\n") == 1 and where in err and "ValueError: my model is broken" in err
 
 
 # ---------------------------------------------------------------------- the heuristic's effort

@@ -204,9 +204,9 @@ def _reference_near(g, order, policy):
             devs = sorted(set(cand) | {first})
         best = None
         for d in devs:
-            ready = max([finish[g.pred[i]] + g.lat[place[g.pred[i]]][d] + g.in_bytes[i] * g.inv_bw[place[g.pred[i]]][d]
+            ready = max([finish[g.pred[i]] + (g.lat[place[g.pred[i]]][d] + g.in_bytes[i] / g.bw[place[g.pred[i]]][d])
                          for i in preds], default=0.0)
-            dur = g.time[v] * g.inv_speed[d]
+            dur = g.time[v] / g.speed[d]
             s = ready if ready >= lines[d].end else lines[d].earliest_start(ready, dur)
             if best is None or s + dur < best[0]:
                 best = (s + dur, d, s)

@@ -84,7 +84,7 @@ def test_defaults_are_heuristic_and_peak():
     assert r.solver == "heuristic" and r.memory_model == "peak" and r.options["memory_model"] == "peak"
 
 
-def test_a_module_spec_wins_over_the_fallback(monkeypatch):
+def test_the_registry_reads_the_modules_spec(monkeypatch):  # no second copy of the specs (FALLBACK_SPECS, issue 27)
     import types
 
     from optpart.solvers import registry
@@ -93,3 +93,33 @@ def test_a_module_spec_wins_over_the_fallback(monkeypatch):
     fake = types.SimpleNamespace(SPEC=spec)
     monkeypatch.setattr(registry.importlib, "import_module", lambda name: fake)
     assert registry.solver_spec("heft") is spec
+
+
+@pytest.mark.parametrize("name", sorted(SOLVERS))
+def test_a_direct_call_keeps_the_declared_contract(name):
+    """Issue 27: no solver validates by hand; ``SPEC.checked`` holds the registry's checks for direct calls."""
+    import importlib
+    import inspect
+
+    info = SOLVERS[name]
+    if not info.installed:
+        pytest.skip(f"{name} is not installed (extra '{info.extra}')")
+    module = importlib.import_module(info.module)
+    params = set(inspect.signature(module.solve).parameters) - {"problem", "time_limit", "seed", "hint", "memory_model"}
+    assert params == {o.name for o in module.SPEC.options}, "solve's options and the declared ones differ"
+    assert inspect.unwrap(module.solve) is not module.solve  # wrapped by SPEC.checked
+    p = layered_dag(8, k=2, seed=1)
+    with pytest.raises(SolverError, match=rf"^{name}: memory_model='liveness' must be one of: "):
+        module.solve(p, memory_model="liveness")
+    with pytest.raises(SolverError, match=rf"^{name}: no option 'bogus'"):
+        module.solve(p, bogus=1)
+    for opt in module.SPEC.options:
+        with pytest.raises(SolverError, match=rf"^{name}: option {opt.name}=\[1\] must be "):
+            module.solve(p, **{opt.name: [1]})
+
+
+def test_non_finite_efforts_and_slacks_are_refused_by_the_spec():
+    p = layered_dag(8, k=2, seed=1)
+    for solver, key in (("heuristic", "effort"), ("topo", "slack")):
+        with pytest.raises(SolverError, match=rf"^{solver}: option {key}=inf must be a finite number$"):
+            optpart.solve(p, solver, **{key: float("inf")})

@@ -186,7 +186,13 @@ def done_keys(con: sqlite3.Connection, *, include_errors: bool = True) -> set[tu
 
 
 def owner_token() -> str:
-    """An identity for this sweep's claims: host, process id and a random part."""
+    """An identity for this sweep's claims: host, process id and a random part.
+
+    Returns
+    -------
+    str
+        ``host:pid:random hex``, unique to this process and call.
+    """
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 

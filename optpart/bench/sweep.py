@@ -204,6 +204,11 @@ def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str]
     device_args : mapping, optional
         ``memory``/``speed``/``bandwidth``/``latency`` for every instance, as
         :func:`optpart.devices.resolve_devices` takes them.
+
+    Returns
+    -------
+    list of RunSpec
+        One run per instance x solver x device count x memory scale x micro-batch count.
     """
     names = check_solvers(list(solvers))
     solver_options = dict(solver_options or {})
@@ -355,13 +360,20 @@ def run_sweep(specs: Sequence[RunSpec], db_path: str | Path, *, executor: Execut
 
     Parameters
     ----------
-    specs : from :func:`plan_sweep`
-    db_path : the SQLite file (created when missing)
-    executor : an :class:`Executor`, or a spec for :func:`make_executor`
-        (``None``/``"local"``: a pool of ``jobs`` processes; ``"inline"``; ``"dask://HOST:PORT"``).
-        An executor passed in is not closed here.
-    retry_errors : rerun the runs recorded with status ``error``
-    progress : stream for the progress line (``None``: silent)
+    specs : sequence of RunSpec
+        From :func:`plan_sweep`.
+    db_path : str or pathlib.Path
+        The SQLite file (created when missing).
+    executor : Executor or str, optional
+        An :class:`Executor`, or a spec for :func:`make_executor` (``None``/``"local"``: a
+        pool of ``jobs`` processes; ``"inline"``; ``"dask://HOST:PORT"``). An executor
+        passed in is not closed here.
+    jobs : int
+        Worker processes of the local pool (default 1).
+    retry_errors : bool
+        Rerun the runs recorded with status ``error``.
+    progress : file-like, optional
+        Stream for the progress line (``None``: silent).
 
     Returns
     -------

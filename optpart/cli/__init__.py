@@ -1,7 +1,8 @@
 """The ``optpart`` command line: a thin shell over the Python API.
 
-One module per command; each exposes ``register(subparsers)`` and sets ``func`` on
-its parser, and is listed in :data:`COMMAND_MODULES`. Shared arguments and output
+One module per command (or family of commands); each declares its subcommands as
+``COMMANDS``, a tuple of :class:`~optpart.cli.common.Command` (name, help, arguments,
+run), and is listed in :data:`COMMAND_MODULES`; :func:`build_parser` wires them in. Shared arguments and output
 helpers live in :mod:`optpart.cli.common`. Flag letters mean one thing everywhere:
 ``-o`` is ``--out``, ``-s`` the solver, ``-t`` the time limit, ``-k`` the device
 count, ``-m`` the memory; solver options are ``--option KEY=VALUE``.
@@ -36,7 +37,7 @@ from .common import MAX_SEED, add_device_arguments, apply_device_arguments, form
 __all__ = ["main", "build_parser", "add_device_arguments", "apply_device_arguments", "format_summary",
            "COMMAND_MODULES"]
 
-#: Modules that add subcommands: each has ``register(subparsers)``.
+#: Modules that add subcommands: each has ``COMMANDS``, a tuple of :class:`~optpart.cli.common.Command`.
 COMMAND_MODULES: list[str] = [
     "optpart.cli.solve",
     "optpart.cli.evaluate",
@@ -58,11 +59,21 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``optpart`` parser, with every command of :data:`COMMAND_MODULES`.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        Each subparser's ``func`` default is its command's ``run``.
+    """
     parser = _Parser(prog="optpart", description="Place a DNN operator graph on memory-limited devices.")
     parser.add_argument("--version", action="version", version=f"optpart {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMAND_MODULES:
-        importlib.import_module(module).register(sub)
+        for command in importlib.import_module(module).COMMANDS:
+            p = sub.add_parser(command.name, help=command.help, description=command.description)
+            command.arguments(p)
+            p.set_defaults(func=command.run)
     return parser
 
 

@@ -1,6 +1,6 @@
 """The ``bench``, ``report`` and ``plot`` subcommands of ``optpart`` (see ``docs/bench.md``).
 
-Registered through :data:`optpart.cli.COMMAND_MODULES`; each parser sets ``func``.
+Registered through :data:`optpart.cli.COMMAND_MODULES` (this module's :data:`COMMANDS`).
 The commands are thin: the work is in :mod:`~optpart.bench.sweep`,
 :mod:`~optpart.bench.report` and :mod:`~optpart.bench.plots`.
 """
@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OptpartError
+from .common import Command
 
-__all__ = ["register"]
+__all__ = ["COMMANDS"]
 
 
 def _list(text: str, kind: type, flag: str) -> list:
@@ -47,6 +48,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from ..bench import db as _db
     from ..bench.report import format_report, summarize
     from ..bench.sweep import iter_instances, plan_sweep, run_sweep
+    from .common import check_bandwidth, check_sizes
 
     files = iter_instances(args.instances)
     if not files:
@@ -55,6 +57,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     scales = _list(args.memory_scale, float, "--memory-scale")
     solvers = _list(args.solvers, str, "--solvers")
     # --devices here is a list: plan_sweep resolves one count at a time.
+    if args.memory is not None:
+        check_sizes(args.memory, "--memory")
+    if args.bandwidth is not None:
+        check_bandwidth(args.bandwidth, "--bandwidth")
     device_args = {"memory": args.memory, "speed": args.speed, "bandwidth": args.bandwidth,
                    "latency": args.latency}
     options = _solver_options(args.option)
@@ -111,21 +117,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
-    """Add ``bench``, ``report`` and ``plot`` to the ``optpart`` command.
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart bench``."""
+    from .common import add_device_arguments, time_argument
 
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
-    """
-    from .common import add_device_arguments
-    from ..bench.report import FORMATS
-    from ..pipeline import add_micro_batch_argument
-
-    p = subparsers.add_parser("bench", help="run solvers over instances x device counts x memory scales into SQLite",
-                              description="Run the cross product of instances, solvers, device counts and memory "
-                                          "scales; one row per run in an SQLite file. Rerunning skips finished runs.")
     p.add_argument("instances", nargs="+", metavar="INSTANCE", help="problem files, or directories of them")
     p.add_argument("--solvers", "-s", default="heuristic", metavar="A,B",
                    help="solver names (default heuristic)")
@@ -142,26 +137,47 @@ def register(subparsers: Any) -> None:
     p.add_argument("--micro-batches", "-M", metavar="M[,M...]",
                    help="micro-batch counts to sweep: each run pipelines one step as M micro-batches through one "
                         "placement (docs/model.md section 7; solvers also gpipe, 1f1b); default 1")
-    p.add_argument("--time-limit", "-t", type=float, metavar="S", help="seconds per run")
+    p.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
+                   help="time each run may use: seconds, or with a unit (90s, 5m, 1h); default: none (each "
+                        "solver's own budget, see optpart solvers NAME)")
     p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
-    p.add_argument("--option", action="append", metavar="SOLVER.KEY=VALUE", help="solver option, repeatable")
+    p.add_argument("--option", action="append", metavar="SOLVER.KEY=VALUE",
+                   help="solver option, repeatable (default: none, each solver's own defaults)")
     p.add_argument("--db", default="results.sqlite", help="results database (default results.sqlite)")
     p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--executor", default="local", metavar="local|inline|dask://HOST:PORT",
                    help="where runs execute (default: a local process pool of --jobs workers)")
     p.add_argument("--retry-errors", action="store_true", help="rerun the runs recorded as errors")
-    p.set_defaults(func=_cmd_bench)
 
-    p = subparsers.add_parser("report", help="summarise a results database per solver and setting")
+
+def _report_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart report``."""
+    from ..bench.report import FORMATS
+
     p.add_argument("db", help="results database written by optpart bench")
-    p.add_argument("--format", "-f", choices=FORMATS, default="markdown")
-    p.add_argument("--out", "-o", metavar="FILE", help="write to FILE instead of stdout")
-    p.set_defaults(func=_cmd_report)
+    p.add_argument("--format", "-f", choices=FORMATS, default="markdown", help="output format (default markdown)")
+    p.add_argument("--out", "-o", metavar="FILE", help="write to FILE (default: standard output)")
 
-    p = subparsers.add_parser("plot", help="draw a result's schedule and memory, or a database's gaps (PNG, SVG, PDF)")
+
+def _plot_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart plot``."""
+    from .common import add_device_arguments
+    from ..pipeline import add_micro_batch_argument
+
     p.add_argument("source", help="a result JSON (needs --problem) or a results database")
-    p.add_argument("--problem", "-p", metavar="FILE", help="the problem of a result file")
+    p.add_argument("--problem", "-p", metavar="FILE",
+                   help="the problem of a result file (default: none; required with a result file)")
     add_device_arguments(p)
     add_micro_batch_argument(p, "default: the result's own options.micro_batches; bars coloured by micro-batch")
     p.add_argument("--out", "-o", required=True, metavar="FILE", help="image file, e.g. gantt.png")
-    p.set_defaults(func=_cmd_plot)
+
+
+#: ``optpart bench``, ``report`` and ``plot`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (
+    Command("bench", "run solvers over instances x device counts x memory scales into SQLite", _bench_arguments,
+            _cmd_bench, description="Run the cross product of instances, solvers, device counts and memory "
+                                    "scales; one row per run in an SQLite file. Rerunning skips finished runs."),
+    Command("report", "summarise a results database per solver and setting", _report_arguments, _cmd_report),
+    Command("plot", "draw a result's schedule and memory, or a database's gaps (PNG, SVG, PDF)", _plot_arguments,
+            _cmd_plot),
+)

@@ -1,12 +1,14 @@
-"""What the ``optpart`` subcommands share: device and link arguments, solver options,
-plain-text tables and the human summary of a result."""
+"""What the ``optpart`` subcommands share: how a command is declared (:class:`Command`),
+device and link arguments, solver options, plain-text tables and the human summary of a
+result."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -15,13 +17,34 @@ from ..devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, resolve_devices
 from ..problem import Problem
 from ..result import Result
 from ..text import safe
-from ..units import format_bytes, format_time, parse_bytes, parse_list, parse_time
+from ..units import format_bytes, format_time, parse_bandwidth, parse_bytes, parse_list, parse_time
 
-__all__ = ["add_device_arguments", "apply_device_arguments", "check_sizes", "time_argument", "load_problem_for_result",
-           "parse_option", "seed_type", "table",
+__all__ = ["Command", "add_device_arguments", "apply_device_arguments", "check_sizes", "check_bandwidth",
+           "time_argument", "load_problem_for_result", "parse_option", "table",
            "format_summary", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED"]
 
 _DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand of ``optpart``: a command module lists its own in ``COMMANDS``.
+
+    :func:`optpart.cli.build_parser` adds each as ``add_parser(name, help=help,
+    description=description)``, lets ``arguments`` add its flags and sets ``run`` as the
+    parser's ``func``: the one place where a subcommand is wired in.
+    """
+
+    #: the word after ``optpart``
+    name: str
+    #: one line in ``optpart --help``
+    help: str
+    #: adds the command's arguments to its parser
+    arguments: Callable[[argparse.ArgumentParser], None]
+    #: runs the command on the parsed arguments and returns the exit code
+    run: Callable[[argparse.Namespace], int]
+    #: the longer text of ``optpart NAME --help`` (default: none)
+    description: str | None = None
 
 
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +56,8 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
         The subcommand's parser; the flags are added to it (read back by :func:`apply_device_arguments`).
     """
     g = parser.add_argument_group("devices and links (override the file's)")
-    g.add_argument("--devices", "-k", type=int, metavar="K", help="number of devices")
+    g.add_argument("--devices", "-k", type=int, metavar="K",
+                   help="number of devices (default: the file's; a file without devices needs it)")
     g.add_argument("--memory", "-m", metavar="SIZE[,SIZE...]",
                    help="capacity, one value or one per device, e.g. 16GiB or 80GiB,40GiB "
                         "(default: the file's, else unlimited)")
@@ -62,6 +86,8 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
     flags = {name: getattr(args, name, None) for name in _DEVICE_FLAGS}
     if isinstance(flags["memory"], str):
         check_sizes(flags["memory"], "--memory")
+    if isinstance(flags["bandwidth"], str):
+        check_bandwidth(flags["bandwidth"], "--bandwidth")
     try:
         return resolve_devices(problem, **flags)
     except OptpartError as exc:
@@ -92,6 +118,27 @@ def check_sizes(text: str, flag: str) -> list[float]:
     except OptpartError as exc:
         msg = str(exc)
         raise OptpartError(msg if msg.startswith(flag) else f"{flag}: {msg}") from None
+
+
+def check_bandwidth(text: str, flag: str) -> float:
+    """A bandwidth flag's value, with a unit (``--bandwidth 25`` is refused, not read as 25 B/s).
+
+    Parameters
+    ----------
+    text : str
+        The flag's value.
+    flag : str
+        The flag, named in the error.
+
+    Returns
+    -------
+    float
+        Bytes per second.
+    """
+    try:
+        return parse_bandwidth(text, unit_required=True)
+    except OptpartError as exc:
+        raise OptpartError(f"{flag}: {exc}") from None
 
 
 def time_argument(text: str) -> float:
@@ -151,28 +198,6 @@ def parse_option(text: str) -> tuple[str, Any]:
         return key, json.loads(value)
     except (json.JSONDecodeError, RecursionError, ValueError):
         return key, value
-
-
-def seed_type(text: str) -> int:
-    """argparse type for ``--seed``: an integer in ``0..2**31-1``.
-
-    Parameters
-    ----------
-    text : str
-        The flag's text.
-
-    Returns
-    -------
-    int
-        The seed; an ``argparse.ArgumentTypeError`` (one line) when it is not an integer in range.
-    """
-    try:
-        seed = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--seed {text!r} must be an integer") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"--seed {text} must be between 0 and {MAX_SEED}")
-    return seed
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
@@ -242,10 +267,8 @@ def format_summary(problem: Problem, result: Result) -> str:
     return "\n".join(lines)
 
 
-_DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
-
-
-def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_path: str) -> Problem:
+def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_path: str, *,
+                            judge: bool = False) -> Problem:
     """The problem a result file is read against: the problem file, with the devices and
     links the result was computed for when the file has none, and the command line's
     device flags applied on top (``evaluate``, ``show``, ``export``, ``plot``).
@@ -258,6 +281,10 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
         The problem file.
     result_path : str
         The result file (its ``devices`` and ``links`` are read when the problem file has none).
+    judge : bool
+        ``evaluate``: device flags that name other devices than the result's are judged (a false
+        claim), not refused. Otherwise such flags are refused in one line; flags that change only
+        capacities or speeds are taken, with one note on stderr naming both sets of devices.
 
     Returns
     -------
@@ -270,26 +297,32 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
     given = any(getattr(args, a, None) is not None for a in _DEVICE_FLAGS)
     if given or problem.n_devices == 0 or problem.links is None:
         problem = apply_device_arguments(problem, args)
+        if given and not judge:  # evaluate's judge reports other devices as a false claim itself
+            _check_result_devices(problem, "the command line", result_path, flags=True)
     else:
         _check_result_devices(problem, problem_path, result_path)
     from ..pipeline import pipelined_for_result  # a pipelined result is over the unrolled step
     return pipelined_for_result(problem, getattr(args, "micro_batches", None), result_path)
 
 
-def _check_result_devices(problem: Problem, problem_path: str, result_path: str) -> None:
+def _check_result_devices(problem: Problem, problem_path: str, result_path: str, *, flags: bool = False) -> None:
     """Refuse, in one line, a result file computed for other devices than the problem file's.
 
     Parameters
     ----------
     problem : Problem
-        The problem file's problem, with its own devices.
+        The problem file's problem, with its own devices (or the devices the flags give).
     problem_path, result_path : str
-        The two files, named in the message.
+        The two sources, named in the message.
+    flags : bool
+        The devices come from command-line flags: other device ids are refused, other
+        capacities or speeds taken with one note on stderr.
 
     Raises
     ------
     OptpartError
-        When the result records devices (ids, capacities or speeds) that differ from the problem's.
+        When the result records devices (ids, capacities or speeds) that differ from the problem's
+        (with ``flags``: only other device ids).
     """
     from ..formats._io import parse_json, read_bytes
 
@@ -304,6 +337,17 @@ def _check_result_devices(problem: Problem, problem_path: str, result_path: str)
         def brief(devs: list[tuple[str, float, float]]) -> str:
             return ", ".join(f"{i} {format_bytes(m)}" + (f" x{s:g}" if s != 1 else "") for i, m, s in devs[:4]) + \
                 (f" ... ({len(devs)} devices)" if len(devs) > 4 else "")
+
+        if flags:
+            if [t[0] for t in theirs] != [o[0] for o in ours]:
+                raise OptpartError(f"{result_path} was computed for devices [{brief(theirs)}] but the device flags "
+                                   f"give [{brief(ours)}]: a placement cannot move to other devices; drop "
+                                   "--devices, or solve again on these devices")
+            import sys
+
+            print(f"note: {safe(result_path)} was computed for devices [{brief(theirs)}]; read on [{brief(ours)}] "
+                  "as the device flags ask", file=sys.stderr)
+            return
 
         raise OptpartError(f"{result_path} was computed for devices [{brief(theirs)}] but {problem_path} has "
                            f"[{brief(ours)}]: give the problem the result was solved on, or set the devices with "

@@ -19,11 +19,11 @@ from ..formats import read_text, result_to_json
 from ..formats.optpart_json import result_from_dict
 from ..judge import judge
 from ..pipeline import add_micro_batch_argument
-from .common import add_device_arguments, load_problem_for_result, format_summary
+from .common import Command, add_device_arguments, load_problem_for_result, format_summary
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    problem = load_problem_for_result(args, args.problem, args.result)
+    problem = load_problem_for_result(args, args.problem, args.result, judge=True)
     try:
         doc = json.loads(read_text(args.result))
     except json.JSONDecodeError as exc:
@@ -53,21 +53,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def register(sub) -> None:
-    """Add ``optpart evaluate`` to the command line.
-
-    Parameters
-    ----------
-    sub : argparse._SubParsersAction
-        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
-    """
-    p = sub.add_parser("evaluate", help="judge a result file: recompute everything and compare every claim")
-    p.add_argument("problem")
-    p.add_argument("result")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart evaluate``."""
+    p.add_argument("problem", help="the problem file the result is for")
+    p.add_argument("result", help="result file to judge (optpart solve -o ...)")
     add_device_arguments(p)
     add_micro_batch_argument(p, "default: the result's own options.micro_batches, else 1")
     p.add_argument("--trust-bound", action="store_true",
                    help="accept a stated lower bound (and so an optimal claim) the evaluator cannot check: "
                         "listed as a note, not as 'not verifiable'")
     p.add_argument("--json", action="store_true", help="print the recomputed result with a 'verdict' field")
-    p.set_defaults(func=_cmd_evaluate)
+
+
+#: ``optpart evaluate`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (Command("evaluate", "judge a result file: recompute everything and compare every claim",
+                    _arguments, _cmd_evaluate),)

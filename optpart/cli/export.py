@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .. import export
 from ..progress import progress, set_quiet
 from ..text import safe
 from ..formats import load_result
-from .common import add_device_arguments, load_problem_for_result
+from .common import Command, add_device_arguments, load_problem_for_result
 
 FORMATS = ("device_map", "split_points", "placement")
 
@@ -30,7 +31,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     plan, notes = None, []
     # A live line with elapsed time on a terminal (silent when piped or with -q): a plan that does not
     # fit is re-solved with modules colocated, which takes as long as a solve.
-    with progress(f"optpart export {safe(args.result)}") as bar:
+    with progress(f"export {safe(Path(args.result).name)}") as bar:
         bar.stage("reading")
         problem = load_problem_for_result(args, args.problem, args.result)
         result = load_result(args.result, problem)
@@ -79,15 +80,8 @@ def _depth(text: str):
         raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {text!r}") from None
 
 
-def register(sub) -> None:
-    """Add ``optpart export`` to the command line.
-
-    Parameters
-    ----------
-    sub : argparse._SubParsersAction
-        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
-    """
-    p = sub.add_parser("export", help="write a result as a device map, pipeline split points or a placement")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart export``."""
     p.add_argument("result", help="result file (optpart solve -o ...)")
     p.add_argument("--problem", "-p", required=True, metavar="FILE", help="the problem file the result is for")
     p.add_argument("--format", "-f", choices=FORMATS, default="device_map",
@@ -102,4 +96,8 @@ def register(sub) -> None:
                    help="do not re-solve with modules colocated when the majority plan does not fit")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
     add_device_arguments(p)
-    p.set_defaults(func=_cmd_export)
+
+
+#: ``optpart export`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (Command("export", "write a result as a device map, pipeline split points or a placement",
+                    _arguments, _cmd_export),)

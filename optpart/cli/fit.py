@@ -11,6 +11,7 @@ import argparse
 import copy
 import json
 import sys
+from pathlib import Path
 
 from ..errors import OptpartError
 from ..fit import min_capacity, min_devices, on_devices
@@ -23,6 +24,7 @@ from ..solvers.spec import MEMORY_MODELS
 from ..text import safe
 from ..units import format_bytes
 from .common import (
+    Command,
     add_device_arguments,
     apply_device_arguments,
     check_sizes,
@@ -48,19 +50,18 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         base.devices = args.devices if args.devices is not None else (raw.n_devices or 1)
         problem = apply_device_arguments(raw, base)
         micro_batches = check_micro_batches(args.micro_batches, problem)
-        with progress(f"optpart fit {safe(args.file)}: fewest devices of {format_bytes(memory)} ({args.solver})"):
+        with progress(f"fit {safe(Path(args.file).name)}") as bar:
             fit = min_devices(problem, memory, args.solver, memory_model=model, max_devices=args.devices,
                               seed=args.seed, time_limit=args.time_limit, options=options,
-                              micro_batches=micro_batches)
+                              micro_batches=micro_batches, report=bar.stage)
     else:
         problem = apply_device_arguments(raw, base)
         micro_batches = check_micro_batches(args.micro_batches, problem)
-        # A live line with elapsed time on a terminal (silent when piped): each probe is a whole solve.
-        with progress(f"optpart fit {safe(args.file)}: smallest capacity on {problem.n_devices} devices "
-                      f"({args.solver})"):
+        # A live line on a terminal (silent when piped): elapsed time and the last probe (each a whole solve).
+        with progress(f"fit {safe(Path(args.file).name)}") as bar:
             fit = min_capacity(problem, problem.n_devices, args.solver, memory_model=model, tolerance=args.tolerance,
                                seed=args.seed, time_limit=args.time_limit, options=options,
-                               micro_batches=micro_batches)
+                               micro_batches=micro_batches, report=bar.stage)
     placed = None if fit.result is None else on_devices(problem, fit.devices, fit.capacity)
     if placed is not None:  # a pipelined result is over the unrolled step
         placed = bound_problem(placed, micro_batches)
@@ -96,15 +97,8 @@ def _text(problem, fit) -> str:
     return "\n".join(lines)
 
 
-def register(sub) -> None:
-    """Add ``optpart fit`` to the command line.
-
-    Parameters
-    ----------
-    sub : argparse._SubParsersAction
-        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
-    """
-    p = sub.add_parser("fit", help="smallest capacity per device (or device count) at which a solver places the graph")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart fit``."""
     p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz), STG (.stg) or dnn-partitioning JSON")
     p.add_argument("--solver", "-s", default="heuristic",
                    help=f"solver name (default heuristic); one of: {', '.join(solver_names())}")
@@ -112,12 +106,17 @@ def register(sub) -> None:
     add_micro_batch_argument(p, "default: the count the file records, else 1")
     p.add_argument("--tolerance", type=float, default=0.01, help="relative precision of the capacity (default 0.01)")
     p.add_argument("--memory-model", choices=MEMORY_MODELS, default=None,
-                   help="memory model the placement must fit (default peak on graphs with the param/output/temp "
-                        "split, where it differs from static; see docs/model.md)")
+                   help="memory model the placement must fit (default peak: liveness; equal to static on graphs "
+                        "without the param/output/temp split; see docs/model.md)")
     p.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
                    help="time each solve may use: seconds, or with a unit (90s, 5m); default: none")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
-    p.add_argument("--out", "-o", metavar="FILE", help="write the placement found as optpart result JSON")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="solver option, repeatable (default: none, the solver's own defaults; optpart solvers NAME)")
+    p.add_argument("--out", "-o", metavar="FILE", help="write the placement found as optpart result JSON (default: not written)")
     p.add_argument("--json", action="store_true", help="print JSON (keys capacity, devices, lower_bound, result)")
-    p.set_defaults(func=_cmd_fit)
+
+
+#: ``optpart fit`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (Command("fit", "smallest capacity per device (or device count) at which a solver places the graph",
+                    _arguments, _cmd_fit),)

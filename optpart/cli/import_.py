@@ -23,9 +23,10 @@ from ..formats import save
 from ..formats.costmodel import CostModel
 from ..pipeline.cli_hooks import add_micro_batch_argument, check_micro_batches
 from ..progress import set_quiet
-from ..units import format_bytes, parse_bytes, parse_list, parse_speed
+from ..units import format_bandwidth, format_bytes, format_time, parse_list, parse_speed
+from .common import Command, check_bandwidth, check_sizes
 
-__all__ = ["register", "cost_model_from_args", "add_cost_model_arguments", "import_model"]
+__all__ = ["COMMANDS", "cost_model_from_args", "add_cost_model_arguments", "import_model"]
 
 _COST_FLAGS = (
     ("--peak-flops", "peak_flops", "RATE", "peak compute of a speed-1 device, e.g. 312TFLOP/s"),
@@ -55,7 +56,19 @@ def add_cost_model_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("cost model (docs/costmodel.md; defaults: one V100-class fp32 device)")
     defaults = CostModel()
     for flag, field, metavar, text in _COST_FLAGS:
-        g.add_argument(flag, dest=f"cm_{field}", metavar=metavar, help=f"{text} (default {getattr(defaults, field)!r})")
+        g.add_argument(flag, dest=f"cm_{field}", metavar=metavar,
+                       help=f"{text} (default {_shown(field, getattr(defaults, field))})")
+
+
+def _shown(field: str, value: float) -> str:
+    """A cost-model default as the flag takes it (``15.7TFLOP/s``, ``900GB/s``, ``5us``)."""
+    if field.endswith("bandwidth"):
+        return format_bandwidth(value)
+    if field.endswith(("time", "latency")):
+        return format_time(value)
+    if field == "peak_flops":
+        return f"{value / 1e12:g}TFLOP/s"
+    return f"{value:g}"
 
 
 def cost_model_from_args(args: argparse.Namespace) -> CostModel:
@@ -71,7 +84,11 @@ def cost_model_from_args(args: argparse.Namespace) -> CostModel:
     CostModel
         Default values where a flag was not given (units parsed by ``CostModel.replace``).
     """
-    return CostModel().replace(**{field: getattr(args, f"cm_{field}", None) for _, field, _, _ in _COST_FLAGS})
+    values = {field: getattr(args, f"cm_{field}", None) for _, field, _, _ in _COST_FLAGS}
+    for flag, field, _, _ in _COST_FLAGS:
+        if field.endswith("bandwidth") and isinstance(values[field], str):
+            check_bandwidth(values[field], flag)  # a bare number is refused, not read as bytes per second
+    return CostModel().replace(**values)
 
 
 def _parse_shape(text: str) -> tuple[str, list[int]]:
@@ -290,7 +307,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
                            name=args.name, no_split=args.no_split, trace_mode=args.trace_mode,
                            search_path=args.path or (), profile=profile, check=args.check,
                            micro_batches=check_micro_batches(args.micro_batches))
-    memory = parse_list(args.memory, parse_bytes, "--memory") if args.memory is not None else None
+    memory = check_sizes(args.memory, "--memory") if args.memory is not None else None
     speed = parse_list(args.speed, parse_speed, "--speed") if args.speed is not None else None
     if args.devices is not None or memory is not None or speed is not None:
         if args.devices is not None and args.devices < 1:
@@ -327,44 +344,34 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers) -> None:
-    """Add ``optpart import`` to the command line.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The ``optpart`` parser's subcommands.
-
-    Returns
-    -------
-    None
-    """
-    p = subparsers.add_parser(
-        "import", help="turn an ONNX model or a PyTorch module into a problem file",
-        description="Import an ONNX file, or a PyTorch model made by a factory function. "
-                    "For 'module:function' optpart IMPORTS AND RUNS YOUR CODE: the module's top level "
-                    "and function() run in this process. The working directory is not searched "
-                    "unless you pass --path . (or give the module as a path to a .py file).")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart import``."""
     p.add_argument("model", help="an .onnx file, or 'package.module:function' / 'path/to/file.py:function' "
                                  "returning (torch module, example inputs); this runs that code")
     p.add_argument("--path", action="append", metavar="DIR",
-                   help="directory to search for 'module' (appended after installed packages; repeatable)")
+                   help="directory to search for 'module' (appended after installed packages; repeatable; "
+                        "default: none, installed packages only)")
     p.add_argument("-o", "--out", required=True, metavar="FILE", help="problem file to write (.json or .json.gz)")
     p.add_argument("--training", action=argparse.BooleanOptionalAction, default=None,
                    help="one training step (forward, backward, optimizer) or the forward pass only "
                         "(default: training for PyTorch, inference for ONNX)")
     p.add_argument("--input-shape", action="append", metavar="NAME=DIMS",
-                   help="override an ONNX input's shape, e.g. data_0=32x3x224x224 (repeatable)")
+                   help="override an ONNX input's shape, e.g. data_0=32x3x224x224 (repeatable; default: the "
+                        "file's shapes)")
     p.add_argument("--name", help="problem name (default: the file or function name)")
     p.add_argument("--no-split", metavar="CLASS[,CLASS]",
-                   help="keep every instance of these module classes on one device, e.g. GPT2Block")
+                   help="keep every instance of these module classes on one device, e.g. GPT2Block "
+                        "(default: none)")
     p.add_argument("--trace-mode", choices=("auto", "fake", "real"), default="auto",
                    help="PyTorch tracing: fake tensors, real CPU tensors, or fake with a real fallback "
                         "for data-dependent models (default auto)")
-    p.add_argument("--devices", "-k", type=int, metavar="K", help="write K devices into the file")
+    p.add_argument("--devices", "-k", type=int, metavar="K",
+                   help="write K devices into the file (default: none, a graph without devices)")
     p.add_argument("--memory", "-m", metavar="SIZE[,SIZE...]",
-                   help="device capacity, one value or one per device, e.g. 16GiB or 80GiB,80GiB,40GiB")
-    p.add_argument("--speed", metavar="S[,S...]", help="relative device speed, one value or one per device")
+                   help="device capacity, one value or one per device, e.g. 16GiB or 80GiB,80GiB,40GiB "
+                        "(default: unlimited)")
+    p.add_argument("--speed", metavar="S[,S...]",
+                   help="relative device speed, one value or one per device (default 1)")
     p.add_argument("--check", action="store_true",
                    help="prove that no two operators touching one storage, at least one writing, are unordered "
                         "(PyTorch models; exit 2 with the first unordered pair otherwise)")
@@ -380,4 +387,11 @@ def register(subparsers) -> None:
     g.add_argument("--profile-repeats", type=int, metavar="N", help="timed runs; the median is kept (default 5)")
     g.add_argument("--profile-threads", type=int, metavar="N",
                    help="CPU threads for torch while timing (default: torch's; 1 is steadier on a shared machine)")
-    p.set_defaults(func=_cmd_import)
+
+
+#: ``optpart import`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (Command("import", "turn an ONNX model or a PyTorch module into a problem file", _arguments, _cmd_import,
+                    description="Import an ONNX file, or a PyTorch model made by a factory function. "
+                                "For 'module:function' optpart IMPORTS AND RUNS YOUR CODE: the module's top level "
+                                "and function() run in this process. The working directory is not searched "
+                                "unless you pass --path . (or give the module as a path to a .py file)."),)

@@ -10,7 +10,7 @@ from typing import Any
 from ..bounds import all_bounds
 from ..formats import load
 from ..units import format_bandwidth, format_bytes, format_time
-from .common import add_device_arguments, apply_device_arguments, table
+from .common import Command, add_device_arguments, apply_device_arguments, table
 from ..text import safe
 
 
@@ -68,16 +68,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub) -> None:
-    """Add ``optpart info`` to the command line.
-
-    Parameters
-    ----------
-    sub : argparse._SubParsersAction
-        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
-    """
-    p = sub.add_parser("info", help="size, work, memory and lower bounds of a problem")
-    p.add_argument("file")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart info``."""
+    p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz, .npz), STG (.stg) or dnn-partitioning JSON")
     add_device_arguments(p)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_cmd_info)
+
+
+#: ``optpart info`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (Command("info", "size, work, memory and lower bounds of a problem", _arguments, _cmd_info),)

@@ -21,9 +21,9 @@ from ..errors import OptpartError
 from ..formats import load_result
 from ..problem import Problem
 from ..units import format_bytes, format_time
-from .common import add_device_arguments, load_problem_for_result, table
+from .common import Command, add_device_arguments, load_problem_for_result, table
 
-__all__ = ["register", "group_rows"]
+__all__ = ["COMMANDS", "group_rows"]
 
 _KEYS = ("module", "phase", "op", "module_class")
 
@@ -106,15 +106,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers) -> None:
-    """Add ``optpart show`` to the command line.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
-    """
-    p = subparsers.add_parser("show", help="a result per module (or phase, op): devices, time, memory")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart show``."""
     p.add_argument("result", help="result file (optpart JSON)")
     p.add_argument("--problem", "-p", required=True, metavar="FILE", help="the problem file the result is for")
     p.add_argument("--by", choices=_KEYS, default="module", help="group nodes by this metadata key (default module)")
@@ -125,4 +118,7 @@ def register(subparsers) -> None:
     from ..pipeline import add_micro_batch_argument  # a pipelined result: every micro-batch's copies counted
 
     add_micro_batch_argument(p, "default: the result's own options.micro_batches, else 1")
-    p.set_defaults(func=_cmd_show)
+
+
+#: ``optpart show`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (Command("show", "a result per module (or phase, op): devices, time, memory", _arguments, _cmd_show),)

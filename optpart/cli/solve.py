@@ -11,7 +11,7 @@ from ..progress import progress, set_quiet
 from ..api import solve
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solver_names
 from ..solvers.spec import MEMORY_MODELS
-from .common import add_device_arguments, apply_device_arguments, format_summary, parse_option, time_argument
+from .common import Command, add_device_arguments, apply_device_arguments, format_summary, parse_option, time_argument
 from ..text import safe
 from ..pipeline import PipelineStep, add_micro_batch_argument, check_micro_batches
 
@@ -50,15 +50,8 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub) -> None:
-    """Add ``optpart solve`` to the command line.
-
-    Parameters
-    ----------
-    sub : argparse._SubParsersAction
-        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
-    """
-    p = sub.add_parser("solve", help="place a problem with a solver and print the result")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart solve``."""
     p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz), STG (.stg) or dnn-partitioning JSON")
     p.add_argument("--solver", "-s", default=DEFAULT_SOLVER,
                    help=f"solver name (default {DEFAULT_SOLVER}); one of: {', '.join(solver_names())}")
@@ -71,8 +64,12 @@ def register(sub) -> None:
                    help="time the solver may use: seconds, or with a unit (90s, 5m, 1h); default: none (solver's own "
                         "budget, see optpart solvers NAME)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="solver option, repeatable")
-    p.add_argument("--out", "-o", metavar="FILE", help="write the result as optpart JSON")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="solver option, repeatable (default: none, the solver's own defaults; optpart solvers NAME)")
+    p.add_argument("--out", "-o", metavar="FILE", help="write the result as optpart JSON (default: not written)")
     p.add_argument("--json", action="store_true", help="print the result JSON instead of the table")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display on the terminal")
-    p.set_defaults(func=_cmd_solve)
+
+
+#: ``optpart solve`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (Command("solve", "place a problem with a solver and print the result", _arguments, _cmd_solve),)

@@ -16,7 +16,7 @@ import argparse
 
 from ..api import PIPELINE_ORDERS
 from ..solvers.registry import solver_info, solver_names, solver_spec
-from .common import table
+from .common import Command, table
 
 #: What each pipeline order is (``optpart.pipeline.orders``), for ``optpart solvers NAME``.
 _ORDER_SUMMARY = {
@@ -67,15 +67,12 @@ def _cmd_solvers(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub) -> None:
-    """Add ``optpart solvers`` to the command line.
-
-    Parameters
-    ----------
-    sub : argparse._SubParsersAction
-        The ``optpart`` command's subcommand parsers (``ArgumentParser.add_subparsers()``).
-    """
-    p = sub.add_parser("solvers", help="list the solvers: installed, memory models, time limit, hint, options")
+def _arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``optpart solvers``."""
     p.add_argument("names", nargs="*", metavar="NAME", help="show these solvers with their options")
     p.add_argument("--verbose", "-v", action="store_true", help="show every solver's options")
-    p.set_defaults(func=_cmd_solvers)
+
+
+#: ``optpart solvers`` (registered by :func:`optpart.cli.build_parser`)
+COMMANDS = (Command("solvers", "list the solvers: installed, memory models, time limit, hint, options",
+                    _arguments, _cmd_solvers),)

@@ -33,6 +33,13 @@ class SplitPlan:
         return [name for name, _ in self.stages[1:]]
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan as the ``optpart-split-points`` JSON document.
+
+        Returns
+        -------
+        dict
+            Split points, stages with their devices, shared parameters, makespans and fit.
+        """
         return {"format": "optpart-split-points", "version": 1,
                 "split_points": self.split_points,
                 "stages": [{"stage": i, "begins": name, "device": dev} for i, (name, dev) in enumerate(self.stages)],
@@ -42,7 +49,13 @@ class SplitPlan:
                 "fits": self.plan.fits}
 
     def notes(self) -> list[str]:
-        """One line per parameter the stages share: what torch pipelining does and what the user must do."""
+        """One line per parameter the stages share: what torch pipelining does and what the user must do.
+
+        Returns
+        -------
+        list of str
+            Empty when no parameter is shared.
+        """
         return [f"stages share '{owner.removeprefix('update.')}' (modules {', '.join(mods)}): "
                 "torch.distributed.pipelining replicates it on each stage; sum its gradients across those stages "
                 "before the optimizer step (or untie it)" for owner, mods in self.plan.shared]

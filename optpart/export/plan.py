@@ -62,7 +62,12 @@ class ModulePlan:
         return self.result.makespan
 
     def summary(self) -> str:
-        """One line: both makespans, the price of the coarser plan, and whether it fits."""
+        """One line: both makespans, the price of the coarser plan, and whether it fits.
+
+        Returns
+        -------
+        str
+        """
         from ..units import format_time
 
         orig, new = self.original_makespan, self.makespan

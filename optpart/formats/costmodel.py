@@ -213,7 +213,13 @@ class CostModel:
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
-        """The values as a JSON-friendly dict (stored as ``problem.meta["cost_model"]``)."""
+        """The values as a JSON-friendly dict (stored as ``problem.meta["cost_model"]``).
+
+        Returns
+        -------
+        dict
+            Every field by name.
+        """
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                                if f.name != "dtype_bytes"}
         out = {k: ("inf" if isinstance(v, float) and math.isinf(v) else v) for k, v in out.items()}

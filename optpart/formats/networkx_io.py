@@ -80,6 +80,11 @@ def from_networkx(
     name : str, optional
         Default: the graph's ``name`` attribute, else ``'problem'``.
 
+    Returns
+    -------
+    Problem
+        The graph as a problem (with devices when ``devices`` is given).
+
     Examples
     --------
     >>> g = nx.DiGraph()

@@ -8,9 +8,9 @@ of a batch-norm scale) are folded away: they are **parameters**, not nodes. A
 floating-point parameter is charged once, to the first operator that reads it, and
 every operator that reads it is colocated with that one.
 
-FLOPs per operator (a multiply-add counts 2) are given by :data:`FLOP_RULES`, for
-the common CNN and transformer operators; an operator not listed counts 0 FLOPs and
-is priced by its memory traffic. The cost model turns FLOPs and bytes into a run
+FLOPs per operator (a multiply-add counts 2) are given by :data:`FLOP_RULES`
+(:mod:`optpart.formats.onnx_flops`), for the common CNN and transformer operators; an
+operator not listed counts 0 FLOPs and is priced by its memory traffic. The cost model turns FLOPs and bytes into a run
 time (``docs/costmodel.md``).
 
 With ``training=True`` the importer synthesises the training step that an ONNX
@@ -31,98 +31,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import FormatError
-from ..problem import Constraints, Device, Links, Problem
+from ..problem import Device, Problem
 from .costmodel import CostModel
+from .node_columns import NodeColumns
+from .onnx_flops import FLOAT_TYPES, FLOP_RULES, MATMUL_LIKE, ONNX_DTYPES, VIEW_OPS, numel
 
-__all__ = ["from_onnx", "FLOP_RULES", "VIEW_OPS"]
-
-#: Operators that alias or pass their input through without a kernel (in inference).
-VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
-
-#: Weight-gradient operators: their backward costs twice the forward.
-_MATMUL_LIKE = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
-
-_ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
-                9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
-_FLOAT = frozenset({1, 10, 11, 16})
-
-
-def _numel(shape: Sequence[int] | None) -> int:
-    return 0 if shape is None else int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
-
-
-def _conv(ins, outs, attrs) -> int:
-    w = ins[1]
-    if w is None or outs[0] is None:
-        return 0
-    # 2 * output elements * (input channels per group) * kernel size; w is [Cout, Cin/g, k...].
-    return 2 * _numel(outs[0]) * _numel(w[1:])
-
-
-def _gemm(ins, outs, attrs) -> int:
-    a = ins[0]
-    if a is None or outs[0] is None:
-        return 0
-    k = a[0] if attrs.get("transA", 0) else a[-1]
-    extra = _numel(outs[0]) if len(ins) > 2 and ins[2] is not None else 0
-    return 2 * _numel(outs[0]) * int(k) + extra
-
-
-def _matmul(ins, outs, attrs) -> int:
-    a = ins[0]
-    if a is None or outs[0] is None:
-        return 0
-    return 2 * _numel(outs[0]) * int(a[-1])
-
-
-def _per_output(factor: int) -> Callable:
-    return lambda ins, outs, attrs: factor * _numel(outs[0])
-
-
-def _elementwise(ins, outs, attrs) -> int:
-    return max(len(ins) - 1, 1) * _numel(outs[0])
-
-
-def _pool(ins, outs, attrs) -> int:
-    return _numel(outs[0]) * _numel(attrs.get("kernel_shape", [1]))
-
-
-def _global_pool(ins, outs, attrs) -> int:
-    return _numel(ins[0])
-
-
-def _lrn(ins, outs, attrs) -> int:
-    return (2 * int(attrs.get("size", 1)) + 3) * _numel(outs[0])
-
-
-def _zero(ins, outs, attrs) -> int:
-    return 0
-
-
-#: FLOPs of one operator from its input shapes, output shapes and attributes.
-FLOP_RULES: dict[str, Callable] = {
-    "Conv": _conv, "ConvTranspose": lambda i, o, a: 2 * _numel(i[0]) * _numel(i[1][1:]) if i[1] else 0,
-    "Gemm": _gemm, "MatMul": _matmul,
-    "BatchNormalization": _per_output(2), "InstanceNormalization": _per_output(5),
-    "LayerNormalization": _per_output(5),
-    "Relu": _per_output(1), "LeakyRelu": _per_output(2), "Sigmoid": _per_output(4), "Tanh": _per_output(4),
-    "Gelu": _per_output(8), "Erf": _per_output(4), "Exp": _per_output(1), "Sqrt": _per_output(1),
-    "Pow": _per_output(1), "Clip": _per_output(1), "HardSigmoid": _per_output(3),
-    "Add": _elementwise, "Sub": _elementwise, "Mul": _elementwise, "Div": _elementwise, "Sum": _elementwise,
-    "Max": _elementwise, "Min": _elementwise,
-    "MaxPool": _pool, "AveragePool": _pool, "GlobalAveragePool": _global_pool, "GlobalMaxPool": _global_pool,
-    "ReduceMean": _global_pool, "ReduceSum": _global_pool,
-    "Softmax": _per_output(5), "LogSoftmax": _per_output(5), "LRN": _lrn,
-    "Concat": _zero, "Dropout": _zero, "Flatten": _zero, "Reshape": _zero, "Transpose": _zero,
-    "Squeeze": _zero, "Unsqueeze": _zero, "Identity": _zero, "Shape": _zero, "Gather": _zero,
-    "Slice": _zero, "Split": _zero, "Pad": _zero, "Cast": _zero,
-}
-
+__all__ = ["from_onnx", "FLOP_RULES", "VIEW_OPS"]  # the FLOP rules live in .onnx_flops
 
 def _attrs(node) -> dict[str, Any]:
     import onnx
@@ -185,6 +104,11 @@ def from_onnx(
     name : str, optional
         Problem name; default the file stem (or the graph name) plus ``-training``.
 
+    Returns
+    -------
+    Problem
+        One node per operator (and per backward/optimizer step when training).
+
     Raises
     ------
     FormatError
@@ -193,7 +117,7 @@ def from_onnx(
     """
     try:
         import onnx
-        from onnx import numpy_helper, shape_inference
+        from onnx import shape_inference  # noqa: F401  (needed below: fail here, in one line)
     except ImportError:  # pragma: no cover - exercised only without onnx
         raise FormatError("importing an ONNX model needs onnx: pip install 'optpart[onnx]'") from None
     cm = cost_model or CostModel()
@@ -202,11 +126,40 @@ def from_onnx(
         label = Path(model).name.removesuffix(".onnx") if not isinstance(model, onnx.ModelProto) else (
             model.graph.name or "onnx")
         label += "-training" if training else ""
+    proto = _shaped_model(model, input_shapes)
+    tensors = _Tensors(proto.graph)
+    compute, buffers = _fold_constants(proto.graph, tensors)
+    nodes = _Nodes(cm, tensors)
+    n_inputs = nodes.add_inputs(proto.graph)
+    fwd_index, reads = nodes.add_forward(compute, proto.graph)
+    edges = _forward_edges(compute, fwd_index, nodes)
+    grad_of = nodes.add_backward(edges, n_inputs) if training else {}
+    colocate = nodes.add_parameters(reads, buffers, grad_of, edges, training)
+    params = tensors.params
+    meta = {
+        "source": "onnx", "training": bool(training), "cost_model": cm.to_dict(),
+        "total_flops": int(sum(m["flops"] for m in nodes.meta)),
+        "parameter_bytes": float(sum(n * cm.element_bytes(dt) for p, (n, dt) in params.items() if p in reads)),
+        "parameters": int(sum(n for p, (n, _) in params.items() if p in reads and p not in buffers)),
+        "opset": int(proto.opset_import[0].version) if proto.opset_import else 0,
+    }
+    dev = None
+    if devices is not None:
+        dev = ([Device(f"dev{i}", float(memory)) for i in range(devices)] if isinstance(devices, int)
+               else list(devices))
+    return nodes.problem(edges, colocate, cm, dev, label, meta)
+
+
+def _shaped_model(model, input_shapes: Mapping[str, Sequence[int]] | None):
+    """A copy of the model with the new input shapes and every shape inferred (data propagated)."""
+    import onnx
+    from onnx import shape_inference
+
     proto = onnx.ModelProto()
     proto.CopyFrom(_load(model))
     g = proto.graph
-    init_names = {t.name for t in g.initializer}
     if input_shapes:
+        init_names = {t.name for t in g.initializer}
         known = {i.name: i for i in g.input}
         for iname, shape in input_shapes.items():
             if iname not in known:
@@ -222,162 +175,176 @@ def from_onnx(
         for o in g.output:  # declared output shapes hold the old batch: let inference redo them
             o.type.tensor_type.ClearField("shape")
     try:
-        proto = shape_inference.infer_shapes(proto, data_prop=True)
+        return shape_inference.infer_shapes(proto, data_prop=True)
     except Exception as exc:
         raise FormatError(f"ONNX shape inference failed: {type(exc).__name__}: {exc}") from None
-    g = proto.graph
 
-    shape: dict[str, list[int] | None] = {}
-    dtype: dict[str, int] = {}
 
-    def record(vi) -> None:
-        tt = vi.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
-        shape[vi.name] = None if (not tt.HasField("shape") or any(x < 0 for x in dims)) else dims
-        dtype[vi.name] = tt.elem_type
+class _Tensors:
+    """What is known of every tensor: shape (None: unknown), element type, the value of an
+    integer constant, and the parameters a constant comes from (``origin``; a floating-point
+    initializer is its own parameter, ``params`` gives its element count and type)."""
 
-    for vi in list(g.output) + list(g.input) + list(g.value_info):
-        record(vi)
-    const_value: dict[str, np.ndarray | None] = {}
-    for t in g.initializer:
-        shape[t.name] = list(t.dims)
-        dtype[t.name] = t.data_type
-        const_value[t.name] = numpy_helper.to_array(t) if t.data_type not in _FLOAT else None
+    def __init__(self, g) -> None:
+        from onnx import numpy_helper
 
-    # Constant folding by origin: a constant tensor remembers the parameters it comes from.
-    origin: dict[str, tuple[str, ...]] = {}
-    params: dict[str, tuple[int, str]] = {}  # parameter name -> (numel, dtype)
-    buffers: set[str] = set()
-    for t in g.initializer:
-        if t.data_type in _FLOAT:
-            origin[t.name] = (t.name,)
-            params[t.name] = (_numel(list(t.dims)), _ONNX_DTYPES[t.data_type])
-        else:
-            origin[t.name] = ()
+        self.shape: dict[str, list[int] | None] = {}
+        self.dtype: dict[str, int] = {}
+        for vi in list(g.output) + list(g.input) + list(g.value_info):
+            tt = vi.type.tensor_type
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+            self.shape[vi.name] = None if (not tt.HasField("shape") or any(x < 0 for x in dims)) else dims
+            self.dtype[vi.name] = tt.elem_type
+        self.const_value: dict[str, np.ndarray | None] = {}
+        for t in g.initializer:
+            self.shape[t.name] = list(t.dims)
+            self.dtype[t.name] = t.data_type
+            self.const_value[t.name] = numpy_helper.to_array(t) if t.data_type not in FLOAT_TYPES else None
+        self.origin: dict[str, tuple[str, ...]] = {}
+        self.params: dict[str, tuple[int, str]] = {}  # parameter name -> (numel, dtype)
+        for t in g.initializer:
+            if t.data_type in FLOAT_TYPES:
+                self.origin[t.name] = (t.name,)
+                self.params[t.name] = (numel(list(t.dims)), ONNX_DTYPES[t.data_type])
+            else:
+                self.origin[t.name] = ()
+
+
+def _fold_constants(g, t: _Tensors) -> tuple[list[Any], set[str]]:
+    """Constant folding by origin: an operator whose inputs are all constant makes a constant
+    that remembers the parameters it comes from. Returns the operators left to compute (file
+    order) and the parameters that are batch-norm running statistics (not trained)."""
+    shape, dtype, origin = t.shape, t.dtype, t.origin
     compute: list[Any] = []
+    buffers: set[str] = set()
     for nd in g.node:
         ins = [x for x in nd.input if x]
         if all(x in origin for x in ins):
             if nd.op_type in ("ConstantOfShape", "Constant") or not ins or nd.op_type in (
                     "Unsqueeze", "Squeeze", "Reshape", "Cast", "Identity", "Transpose", "Flatten", "Mul", "Add"):
-                made = _fold(nd, shape, dtype, const_value)
+                made = _fold(nd, shape, dtype, t.const_value)
                 for o in nd.output:
-                    if nd.op_type in ("ConstantOfShape", "Constant") and dtype.get(o) in _FLOAT:
+                    if nd.op_type in ("ConstantOfShape", "Constant") and dtype.get(o) in FLOAT_TYPES:
                         if shape.get(o) is None:
                             raise FormatError(f"cannot infer the shape of constant '{o}' made by "
                                               f"{nd.op_type} node '{nd.name or o}'")
                         origin[o] = (o,)
-                        params[o] = (_numel(shape[o]), _ONNX_DTYPES[dtype[o]])
+                        t.params[o] = (numel(shape[o]), ONNX_DTYPES[dtype[o]])
                     else:
                         origin[o] = tuple(sorted({p for x in ins for p in origin[x]}))
                     if made is not None:
-                        const_value[o] = made
+                        t.const_value[o] = made
                 continue
         compute.append(nd)
         if nd.op_type == "BatchNormalization":
             for x in nd.input[3:5]:
                 buffers.update(origin.get(x, ()))
+    return compute, buffers
 
-    # Nodes: graph inputs that are not constants, then compute operators in file order.
-    ids: list[str] = []
-    used: set[str] = set()
 
-    def fresh(base: str) -> str:
-        nid, k = base, 1
-        while nid in used:
-            k += 1
-            nid = f"{base}.{k}"
-        used.add(nid)
-        return nid
-
-    def tbytes(tname: str) -> float:
-        s = shape.get(tname)
-        if s is None:
-            return 0.0
-        return float(_numel(s) * cm.element_bytes(_ONNX_DTYPES.get(dtype.get(tname, 1), "float32")))
-
-    producer: dict[str, int] = {}
-    time, mem, pbytes, obytes, meta = [], [], [], [], []
-    for vi in g.input:
-        if vi.name in origin:
-            continue
-        producer[vi.name] = len(ids)
-        ids.append(fresh(f"input.{vi.name}"))
-        b = tbytes(vi.name)
-        time.append(0.0)
-        mem.append(b)
-        pbytes.append(b)
-        obytes.append(0.0)
-        meta.append({"op": "input", "flops": 0, "phase": "forward"})
-    n_inputs = len(ids)
-    consumed_names = {x for nd in compute for x in nd.input if x} | {o.name for o in g.output}
-    fwd_index: list[int] = []
-    reads: dict[str, list[int]] = {}  # parameter -> reading nodes
-    for k, nd in enumerate(compute):
-        ins = [x for x in nd.input if x]
-        for x in ins:
-            if x not in origin and x not in producer:
-                raise FormatError(f"node '{nd.name or nd.op_type}' reads tensor '{x}' that nothing produces")
-        in_shapes = [shape.get(x) for x in nd.input]
-        out_shapes = [shape.get(o) for o in nd.output]
-        for o, s in zip(nd.output, out_shapes):
-            if s is None and o in consumed_names:
-                raise FormatError(f"cannot infer the shape of tensor '{o}' made by {nd.op_type} node "
-                                  f"'{nd.name or o}'")
-        rule = FLOP_RULES.get(nd.op_type)
-        flops = int(rule(in_shapes, out_shapes, _attrs(nd))) if rule is not None else 0
-        view = nd.op_type in VIEW_OPS
-        in_b = sum(tbytes(x) for x in ins)
-        out_b = sum(tbytes(o) for o in nd.output if o)
-        i = len(ids)
-        ids.append(fresh(nd.name or f"{nd.op_type}_{k}"))
-        time.append(cm.op_time(flops, in_b + out_b, kernel=not view))
-        mem.append(0.0)
-        pbytes.append(0.0)
-        obytes.append(0.0 if view else out_b)
-        meta.append({"op": nd.op_type, "flops": flops, "phase": "forward", **_scope(nd.name)})
-        fwd_index.append(i)
-        for o in nd.output:
-            if o:
-                producer[o] = i
-        for x in ins:
-            for p in origin.get(x, ()):
-                lst = reads.setdefault(p, [])
-                if not lst or lst[-1] != i:
-                    lst.append(i)
-
+def _forward_edges(compute: list[Any], fwd_index: list[int], nodes: "_Nodes") -> dict[tuple[int, int], float]:
+    """Bytes per ``(producer, consumer)`` pair of the forward pass (a tensor read twice counts once)."""
     edges: dict[tuple[int, int], float] = {}
     for k, nd in enumerate(compute):
         c = fwd_index[k]
         for x in dict.fromkeys(x for x in nd.input if x):
-            if x in producer:
-                key = (producer[x], c)
-                edges[key] = edges.get(key, 0.0) + tbytes(x)
+            if x in nodes.producer:
+                key = (nodes.producer[x], c)
+                edges[key] = edges.get(key, 0.0) + nodes.tbytes(x)
+    return edges
 
-    colocate: list[tuple[str, ...]] = []
-    n_fwd = len(ids)
-    grad_of: dict[int, int] = {}
-    if training:
-        # Saved activations: every forward output that an operator reads (views alias theirs).
-        consumed = {u for (u, _) in edges}
-        for u in consumed:
+
+class _Nodes(NodeColumns):
+    """The problem's node columns as they are built: inputs, forward operators, backward
+    nodes, optimizer updates (see the module docstring), with unique ids."""
+
+    def __init__(self, cm: CostModel, tensors: _Tensors) -> None:
+        super().__init__()
+        self.cm, self.t = cm, tensors
+        self.used: set[str] = set()
+        self.producer: dict[str, int] = {}  # tensor -> the node that makes it
+
+    def add(self, nid: str, time: float, mem: float, pbytes: float, obytes: float, meta: dict) -> int:
+        # the id is made unique: ``nid.2``, ``nid.3``, ... when taken
+        base, k = nid, 1
+        while nid in self.used:
+            k += 1
+            nid = f"{base}.{k}"
+        self.used.add(nid)
+        return super().add(nid, time, mem, pbytes, obytes, meta)
+
+    def tbytes(self, tname: str) -> float:
+        """Bytes of a tensor (0 when its shape is unknown)."""
+        s = self.t.shape.get(tname)
+        if s is None:
+            return 0.0
+        return float(numel(s) * self.cm.element_bytes(ONNX_DTYPES.get(self.t.dtype.get(tname, 1), "float32")))
+
+    def add_inputs(self, g) -> int:
+        """One node per graph input that is not a constant (it holds its tensor); their count."""
+        for vi in g.input:
+            if vi.name in self.t.origin:
+                continue
+            b = self.tbytes(vi.name)
+            self.producer[vi.name] = self.add(f"input.{vi.name}", 0.0, b, b, 0.0,
+                                              {"op": "input", "flops": 0, "phase": "forward"})
+        return len(self.ids)
+
+    def add_forward(self, compute: list[Any], g) -> tuple[list[int], dict[str, list[int]]]:
+        """One node per operator to compute, priced by the cost model: its index per operator,
+        and the nodes reading each parameter (in order)."""
+        shape, origin, cm = self.t.shape, self.t.origin, self.cm
+        consumed_names = {x for nd in compute for x in nd.input if x} | {o.name for o in g.output}
+        fwd_index: list[int] = []
+        reads: dict[str, list[int]] = {}  # parameter -> reading nodes
+        for k, nd in enumerate(compute):
+            ins = [x for x in nd.input if x]
+            for x in ins:
+                if x not in origin and x not in self.producer:
+                    raise FormatError(f"node '{nd.name or nd.op_type}' reads tensor '{x}' that nothing produces")
+            in_shapes = [shape.get(x) for x in nd.input]
+            out_shapes = [shape.get(o) for o in nd.output]
+            for o, s in zip(nd.output, out_shapes):
+                if s is None and o in consumed_names:
+                    raise FormatError(f"cannot infer the shape of tensor '{o}' made by {nd.op_type} node "
+                                      f"'{nd.name or o}'")
+            rule = FLOP_RULES.get(nd.op_type)
+            flops = int(rule(in_shapes, out_shapes, _attrs(nd))) if rule is not None else 0
+            view = nd.op_type in VIEW_OPS
+            in_b = sum(self.tbytes(x) for x in ins)
+            out_b = sum(self.tbytes(o) for o in nd.output if o)
+            i = self.add(nd.name or f"{nd.op_type}_{k}", cm.op_time(flops, in_b + out_b, kernel=not view), 0.0, 0.0,
+                         0.0 if view else out_b, {"op": nd.op_type, "flops": flops, "phase": "forward", **_scope(nd.name)})
+            fwd_index.append(i)
+            for o in nd.output:
+                if o:
+                    self.producer[o] = i
+            for x in ins:
+                for p in origin.get(x, ()):
+                    lst = reads.setdefault(p, [])
+                    if not lst or lst[-1] != i:
+                        lst.append(i)
+        return fwd_index, reads
+
+    def add_backward(self, edges: dict[tuple[int, int], float], n_inputs: int) -> dict[int, int]:
+        """The synthesised backward pass (module docstring): saved activations, one ``grad.``
+        node per operator and the mirrored edges (added to ``edges``); forward node -> its
+        backward node."""
+        mem, obytes, meta, time, cm = self.mem, self.obytes, self.meta, self.time, self.cm
+        n_fwd = len(self.ids)
+        for u in {u for (u, _) in edges}:  # saved activations: every forward output an operator reads
             if u >= n_inputs:
                 mem[u] += obytes[u]
+        grad_of: dict[int, int] = {}
         for k in range(n_inputs, n_fwd):
-            grad_of[k] = len(ids)
             op = meta[k]["op"]
-            f = meta[k]["flops"] * (2 if op in _MATMUL_LIKE else 1)
-            ids.append(fresh(f"grad.{ids[k]}"))
-            time.append(0.0)
-            mem.append(0.0)
-            pbytes.append(0.0)
-            obytes.append(0.0)
-            meta.append({"op": f"{op}Grad", "flops": f, "phase": "backward",
-                         **({"module": meta[k]["module"]} if "module" in meta[k] else {})})
-        fwd_edges = list(edges.items())
-        in_bytes = [0.0] * len(ids)
-        out_bytes = [0.0] * len(ids)
-        for (u, v), b in fwd_edges:
+            f = meta[k]["flops"] * (2 if op in MATMUL_LIKE else 1)
+            grad_of[k] = self.add(f"grad.{self.ids[k]}", 0.0, 0.0, 0.0, 0.0,
+                                  {"op": f"{op}Grad", "flops": f, "phase": "backward",
+                                   **({"module": meta[k]["module"]} if "module" in meta[k] else {})})
+        in_bytes = [0.0] * len(self.ids)
+        out_bytes = [0.0] * len(self.ids)
+        for (u, v), b in list(edges.items()):
             # the backward of v reads the tensors v read (saved activations) ...
             edges[(u, grad_of[v])] = edges.get((u, grad_of[v]), 0.0) + b
             in_bytes[grad_of[v]] += b
@@ -390,56 +357,38 @@ def from_onnx(
             view = meta[k]["op"] in VIEW_OPS
             time[gk] = cm.op_time(meta[gk]["flops"], in_bytes[gk] + out_bytes[gk], kernel=not view)
             obytes[gk] = 0.0 if view else out_bytes[gk]
+        return grad_of
 
-    for p in sorted(reads):
-        numel, dt = params[p]
-        holders = reads[p]
-        owner = holders[0]
-        if training and p not in buffers:
-            uid = len(ids)
-            ids.append(fresh(f"update.{p}"))
-            state = cm.training_state_bytes(numel, dt)
-            time.append(cm.op_time(0, cm.update_bytes_moved(numel, dt)))
-            mem.append(state)
-            pbytes.append(state)
-            obytes.append(0.0)
-            meta.append({"op": "optimizer.update", "flops": 0, "phase": "optimizer", "param": p, "numel": numel,
-                         **({"module": meta[owner]["module"]} if "module" in meta[owner] else {})})
-            gb = float(numel * cm.element_bytes(dt))
-            for h in holders:
-                key = (grad_of[h], uid)
-                edges[key] = edges.get(key, 0.0) + gb
-            group = [uid] + holders + [grad_of[h] for h in holders]
-        else:
-            b = float(numel * cm.element_bytes(dt))
-            mem[owner] += b
-            pbytes[owner] += b
-            group = holders + ([grad_of[h] for h in holders] if training else [])
-        if len(group) > 1:
-            colocate.append(tuple(ids[i] for i in group))
-
-    keys = sorted(edges)
-    total_flops = int(sum(m["flops"] for m in meta))
-    pb = float(sum(n * cm.element_bytes(dt) for p, (n, dt) in params.items() if p in reads))
-    problem_meta = {
-        "source": "onnx", "training": bool(training), "cost_model": cm.to_dict(),
-        "total_flops": total_flops, "parameter_bytes": pb,
-        "parameters": int(sum(n for p, (n, _) in params.items() if p in reads and p not in buffers)),
-        "opset": int(proto.opset_import[0].version) if proto.opset_import else 0,
-    }
-    dev = None
-    if devices is not None:
-        dev = ([Device(f"dev{i}", float(memory)) for i in range(devices)] if isinstance(devices, int)
-               else list(devices))
-    return Problem.from_arrays(
-        ids, np.array(time), np.array(mem),
-        np.array([k[0] for k in keys], dtype=np.int64), np.array([k[1] for k in keys], dtype=np.int64),
-        np.array([edges[k] for k in keys], dtype=np.float64),
-        devices=dev, links=Links(cm.link_latency, cm.link_bandwidth),
-        constraints=Constraints(colocate=tuple(colocate)),
-        param_bytes=np.array(pbytes), output_bytes=np.array(obytes), temp_bytes=None,
-        node_meta=meta, name=label, meta=problem_meta,
-    )
+    def add_parameters(self, reads: dict[str, list[int]], buffers: set[str], grad_of: dict[int, int],
+                       edges: dict[tuple[int, int], float], training: bool) -> list[tuple[str, ...]]:
+        """Charge each parameter to its first reader (training: an ``update.`` node holding the
+        weight, gradient and optimizer state, fed by every reader's backward); the colocation
+        groups of the readers of each parameter."""
+        cm, meta = self.cm, self.meta
+        colocate: list[tuple[str, ...]] = []
+        for p in sorted(reads):
+            numel_, dt = self.t.params[p]
+            holders = reads[p]
+            owner = holders[0]
+            if training and p not in buffers:
+                state = cm.training_state_bytes(numel_, dt)
+                uid = self.add(f"update.{p}", cm.op_time(0, cm.update_bytes_moved(numel_, dt)), state, state, 0.0,
+                               {"op": "optimizer.update", "flops": 0, "phase": "optimizer", "param": p,
+                                "numel": numel_, **({"module": meta[owner]["module"]} if "module" in meta[owner]
+                                                    else {})})
+                gb = float(numel_ * cm.element_bytes(dt))
+                for h in holders:
+                    key = (grad_of[h], uid)
+                    edges[key] = edges.get(key, 0.0) + gb
+                group = [uid] + holders + [grad_of[h] for h in holders]
+            else:
+                b = float(numel_ * cm.element_bytes(dt))
+                self.mem[owner] += b
+                self.pbytes[owner] += b
+                group = holders + ([grad_of[h] for h in holders] if training else [])
+            if len(group) > 1:
+                colocate.append(tuple(self.ids[i] for i in group))
+        return colocate
 
 
 def _fold(nd, shape, dtype, const_value) -> np.ndarray | None:
@@ -463,5 +412,5 @@ def _fold(nd, shape, dtype, const_value) -> np.ndarray | None:
                 arr = numpy_helper.to_array(a.t)
                 shape[out] = list(arr.shape)
                 dtype[out] = a.t.data_type
-                return arr if a.t.data_type not in _FLOAT else None
+                return arr if a.t.data_type not in FLOAT_TYPES else None
     return None

@@ -75,6 +75,11 @@ def problem_from_dict(doc: Mapping[str, Any], name: str | None = None) -> Proble
         The parsed JSON document.
     name : str, optional
         The name to use when the document has none (the file's stem); default ``"problem"``.
+
+    Returns
+    -------
+    Problem
+        The problem the document describes.
     """
     _check_header(doc, PROBLEM_FORMAT)
     records.check_keys(doc, DOCUMENT_FIELDS, "the optpart-problem document")

@@ -33,47 +33,21 @@ reads it, directly or through a view, is colocated with that node.
 from __future__ import annotations
 
 import math
-import operator
 from typing import Any, Callable, Sequence
 
-import numpy as np
 
 from ..errors import FormatError
-from ..problem import Constraints, Device, Links, Problem
+from ..problem import Device, Problem
 from .costmodel import CostModel
+from .node_columns import NodeColumns
 from .torch import TracedStep, trace_training_step
-from .torch.aliasing import alias_source, check_problem_order, writer_groups
+from .torch.aliasing import check_problem_order, writer_groups
 from .torch.flops import operator_flops
 from .torch.inputs import cross_entropy
+from .torch.reading import SHAPE_ONLY_OPS, VIEW_OPS, TracedGraph
 
 __all__ = ["from_torch", "problem_from_traced", "trace_training_step", "TracedStep", "cross_entropy", "VIEW_OPS",
            "SHAPE_ONLY_OPS"]
-
-#: ATen operators that only change tensor metadata: they alias their first input.
-VIEW_OPS = frozenset({
-    "t", "view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "permute", "transpose", "expand",
-    "slice", "select", "alias", "detach", "as_strided", "split", "split_with_sizes", "unbind", "chunk",
-    "diagonal", "unfold", "view_as", "expand_as", "narrow", "lift_fresh", "lift_fresh_copy", "_reshape_alias",
-    "numpy_T", "flatten", "unflatten", "movedim", "squeeze_", "unsqueeze_", "t_", "transpose_",
-})
-
-#: ATen operators that read only the shape and dtype of their tensor input, never its data.
-SHAPE_ONLY_OPS = frozenset({
-    "ones_like", "zeros_like", "empty_like", "full_like", "rand_like", "randn_like",
-    "new_zeros", "new_ones", "new_empty", "new_full", "sym_size", "sym_numel", "sym_stride",
-})
-
-
-def _tensors(val) -> list:
-    """The tensors in a traced value (a tensor, or a tuple/list of them)."""
-    import torch
-
-    if isinstance(val, torch.Tensor):
-        return [val]
-    if isinstance(val, (tuple, list)):
-        return [x for x in val if isinstance(x, torch.Tensor)]
-    return []
-
 
 def from_torch(
     module,
@@ -223,246 +197,117 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
     FormatError
         An operator whose FLOPs formula fails on the traced shapes.
     """
-
     cm = cost_model or CostModel()
-    graph = step.graph_module.graph
-    pnames, bnames, training = list(step.param_names), list(step.buffer_names), step.training
+    tg = TracedGraph(step, cm.element_bytes)
+    cols = _Columns()
+    index = {nd: i for i, nd in enumerate(tg.kept)}
     fx_to_id = {fx: pid for pid, fx in step.node_names.items()}
-    nodes = list(graph.nodes)
-    placeholders = [nd for nd in nodes if nd.op == "placeholder"]
-    param_of = {nd: i for i, nd in enumerate(placeholders[:len(pnames)])}
-    kind: dict[Any, str] = {}
-    for nd in placeholders[:len(pnames)]:
-        kind[nd] = "param"
-    for nd in placeholders[len(pnames):len(pnames) + len(bnames)]:
-        kind[nd] = "buffer"
-    for nd in placeholders[len(pnames) + len(bnames):]:
-        kind[nd] = "input"
-    out_node = next(nd for nd in nodes if nd.op == "output")
-    outs = out_node.args[0]
-    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-
-    def nbytes(t) -> float:
-        return float(t.numel()) * cm.element_bytes(str(t.dtype).replace("torch.", ""))
-
-    # Values: a node, or (node, index) behind a getitem. `source` resolves getitems.
-    def source(nd):
-        if nd.op == "call_function" and nd.target is operator.getitem:
-            base, idx = nd.args[0], nd.args[1]
-            b, _ = source(base)
-            return b, idx
-        return nd, None
-
-    def value_bytes(nd) -> float:
-        val = nd.meta.get("val")
-        return float(sum(nbytes(t) for t in _tensors(val)))
-
-    def opname(nd) -> str:
-        t = nd.target
-        packet = getattr(t, "overloadpacket", None)
-        return str(t) if packet is None else f"aten.{packet.__name__}.{t._overloadname}"
-
-    def is_view(nd) -> bool:
-        """Metadata-only: no kernel, no new storage."""
-        packet = getattr(nd.target, "overloadpacket", None)
-        return packet is not None and packet.__name__ in VIEW_OPS
-
-    def aliases(nd) -> bool:
-        """The output is (a view of) an input: a view, or the tensor an in-place op wrote."""
-        return is_view(nd) or alias_source(nd) is not None
-
-    def shape_only(nd) -> bool:
-        packet = getattr(nd.target, "overloadpacket", None)
-        return packet is not None and packet.__name__ in SHAPE_ONLY_OPS
-
-    # Kept nodes: placeholders for inputs and buffers, every call_function except getitem.
-    ops = [nd for nd in nodes if nd.op == "call_function" and nd.target is not operator.getitem]
-    kept = [nd for nd in placeholders if kind[nd] != "param"] + ops
-    # Phases: backward = strict descendants of the loss (training only).
-    phase: dict[Any, str] = {nd: "forward" for nd in kept}
-    if training:
-        loss_node, _ = source(outs[0])
-        stack, seen = list(loss_node.users), set()
-        while stack:
-            u = stack.pop()
-            if u in seen or u.op == "output":
-                continue
-            seen.add(u)
-            stack.extend(u.users)
-        for nd in ops:
-            if nd in seen or nd.name in step.backward:
-                phase[nd] = "backward"
-    # Storage roots: a view aliases the root of its first tensor input.
-    root: dict[Any, tuple] = {}
-
-    def root_of(nd):
-        base, idx = source(nd)
-        key = (base, idx)
-        if key in root:
-            return root[key]
-        if base.op == "call_function" and aliases(base):
-            src = alias_source(base)
-            arg = base.args[src] if src is not None and src < len(base.args) else None
-            first = arg if hasattr(arg, "op") else next((a for a in base.all_input_nodes), None)
-            r = root_of(first) if first is not None else key
-        else:
-            r = key
-        root[key] = r
-        return r
-
-    # Parameter alias sets: views of a parameter (recursively) belong to it.
-    owner_param: dict[Any, int] = dict(param_of)
-    for nd in ops:
-        if aliases(nd):
-            ins = [source(a)[0] for a in nd.all_input_nodes]
-            if ins and ins[0] in owner_param:
-                owner_param[nd] = owner_param[ins[0]]
-    for nd in [n for n in nodes if n.op == "call_function" and n.target is operator.getitem]:
-        b, _ = source(nd)
-        if b in owner_param:
-            owner_param[nd] = owner_param[b]
-    # Colocation: every kept operator that reads a parameter (or a view of it).
-    readers: list[list[Any]] = [[] for _ in pnames]
-    for nd in ops:
-        seen_p = set()
-        if nd in owner_param and nd not in param_of:
-            seen_p.add(owner_param[nd])
-        for a in nd.all_input_nodes:
-            if a in owner_param:
-                seen_p.add(owner_param[a])
-        for p in sorted(seen_p):
-            readers[p].append(nd)
-    # Saved activations: forward values read by a backward node, charged to their storage root once.
-    saved: dict[tuple, float] = {}
-    if training:
-        for nd in ops:
-            if phase[nd] != "backward" or shape_only(nd):
-                continue
-            for a in nd.all_input_nodes:
-                b, _ = source(a)
-                if b.op == "placeholder" or phase.get(b) != "forward":
-                    continue
-                r = root_of(a)
-                if r[0].op == "placeholder" or r in saved:
-                    continue
-                rn, ri = r
-                val = rn.meta.get("val")
-                ts = _tensors(val)
-                saved[r] = nbytes(ts[ri]) if ri is not None and ri < len(ts) else float(sum(nbytes(t) for t in ts))
-    saved_on: dict[Any, float] = {}
-    for (rn, _), b in saved.items():
-        saved_on[rn] = saved_on.get(rn, 0.0) + b
-
-    # ------------------------------------------------------------------ nodes
-    index = {nd: i for i, nd in enumerate(kept)}
-    ids: list[str] = []
-    time, mem, pbytes, obytes, meta = [], [], [], [], []
-    for nd in kept:
-        path, mclass = step.node_module.get(nd.name, ("", step.module_classes.get("", "")))
-        if nd.op == "placeholder":
-            nid = fx_to_id[nd.name]
-            b = value_bytes(nd)
-            ids.append(nid)
-            time.append(0.0)
-            mem.append(b)
-            pbytes.append(b)
-            obytes.append(0.0)
-            meta.append({"op": kind[nd], "flops": 0, "phase": "forward", "module": path, "module_class": mclass})
-            continue
-        view = is_view(nd)
-        out_b = value_bytes(nd)
-        in_b = 0.0
-        for a in ([] if shape_only(nd) else nd.all_input_nodes):
-            b, idx = source(a)
-            if idx is None:
-                in_b += value_bytes(b)
-            else:
-                in_b += nbytes(_tensors(b.meta.get("val"))[idx])
-        flops = 0 if view else operator_flops(nd, opname(nd))
-        ids.append(nd.name)
-        time.append(cm.op_time(flops, in_b + out_b, kernel=not view))
-        s = saved_on.get(nd, 0.0)
-        mem.append(s)
-        pbytes.append(0.0)
-        obytes.append(0.0 if aliases(nd) else out_b)
-        meta.append({"op": opname(nd), "flops": flops, "phase": phase[nd], "module": path, "module_class": mclass})
-    # Parameter holders: the update node (training) or the first reader (inference).
-    colocate: list[tuple[str, ...]] = []
-    pvals = [p.meta.get("val") for p in placeholders[:len(pnames)]]
-    grads = [source(g)[0] if g is not None else None for g in outs[1:]] if training else []
-    update_edges: list[tuple[int, int, float]] = []
-    for p, pname in enumerate(pnames):
-        t = pvals[p]
-        dtype = str(t.dtype).replace("torch.", "")
-        numel = int(t.numel())
-        group = [ids[index[r]] for r in readers[p]]
-        if training and pname not in step.frozen:
-            uid = f"update.{pname}"
-            ids.append(uid)
-            state = cm.training_state_bytes(numel, dtype)
-            time.append(cm.op_time(0, cm.update_bytes_moved(numel, dtype)))
-            mem.append(state)
-            pbytes.append(state)
-            obytes.append(0.0)
-            owner = pname.rpartition(".")[0]
-            meta.append({"op": "optimizer.update", "flops": 0, "phase": "optimizer", "param": pname,
-                         "numel": numel, "module": owner, "module_class": step.module_classes.get(owner, "")})
-            g = grads[p] if p < len(grads) else None
-            if g is not None and g in index:
-                update_edges.append((index[g], len(ids) - 1, nbytes(t)))
-            group = [uid] + group
-        elif readers[p]:  # inference, or a frozen parameter: its weights only, on its first reader
-            holder = index[readers[p][0]]
-            b = numel * cm.element_bytes(dtype)
-            mem[holder] += b
-            pbytes[holder] += b
-        if len(group) > 1:
-            colocate.append(tuple(group))
-    colocate.extend(writer_groups(step, ids))
-    # ------------------------------------------------------------------ edges
-    edge_bytes: dict[tuple[int, int], float] = {}
-    for nd in ops:
-        c = index[nd]
-        seen_vals = set()
-        for a in nd.all_input_nodes:
-            b, idx = source(a)
-            if b not in index or (b, idx) in seen_vals:
-                continue
-            seen_vals.add((b, idx))
-            size = value_bytes(b) if idx is None else nbytes(_tensors(b.meta.get("val"))[idx])
-            if shape_only(nd):
-                size = 0.0  # a dependency, but no data crosses it
-            key = (index[b], c)
-            edge_bytes[key] = edge_bytes.get(key, 0.0) + size
-    for s, d, b in update_edges:
-        edge_bytes[(s, d)] = edge_bytes.get((s, d), 0.0) + b
-    by_name = {nd.name: nd for nd in ops}
-    for a, b in step.order:  # ordering edges (a write and the accesses around it): no data crosses
-        if a in by_name and b in by_name:
-            edge_bytes.setdefault((index[by_name[a]], index[by_name[b]]), 0.0)
-    keys = sorted(edge_bytes)
-    src = np.array([k[0] for k in keys], dtype=np.int64)
-    dst = np.array([k[1] for k in keys], dtype=np.int64)
-    eb = np.array([edge_bytes[k] for k in keys], dtype=np.float64)
-    total_flops = int(sum(m["flops"] for m in meta))
-    param_total = float(sum(int(v.numel()) * cm.element_bytes(str(v.dtype).replace("torch.", "")) for v in pvals))
+    for nd in tg.kept:
+        cols.add_kept(tg, nd, cm, fx_to_id)
+    pvals = [p.meta.get("val") for p in tg.placeholders[:len(step.param_names)]]
+    colocate, update_edges = _parameter_holders(tg, cols, index, pvals, cm)
+    colocate.extend(writer_groups(step, cols.ids))
+    edge_bytes = _edges(tg, index, update_edges)
     problem_meta = {
-        "source": "torch", "training": bool(training), "cost_model": cm.to_dict(),
-        "total_flops": total_flops, "parameter_bytes": param_total,
+        "source": "torch", "training": bool(step.training), "cost_model": cm.to_dict(),
+        "total_flops": int(sum(m["flops"] for m in cols.meta)),
+        "parameter_bytes": float(sum(int(v.numel()) * cm.element_bytes(str(v.dtype).replace("torch.", ""))
+                                     for v in pvals)),
         "parameters": int(sum(int(v.numel()) for v in pvals)),
         "trace_mode": step.trace_mode, "loss": step.loss,
         "module_classes": {path: step.module_classes[path] for path in sorted(step.module_classes)},
     }
     if step.notes:
         problem_meta["trace_notes"] = list(step.notes)
-    groups = _no_split_groups(step, ids, [m["module"] for m in meta], no_split)
+    groups = _no_split_groups(step, cols.ids, [m["module"] for m in cols.meta], no_split)
     if groups:
         problem_meta["no_split"] = sorted({c.strip() for c in (no_split.split(",") if isinstance(no_split, str)
                                                                 else no_split) if c.strip()})
-    return Problem.from_arrays(
-        ids, np.array(time), np.array(mem), src, dst, eb,
-        devices=None, links=Links(cm.link_latency, cm.link_bandwidth),
-        constraints=Constraints(colocate=tuple(colocate) + tuple(groups)),
-        param_bytes=np.array(pbytes), output_bytes=np.array(obytes), temp_bytes=None,
-        node_meta=meta, name=name or type(step.graph_module).__name__, meta=problem_meta,
-    )
+    return cols.problem(edge_bytes, tuple(colocate) + tuple(groups), cm, None,
+                        name or type(step.graph_module).__name__, problem_meta)
+
+
+class _Columns(NodeColumns):
+    """The problem's node columns as they are built (ids, run times, memory split, metadata)."""
+
+    def add_kept(self, tg: TracedGraph, nd, cm: CostModel, fx_to_id: dict[str, str]) -> None:
+        """An input or buffer (it holds its tensor), or an operator priced by the cost model (it
+        holds its saved activations; its output is 0 bytes when it aliases an input)."""
+        step = tg.step
+        path, mclass = step.node_module.get(nd.name, ("", step.module_classes.get("", "")))
+        if nd.op == "placeholder":
+            b = tg.value_bytes(nd)
+            self.add(fx_to_id[nd.name], 0.0, b, b, 0.0,
+                     {"op": tg.kind[nd], "flops": 0, "phase": "forward", "module": path, "module_class": mclass})
+            return
+        op = tg.facts(nd)
+        out_b = tg.value_bytes(nd)
+        in_b = 0.0
+        for a in ([] if op.shape_only else nd.all_input_nodes):
+            in_b += tg.item_bytes(*tg.source(a))
+        flops = 0 if op.view else operator_flops(nd, op.name)
+        self.add(nd.name, cm.op_time(flops, in_b + out_b, kernel=not op.view), tg.saved_on.get(nd, 0.0), 0.0,
+                 0.0 if op.aliases else out_b,
+                 {"op": op.name, "flops": flops, "phase": tg.phase[nd], "module": path, "module_class": mclass})
+
+
+def _parameter_holders(tg: TracedGraph, cols: _Columns, index: dict, pvals: list, cm: CostModel
+                       ) -> tuple[list[tuple[str, ...]], list[tuple[int, int, float]]]:
+    """Who holds each parameter: its ``update.`` node (training; fed by the parameter's
+    gradient) or its first reader (inference, or a frozen parameter). Returns the colocation
+    groups of each parameter's readers and the gradient -> update edges."""
+    step = tg.step
+    colocate: list[tuple[str, ...]] = []
+    grads = [tg.source(g)[0] if g is not None else None for g in tg.outs[1:]] if step.training else []
+    update_edges: list[tuple[int, int, float]] = []
+    for p, pname in enumerate(step.param_names):
+        t = pvals[p]
+        dtype = str(t.dtype).replace("torch.", "")
+        numel = int(t.numel())
+        group = [cols.ids[index[r]] for r in tg.readers[p]]
+        if step.training and pname not in step.frozen:
+            uid = f"update.{pname}"
+            state = cm.training_state_bytes(numel, dtype)
+            owner = pname.rpartition(".")[0]
+            cols.add(uid, cm.op_time(0, cm.update_bytes_moved(numel, dtype)), state, state, 0.0,
+                     {"op": "optimizer.update", "flops": 0, "phase": "optimizer", "param": pname,
+                      "numel": numel, "module": owner, "module_class": step.module_classes.get(owner, "")})
+            g = grads[p] if p < len(grads) else None
+            if g is not None and g in index:
+                update_edges.append((index[g], len(cols.ids) - 1, tg.nbytes(t)))
+            group = [uid] + group
+        elif tg.readers[p]:  # inference, or a frozen parameter: its weights only, on its first reader
+            holder = index[tg.readers[p][0]]
+            b = numel * cm.element_bytes(dtype)
+            cols.mem[holder] += b
+            cols.pbytes[holder] += b
+        if len(group) > 1:
+            colocate.append(tuple(group))
+    return colocate, update_edges
+
+
+def _edges(tg: TracedGraph, index: dict, update_edges: list[tuple[int, int, float]]
+           ) -> dict[tuple[int, int], float]:
+    """Bytes per ``(producer, consumer)``: each value an operator reads once (0 bytes for a
+    shape-only read), the gradient -> update edges, and the step's ordering edges (a write and
+    the accesses around it) with 0 bytes."""
+    edge_bytes: dict[tuple[int, int], float] = {}
+    for nd in tg.ops:
+        c = index[nd]
+        shape_only = tg.facts(nd).shape_only
+        seen_vals = set()
+        for a in nd.all_input_nodes:
+            b, idx = tg.source(a)
+            if b not in index or (b, idx) in seen_vals:
+                continue
+            seen_vals.add((b, idx))
+            size = 0.0 if shape_only else tg.item_bytes(b, idx)  # shape-only: a dependency, no data
+            key = (index[b], c)
+            edge_bytes[key] = edge_bytes.get(key, 0.0) + size
+    for s, d, b in update_edges:
+        edge_bytes[(s, d)] = edge_bytes.get((s, d), 0.0) + b
+    by_name = {nd.name: nd for nd in tg.ops}
+    for a, b in tg.step.order:  # ordering edges: no data crosses
+        if a in by_name and b in by_name:
+            edge_bytes.setdefault((index[by_name[a]], index[by_name[b]]), 0.0)
+    return edge_bytes

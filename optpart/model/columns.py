@@ -107,6 +107,11 @@ def partial_column(values: Any, n: int, what: str, ids: Sequence[str]) -> tuple[
     ----------
     values, n, what, ids
         As for :func:`float_column`.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(values, given)``: float64 values (NaN read as 0) and a boolean mask of the given ones.
     """
     try:
         arr = np.asarray(values, dtype=np.float64)

@@ -29,7 +29,12 @@ class Constraints:
     forbid: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
-        """True when no pin, colocation group or forbidden device is given."""
+        """True when no pin, colocation group or forbidden device is given.
+
+        Returns
+        -------
+        bool
+        """
         return not (self.pin or self.colocate or self.forbid)
 
 
@@ -40,6 +45,10 @@ def constraint_devices(c: Constraints) -> set[str]:
     ----------
     c : Constraints
         The constraints.
+
+    Returns
+    -------
+    set of str
     """
     out = set(c.pin.values())
     for devs in c.forbid.values():
@@ -72,6 +81,11 @@ def resolve_constraints(c: Constraints, node_ids: Sequence[str], node_index: Map
         The node ids and their indices.
     device_ids, device_index : sequence and mapping
         The device ids and their indices.
+
+    Returns
+    -------
+    Resolved
+        Pins, forbidden devices and colocation groups as indices.
     """
     n, k = len(node_ids), len(device_ids)
     pin = np.full(n, -1, dtype=np.int64)
@@ -124,6 +138,10 @@ def allowed_mask(n: int, k: int, pin: np.ndarray, forbidden: Mapping[int, frozen
         Node and device counts.
     pin, forbidden, group_of, groups
         The resolved constraints (:class:`Resolved`).
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n, k)
     """
     mask = np.ones((n, k), dtype=bool)
     pinned = np.flatnonzero(pin >= 0)

@@ -90,7 +90,12 @@ class Links:
 
 
 def default_links() -> Links:
-    """The links of a graph that names none: :data:`DEFAULT_LATENCY`, :data:`DEFAULT_BANDWIDTH`."""
+    """The links of a graph that names none: :data:`DEFAULT_LATENCY`, :data:`DEFAULT_BANDWIDTH`.
+
+    Returns
+    -------
+    Links
+    """
     return Links(parse_time(DEFAULT_LATENCY), parse_bandwidth(DEFAULT_BANDWIDTH))
 
 
@@ -114,6 +119,11 @@ def device_count(devices: Any) -> int:
     ----------
     devices : int
         The count asked for (an integral float is accepted, a bool is not).
+
+    Returns
+    -------
+    int
+        The count.
     """
     if isinstance(devices, (bool, np.bool_)) or not isinstance(devices, (int, np.integer)):
         try:
@@ -153,6 +163,10 @@ def list_length(value: Value) -> int:
     ----------
     value : scalar, sequence, comma list or mapping
         A per-device value.
+
+    Returns
+    -------
+    int
     """
     if isinstance(value, Mapping) or value is None:
         return 0
@@ -176,6 +190,11 @@ def per_device(name: str, value: Value, parse: Callable[[Any], float], ids: Sequ
         The device ids, in order.
     own : sequence of float or None
         Each device's value when a mapping leaves it out (None: it must be named).
+
+    Returns
+    -------
+    list of float
+        One parsed value per device, in ``ids`` order.
     """
     k = len(ids)
     if isinstance(value, Mapping):
@@ -208,6 +227,10 @@ def devices_from_values(devices: Any, memory: Value = math.inf, speed: Value = 1
         Capacity per device (bytes or sizes such as ``"16GiB"``); unlimited by default.
     speed : value, optional
         Relative speed per device (> 0); 1 by default.
+
+    Returns
+    -------
+    list of Device
     """
     names: list[str] | None = None
     count: int | None = None
@@ -244,6 +267,10 @@ def device_list(devices: Any, memory: Value = math.inf, speed: Value = 1.0) -> l
         The devices asked for.
     memory, speed : value
         Per-device values (with a count or ids only).
+
+    Returns
+    -------
+    list of Device
     """
     if devices is not None and not isinstance(devices, (str, bytes)) and isinstance(devices, Sequence) \
             and devices and all(isinstance(d, Device) for d in devices):
@@ -271,6 +298,11 @@ def device_table(devices: Sequence[Device], n_nodes: int) -> tuple[tuple[Device,
         The devices, in index order.
     n_nodes : int
         The node count (``n x k`` tables are bounded by :func:`optpart.limits.check_cells`).
+
+    Returns
+    -------
+    tuple
+        ``(devices, ids, {id: index})``.
     """
     from ..limits import check_cells
 
@@ -314,6 +346,11 @@ def link_matrices(links: Links | None, device_index: Mapping[str, int]) -> tuple
         None means free communication (:class:`Links` defaults).
     device_index : mapping
         Device id to index.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(latency, bandwidth)``, each ``k x k`` float64 (seconds, bytes/s).
     """
     k = len(device_index)
     lk = links or Links()
@@ -391,6 +428,11 @@ def resolve_devices(problem: "Problem", *, devices: int | None = None, memory: V
         Uniform link bandwidth (bytes/s or e.g. ``"25GB/s"``).
     latency : value, optional
         Uniform link latency (s or e.g. ``"10us"``).
+
+    Returns
+    -------
+    Problem
+        The problem on the resolved devices and links.
 
     Raises
     ------

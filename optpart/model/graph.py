@@ -98,6 +98,11 @@ def adjacency(src: np.ndarray, dst: np.ndarray, n: int) -> Adjacency:
         Checked edge ends (:func:`check_edges`).
     n : int
         The node count.
+
+    Returns
+    -------
+    Adjacency
+        Out- and in-edge CSR arrays.
     """
     out_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=out_ptr[1:])
@@ -193,6 +198,11 @@ def topological_order(src: np.ndarray, dst: np.ndarray, adj: Adjacency, node_ids
         An order read from a file (``.npz``): checked in O(V + E) to be exactly Kahn's
         (:func:`is_kahn_order`) and used instead of running the algorithm; any other
         order is an error.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Kahn's topological order (smallest ready index first).
     """
     if claimed is not None and is_kahn_order(claimed, src, adj.in_edges, adj.in_ptr):
         return np.array(claimed, dtype=np.int64)

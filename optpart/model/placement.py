@@ -30,6 +30,10 @@ class PlacementViews:
         ----------
         placement : array_like of int
             A device index per node.
+
+        Returns
+        -------
+        bool
         """
         placement = np.asarray(placement, dtype=np.int64)
         n = self.n_nodes

@@ -151,6 +151,10 @@ class Problem(PlacementViews):
             A claimed topological order (checked).
         copy : bool
             Copy ``node_ids``/``node_meta`` (see above).
+
+        Returns
+        -------
+        Problem
         """
         p = cls()
         p.name = str(name)
@@ -240,6 +244,12 @@ class Problem(PlacementViews):
         meta : mapping, optional
             Problem metadata.
 
+        Returns
+        -------
+        Problem
+
+        Examples
+        --------
         >>> p = Problem.build(
         ...     nodes=[{"id": "a", "time": 1.0, "memory": 10}, {"id": "b", "time": 2.0, "memory": 5}],
         ...     edges=[{"src": "a", "dst": "b", "bytes": 1000}],
@@ -316,17 +326,28 @@ class Problem(PlacementViews):
 
     def running_need(self) -> np.ndarray:
         """Bytes each node surely holds on its device while it runs, under peak
-        (:func:`optpart.model.screening.running_need`)."""
+        (:func:`optpart.model.screening.running_need`).
+
+        Returns
+        -------
+        numpy.ndarray of float64
+            Bytes per node.
+        """
         return screening.running_need(self)
 
-    def infeasibility(self, memory_model: str = "static") -> str | None:
+    def infeasibility(self, memory_model: str = "peak") -> str | None:
         """A reason why no placement can fit memory and constraints, or None if none is obvious
         (:func:`optpart.model.screening.infeasibility`, the one screen).
 
         Parameters
         ----------
         memory_model : str
-            ``"static"`` or ``"peak"``.
+            ``"peak"`` (the default, as everywhere) or ``"static"``.
+
+        Returns
+        -------
+        str or None
+            The reason, naming the node, group or device; None when no proof was found.
         """
         return screening.infeasibility(self, memory_model)
 
@@ -365,6 +386,11 @@ class Problem(PlacementViews):
             The links (default: the problem's own).
         constraints : Constraints, optional
             The constraints (default: the problem's own).
+
+        Returns
+        -------
+        Problem
+            A new problem sharing this one's graph arrays.
         """
         devices = device_list(devices, memory, speed)
         q = self._copy_graph()
@@ -384,6 +410,10 @@ class Problem(PlacementViews):
         ----------
         scale : float
             The factor (> 0).
+
+        Returns
+        -------
+        Problem
         """
         devs = [Device(d.id, d.memory * scale, d.speed) for d in self.devices]
         return self.with_devices(devs, links=self.links, constraints=self.constraints)
@@ -395,6 +425,10 @@ class Problem(PlacementViews):
         ----------
         name : str
             The new name.
+
+        Returns
+        -------
+        Problem
         """
         q = self._copy_graph()
         q.name = str(name)

@@ -94,6 +94,10 @@ def number(value: Any, who: str, key: str, allow_inf: bool = False) -> float:
         The field (``"memory"``).
     allow_inf : bool
         Whether infinity (also spelt ``"inf"``) is a value here.
+
+    Returns
+    -------
+    float
     """
     if isinstance(value, str) and allow_inf and value.strip().lower() in ("inf", "infinity"):
         return math.inf
@@ -230,6 +234,10 @@ def read_devices(items: Any) -> list[Device]:
     ----------
     items : list
         The records; memory may be ``"inf"``, speed defaults to 1.
+
+    Returns
+    -------
+    list of Device
     """
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
         raise RecordError(f"field 'devices' must be a list of {{\"id\", \"memory\", \"speed\"}} objects, "
@@ -264,6 +272,10 @@ def read_links(doc: Any) -> Links:
     doc : mapping or Links
         Latency defaults to 0, bandwidth to ``"inf"``; a pair's missing values take the
         uniform link's.
+
+    Returns
+    -------
+    Links
     """
     if isinstance(doc, Links):
         return doc
@@ -298,6 +310,11 @@ def read_constraints(doc: Any) -> Constraints:
     doc : mapping, Constraints or None
         ``pin`` maps node ids to a device id, ``colocate`` is a list of lists of node
         ids, ``forbid`` maps node ids to lists of device ids.
+
+    Returns
+    -------
+    Constraints
+        Empty constraints for None.
     """
     if isinstance(doc, Constraints):
         return doc

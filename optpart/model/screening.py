@@ -36,6 +36,11 @@ def running_need(problem: "Problem") -> np.ndarray:
     ----------
     problem : Problem
         The problem.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        Bytes per node.
     """
     param = problem.param_bytes.astype(np.float64)
     if len(problem.groups):
@@ -71,6 +76,11 @@ def live_at_start(problem: "Problem") -> np.ndarray | None:
     ----------
     problem : Problem
         The problem (its placement-free data only).
+
+    Returns
+    -------
+    numpy.ndarray of float64 or None
+        Bytes per node; None when the problem has no peak split.
     """
     n = problem.n_nodes
     if n == 0 or n > LIVE_BOUND_NODES:
@@ -110,7 +120,7 @@ def live_at_start(problem: "Problem") -> np.ndarray | None:
     return float(problem.param_bytes.sum()) + problem.temp_bytes + out + held
 
 
-def infeasibility(problem: "Problem", memory_model: str = "static") -> str | None:
+def infeasibility(problem: "Problem", memory_model: str = "peak") -> str | None:
     """A reason why no placement can fit memory and constraints, or None if none is obvious.
 
     The one place where infeasibility is screened (the registry calls it before any
@@ -130,7 +140,7 @@ def infeasibility(problem: "Problem", memory_model: str = "static") -> str | Non
     problem : Problem
         The problem.
     memory_model : str
-        ``"static"`` or ``"peak"``.
+        ``"peak"`` (the default, as everywhere) or ``"static"``.
 
     Returns
     -------

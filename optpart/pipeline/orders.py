@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from ..evaluate import bottom_levels, canonical_schedule
 from .stages import anchors, forward_order
 from .step import PipelineStep
@@ -35,13 +36,13 @@ __all__ = ["sequence_schedule", "gpipe_schedule", "one_f_one_b_schedule", "list_
 Schedule = tuple[np.ndarray, np.ndarray]
 
 
+@fill_doc
 def phase_of_tasks(step: PipelineStep) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(node, micro_batch, phase)`` per unrolled task; phase 0 forward, 1 backward, 2 once.
 
     Parameters
     ----------
-    step
-        The pipelined step.
+    %(step)s
 
     Returns
     -------
@@ -53,20 +54,20 @@ def phase_of_tasks(step: PipelineStep) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return node, mb, phase
 
 
+@fill_doc
 def sequence_schedule(step: PipelineStep, placement: np.ndarray, key: np.ndarray,
                       tie: np.ndarray | None = None) -> Schedule | None:
     """Run every device's tasks in increasing ``key`` order, each as early as possible.
 
     Parameters
     ----------
-    step
-        The pipelined step.
-    placement
-        Device index per base node.
+    %(step_placement)s
     key
         One number per unrolled task; a device runs its tasks by increasing key (ties: task
         index, or ``tie`` first when given: replaying a schedule passes start times as ``key``
         and finish times as ``tie``, so a zero-length task keeps its place).
+    tie : numpy.ndarray, optional
+        The first tie-break per task (default: none, task index only).
 
     Returns
     -------
@@ -138,6 +139,7 @@ def _task_stages(step: PipelineStep, placement: np.ndarray) -> tuple[np.ndarray,
     return mb, phase, seg[node], n_seg
 
 
+@fill_doc
 def segments(step: PipelineStep, placement: np.ndarray) -> tuple[np.ndarray, int]:
     """Virtual stage of every base node and the number of virtual stages.
 
@@ -150,10 +152,7 @@ def segments(step: PipelineStep, placement: np.ndarray) -> tuple[np.ndarray, int
 
     Parameters
     ----------
-    step
-        The pipelined step.
-    placement
-        Device index per base node (one placement for every micro-batch).
+    %(step_placement)s
 
     Returns
     -------
@@ -171,6 +170,7 @@ def segments(step: PipelineStep, placement: np.ndarray) -> tuple[np.ndarray, int
     return stage.astype(np.int64), int(run[-1]) + 1
 
 
+@fill_doc
 def gpipe_schedule(step: PipelineStep, placement: np.ndarray) -> Schedule:
     """GPipe: forwards before backwards on every device, micro-batches in order.
 
@@ -183,15 +183,11 @@ def gpipe_schedule(step: PipelineStep, placement: np.ndarray) -> Schedule:
 
     Parameters
     ----------
-    step
-        The pipelined step.
-    placement
-        Device index per base node (one placement for every micro-batch).
+    %(step_placement)s
 
     Returns
     -------
-    tuple
-        ``(start, finish)``: seconds per unrolled task, in the unrolled problem's node order.
+    %(unrolled_schedule)s
     """
     mb, phase, j, n_seg = _task_stages(step, placement)
     slot = np.where(phase == 0, mb + j, np.where(phase == 1, mb + n_seg - 1 - j, 0))
@@ -203,6 +199,7 @@ def gpipe_schedule(step: PipelineStep, placement: np.ndarray) -> Schedule:
     return out
 
 
+@fill_doc
 def one_f_one_b_schedule(step: PipelineStep, placement: np.ndarray) -> Schedule | None:
     """1F1B over the virtual stages; ``None`` when the order deadlocks on this placement.
 
@@ -212,10 +209,7 @@ def one_f_one_b_schedule(step: PipelineStep, placement: np.ndarray) -> Schedule 
 
     Parameters
     ----------
-    step
-        The pipelined step.
-    placement
-        Device index per base node (one placement for every micro-batch).
+    %(step_placement)s
 
     Returns
     -------
@@ -232,6 +226,7 @@ def one_f_one_b_schedule(step: PipelineStep, placement: np.ndarray) -> Schedule 
     return sequence_schedule(step, placement, _order_key(step, pos))
 
 
+@fill_doc
 def priorities(step: PipelineStep, placement: np.ndarray) -> dict[str, np.ndarray]:
     """Named priority vectors (higher runs first) for :func:`list_schedule`.
 
@@ -242,10 +237,7 @@ def priorities(step: PipelineStep, placement: np.ndarray) -> dict[str, np.ndarra
 
     Parameters
     ----------
-    step
-        The pipelined step.
-    placement
-        Device index per base node (one placement for every micro-batch).
+    %(step_placement)s
 
     Returns
     -------
@@ -265,21 +257,18 @@ def priorities(step: PipelineStep, placement: np.ndarray) -> dict[str, np.ndarra
     }
 
 
+@fill_doc
 def list_schedule(step: PipelineStep, placement: np.ndarray, priority: np.ndarray) -> Schedule:
     """The non-delay list schedule of the unrolled step under ``priority`` (higher first).
 
     Parameters
     ----------
-    step
-        The pipelined step.
-    placement
-        Device index per base node (one placement for every micro-batch).
+    %(step_placement)s
     priority
         One number per unrolled task; among ready tasks a device starts the highest first.
 
     Returns
     -------
-    tuple
-        ``(start, finish)``: seconds per unrolled task, in the unrolled problem's node order.
+    %(unrolled_schedule)s
     """
     return canonical_schedule(step.unrolled(), step.tile(placement), priority)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from ..evaluate import evaluate, time_tolerance
 from ..memory import fits
 from .orders import list_schedule, priorities
@@ -33,14 +34,14 @@ def _makespan(step: PipelineStep, placement: np.ndarray, memory_model: str) -> f
     return float(finish.max()) if finish.size else 0.0
 
 
+@fill_doc
 def refine_cuts(step: PipelineStep, n_stages: int, memory_model: str = "peak", budget: int = 24
                 ) -> tuple[np.ndarray, int]:
     """A stage-contiguous placement whose cuts are moved to shorten the pipelined schedule.
 
     Parameters
     ----------
-    step
-        The pipelined step.
+    %(step)s
     n_stages
         Number of stages (stage ``s`` on device ``s``).
     memory_model

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from ..errors import SolverError
 from ..evaluate import evaluate, time_tolerance
 from ..memory import fits
@@ -66,16 +67,14 @@ def _score(step: PipelineStep, placement: np.ndarray, start: np.ndarray, name: s
                     options={"micro_batches": step.micro_batches, "schedule": name})
 
 
+@fill_doc
 def baseline_schedule(step: PipelineStep, placement: np.ndarray, order: str,
                       memory_model: str = "peak") -> Result | None:
     """The GPipe or 1F1B order on ``placement`` as a scored result (``None``: 1F1B deadlocks).
 
     Parameters
     ----------
-    step
-        The pipelined step.
-    placement
-        Device index per base node.
+    %(step_placement)s
     order
         ``gpipe`` or ``1f1b``.
     memory_model
@@ -96,16 +95,14 @@ def baseline_schedule(step: PipelineStep, placement: np.ndarray, order: str,
     return result
 
 
+@fill_doc
 def schedule_placement(step: PipelineStep, placement: np.ndarray, memory_model: str = "peak"
                        ) -> tuple[Result | None, dict[str, float]]:
     """The fastest schedule found for one shared placement that fits ``memory_model``.
 
     Parameters
     ----------
-    step
-        The pipelined step.
-    placement
-        Device index per base node.
+    %(step_placement)s
     memory_model
         ``peak`` or ``static``.
 

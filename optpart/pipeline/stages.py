@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from .step import PipelineStep
 
 __all__ = ["anchors", "forward_order", "stage_placement", "balanced_cuts", "position_weights", "cut_placement"]
 
 
+@fill_doc
 def forward_order(step: PipelineStep) -> np.ndarray:
     """The forward nodes as late as possible: by decreasing bottom level within the forward
     pass (run times, no communication), ties in topological order (so still a topological
@@ -29,8 +31,7 @@ def forward_order(step: PipelineStep) -> np.ndarray:
 
     Parameters
     ----------
-    step
-        The pipelined step.
+    %(step)s
 
     Returns
     -------
@@ -38,28 +39,26 @@ def forward_order(step: PipelineStep) -> np.ndarray:
         Base node indices of the forward pass, a topological order.
     """
     p = step.base
-    fwd = ~step.once & ~step.backward
+    fwd = step.forward
     bl = np.zeros(p.n_nodes)
-    src, dst = p.edge_src, p.edge_dst
-    out_edges, out_ptr = p.out_edges, p.out_ptr
+    dst, out_edges, out_ptr = p.edge_dst, p.out_edges, p.out_ptr
     t = p.time
     for v in p.topo[::-1].tolist():
         if fwd[v]:
             succ = dst[out_edges[out_ptr[v]:out_ptr[v + 1]]]
             succ = succ[fwd[succ]]
             bl[v] = t[v] + (bl[succ].max() if succ.size else 0.0)
-    del src
     nodes = np.flatnonzero(fwd)
     return nodes[np.lexsort((p.topo_rank[nodes], -bl[nodes]))]
 
 
+@fill_doc
 def anchors(step: PipelineStep) -> np.ndarray:
     """Position in the forward sequence that every base node belongs to (see module docstring).
 
     Parameters
     ----------
-    step
-        The pipelined step.
+    %(step)s
 
     Returns
     -------
@@ -68,7 +67,7 @@ def anchors(step: PipelineStep) -> np.ndarray:
     """
     p = step.base
     n = p.n_nodes
-    fwd = ~step.once & ~step.backward
+    fwd = step.forward
     order = forward_order(step)
     anchor = np.full(n, -1, dtype=np.int64)
     anchor[order] = np.arange(order.size)
@@ -144,14 +143,14 @@ def balanced_cuts(weight: np.ndarray, n_stages: int) -> np.ndarray:
     return best
 
 
+@fill_doc
 def stage_placement(step: PipelineStep, n_stages: int | None = None,
                     extra_weight: np.ndarray | None = None) -> np.ndarray:
     """A stage-contiguous placement: forward sequence cut into balanced stages, stage s on device s.
 
     Parameters
     ----------
-    step
-        The pipelined step.
+    %(step)s
     n_stages
         Number of stages (default: every device).
     extra_weight
@@ -169,14 +168,14 @@ def stage_placement(step: PipelineStep, n_stages: int | None = None,
     return cut_placement(step, anchor, balanced_cuts(weight, s))
 
 
+@fill_doc
 def position_weights(step: PipelineStep, anchor: np.ndarray, extra_weight: np.ndarray | None = None) -> np.ndarray:
     """Work anchored at every forward position: a node's time over the step (``M`` copies of a
     per-micro-batch node, one of a once node), plus ``extra_weight``.
 
     Parameters
     ----------
-    step
-        The pipelined step.
+    %(step)s
     anchor
         :func:`anchors` of the step.
     extra_weight
@@ -196,13 +195,13 @@ def position_weights(step: PipelineStep, anchor: np.ndarray, extra_weight: np.nd
     return np.bincount(anchor, weights=w, minlength=n_fwd)
 
 
+@fill_doc
 def cut_placement(step: PipelineStep, anchor: np.ndarray, stage: np.ndarray) -> np.ndarray:
     """Device per base node from a stage per forward position (stage ``s`` on device ``s``).
 
     Parameters
     ----------
-    step
-        The pipelined step.
+    %(step)s
     anchor
         :func:`anchors` of the step.
     stage

@@ -203,6 +203,8 @@ class PipelineStep:
         Boolean per base node: runs once per step.
     backward : numpy.ndarray
         Boolean per base node: belongs to the backward pass.
+    forward : numpy.ndarray
+        Boolean per base node: the forward pass (neither once per step nor backward).
     time, output_bytes, temp_bytes, edge_bytes : numpy.ndarray
         Per-micro-batch costs of the base nodes and edges (once-per-step nodes unscaled).
     """
@@ -211,6 +213,7 @@ class PipelineStep:
     micro_batches: int
     once: np.ndarray = field(init=False)
     backward: np.ndarray = field(init=False)
+    forward: np.ndarray = field(init=False)
     time: np.ndarray = field(init=False)
     output_bytes: np.ndarray = field(init=False)
     temp_bytes: np.ndarray = field(init=False)
@@ -227,6 +230,7 @@ class PipelineStep:
                                "unrolls; use fewer micro-batches")
         self.once = once_mask(p)
         self.backward = backward_mask(p) & ~self.once
+        self.forward = ~self.once & ~self.backward
         scale = 1.0 if _per_micro_batch_file(p) else 1.0 / m
         per = ~self.once
         self.time = np.where(per, p.time * scale, p.time)
@@ -251,6 +255,11 @@ class PipelineStep:
         have micro-batch ``M - 1``, the last); ``task_of[i, v]`` is the unrolled index of copy
         ``i`` of ``v`` (for once nodes the same index for every ``i``). Order: micro-batch 0's
         copies in base order, then micro-batch 1's, ..., then the once nodes.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``(node, micro_batch, task_of)`` as above.
         """
         p, m = self.base, self.micro_batches
         if m == 1:  # one micro-batch: the base problem's own order (M = 1 is the ordinary step)
@@ -283,7 +292,12 @@ class PipelineStep:
         return np.asarray(placement, dtype=np.int64)[node]
 
     def unrolled(self) -> Problem:
-        """The unrolled problem (cached): what a pipelined result is scored and judged on."""
+        """The unrolled problem (cached): what a pipelined result is scored and judged on.
+
+        Returns
+        -------
+        Problem
+        """
         if self._unrolled is None:
             self._unrolled = self._build_unrolled()
         return self._unrolled
@@ -336,7 +350,13 @@ class PipelineStep:
             node_meta=meta_rows, name=f"{p.name}", meta=meta, copy=False)
 
     def work(self) -> float:
-        """Total run time of the step at speed 1 (every micro-batch, once nodes once)."""
+        """Total run time of the step at speed 1 (every micro-batch, once nodes once).
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         per = ~self.once
         return float(self.time[per].sum() * self.micro_batches + self.time[self.once].sum())
 

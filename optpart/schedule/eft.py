@@ -77,6 +77,11 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
         All devices the policy allows, or only predecessors' devices plus the one that
         frees up first.
 
+    Returns
+    -------
+    EftSchedule
+        Placement, start and finish times of every node.
+
     Raises
     ------
     NoRoom
@@ -94,8 +99,7 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
     place = [-1] * n
     start = [0.0] * n
     finish = [0.0] * n
-    time, inv_speed = g.time, g.inv_speed
-    lat, inv_bw = g.lat, g.inv_bw
+    time, speed = g.time, g.speed
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     admits, record = policy.admits, policy.place
     check_slots = not getattr(policy, "admits_everything", False)  # optional: skip a no-op call
@@ -105,8 +109,8 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
     # each device comes from its inputs' local maxima and the two best remote arrivals
     uniform = g.uniform and k > 1
     lat0 = g.mean_lat if uniform else 0.0
-    ibw0 = g.mean_inv_bw if uniform else 0.0
-    min_inv = min(inv_speed) if k else 0.0
+    bw0 = g.link_bw
+    max_speed = max(speed) if k else 1.0
     # near mode asks a policy that has one for its filter rather than the full device list
     memory_filter = getattr(policy, "memory_filter", None) if near else None
     any_room = [0.0] * k  # a room list for the plain path's filter (need -inf: all qualify)
@@ -129,7 +133,7 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
             for i in range(lo, hi):
                 u = pred[i]
                 pu = place[u]
-                x = finish[u] + lat0 + ib[i] * ibw0
+                x = finish[u] + (lat0 + ib[i] / bw0)
                 if x > r1:
                     if pu != d1:
                         r2 = r1
@@ -152,31 +156,26 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
             # Early exit (same answer, fewer devices scanned): every device but d1 has
             # ready >= r1, so finishes no earlier than `floor`; once the best so far reaches
             # it and d1 has been seen, no later device can win (ties go to the earlier one).
-            floor = r1 + tv * min_inv
+            floor = r1 + tv / max_speed
             d1_left = d1 >= 0 and d1 in devs
-        for d in devs:
+        general = None if uniform else arrivals(g, v, devs, place, finish)  # per-pair links: the one rule
+        for j, d in enumerate(devs):
             if split:
                 if d == d1:
                     ready = a1
                     d1_left = False
                 else:
                     ready = r1
-            elif uniform:  # the same sums as below: lat[pu][d] is lat0 off the diagonal, 0 on it
+            elif uniform:  # arrivals()'s sums: lat[pu][d] is lat0 off the diagonal, 0 on it
                 ready = 0.0
                 for i in range(lo, hi):
                     u = pred[i]
-                    r = finish[u] if place[u] == d else finish[u] + lat0 + ib[i] * ibw0
+                    r = finish[u] if place[u] == d else finish[u] + (lat0 + ib[i] / bw0)
                     if r > ready:
                         ready = r
             else:
-                ready = 0.0
-                for i in range(lo, hi):
-                    u = pred[i]
-                    pu = place[u]
-                    r = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
-                    if r > ready:
-                        ready = r
-            dur = tv * inv_speed[d]
+                ready = general[j]
+            dur = tv / speed[d]
             line = lines[d]
             if ready >= line.end:
                 s = ready
@@ -193,7 +192,7 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
             slots = []
             for d in devs:
                 ready = arrivals(g, v, (d,), place, finish)[0]
-                dur = tv * inv_speed[d]
+                dur = tv / speed[d]
                 s = lines[d].earliest_start(ready, dur)
                 slots.append((s + dur, d, s))
             slots.sort()

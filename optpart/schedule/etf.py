@@ -66,19 +66,18 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy, dead
 
 def _shared_applies(g: Graph, policy: MemoryPolicy) -> bool:
     """Uniform finite links and the static policy: :mod:`.etf_shared` makes the same schedule."""
-    return (g.k > 1 and g.uniform and type(policy) is StaticPolicy and math.isfinite(g.lat[0][1])
-            and math.isfinite(g.inv_bw[0][1]))
+    return g.k > 1 and g.uniform and type(policy) is StaticPolicy and math.isfinite(g.lat[0][1])
 
 
 def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: float | None = None
          ) -> EftSchedule:
     n, k = g.n, g.k
     neg_prio = [-float(x) for x in priority]
-    time, inv_speed = g.time, g.inv_speed
-    lat, inv_bw = g.lat, g.inv_bw
+    time, speed = g.time, g.speed
+    lat, bw = g.lat, g.bw
     # uniform finite links: arrival on d = the best remote arrival unless it comes from d itself
-    uniform = k > 1 and g.uniform and math.isfinite(lat[0][1]) and math.isfinite(inv_bw[0][1])
-    lat_c, inv_bw_c = (lat[0][1], inv_bw[0][1]) if uniform else (0.0, 0.0)
+    uniform = k > 1 and g.uniform and math.isfinite(lat[0][1])
+    lat_c, bw_c = (lat[0][1], bw[0][1]) if uniform else (0.0, math.inf)
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     out_ptr, succ = g.out_ptr, g.succ
     indeg = [in_ptr[v + 1] - in_ptr[v] for v in range(n)]
@@ -100,7 +99,7 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: fl
         lo, hi = in_ptr[v], in_ptr[v + 1]
         npv = neg_prio[v]
         if uniform:  # one link everywhere: one arrival on every device but d1, another on d1
-            t1, d1, a1 = uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, inv_bw_c)
+            t1, d1, a1 = uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, bw_c)
         for d in policy.devices_for(v):
             if uniform:
                 r = a1 if d == d1 else t1
@@ -109,7 +108,7 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: fl
                 for i in range(lo, hi):
                     u = pred[i]
                     pu = place[u]
-                    x = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
+                    x = finish[u] + (lat[pu][d] + ib[i] / bw[pu][d])
                     if x > r:
                         r = x
             a = avail[d]
@@ -183,7 +182,7 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: fl
             pop(pending[d])
         dirty[d] = True
         v = best_key[1]
-        f = best_t + time[v] * inv_speed[d]
+        f = best_t + time[v] / speed[d]
         if check_slots and not policy.admits(v, d, best_t, f):
             continue  # no room at that start (e.g. the liveness policy): d is dropped for v
         placed += 1

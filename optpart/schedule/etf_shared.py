@@ -77,8 +77,8 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
         Past ``deadline`` at a check (every 1,024 placements).
     """
     n, k = g.n, g.k
-    time, inv_speed = g.time, g.inv_speed
-    lat_c, ibw_c = g.lat[0][1], g.inv_bw[0][1]
+    time, speed = g.time, g.speed
+    lat_c, bw_c = g.lat[0][1], g.bw[0][1]
     in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
     out_ptr, succ = g.out_ptr, g.succ
     indeg = [in_ptr[v + 1] - in_ptr[v] for v in range(n)]
@@ -111,7 +111,7 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
 
     def arrival(v: int) -> tuple[float, int, float]:
         """(R, home, a): arrival on every device but ``home``, and on ``home`` (-1: none)."""
-        return uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, ibw_c)
+        return uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, bw_c)
 
     def per_device(v: int, r_all: float, home: int, a: float) -> None:
         """One entry per device ``v`` fits now (the general engine's bookkeeping)."""
@@ -124,7 +124,7 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
                 push(pend[d], (r, rv))
 
     def release(v: int) -> None:
-        r_all, home, a = uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, ibw_c)
+        r_all, home, a = uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, bw_c)
         if group_of[v] < 0 and allowed[v] is everywhere:  # optimistic: every device fits
             rv = rank_of[v]
             if r_all <= t:
@@ -200,7 +200,7 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
         placed += 1
         if deadline is not None and not placed & 1023 and perf_counter() > deadline:
             raise TimeUp(f"deadline passed after {placed} of {n} nodes")
-        f = t + time[v] * inv_speed[d]
+        f = t + time[v] / speed[d]
         place[v], start[v], finish[v] = d, t, f
         if state[v] or not aware:
             policy.place(v, d, t, f)

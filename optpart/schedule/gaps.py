@@ -124,7 +124,12 @@ class GapLine:
             j += 1  # lengths pass, sums do not (rounding): look further
 
     def gaps(self) -> list[tuple[float, float]]:
-        """Every idle gap ``(start, end)`` in time order (for tests and plots)."""
+        """Every idle gap ``(start, end)`` in time order (for tests and plots).
+
+        Returns
+        -------
+        list of tuple of float
+        """
         return [(a, b) for gs, ge in zip(self.gs, self.ge) for a, b in zip(gs, ge)]
 
     # ----------------------------------------------------------------- updates

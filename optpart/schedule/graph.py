@@ -1,15 +1,18 @@
 """A problem as plain Python lists, and the one data-arrival rule.
 
 The schedulers' hot loops read :class:`Graph` (CSR adjacency over integer node ids,
-run times, per-pair latency and inverse bandwidth with zeros on the diagonal) and
-never touch numpy or networkx per node: converting once costs O(V + E) and then every
+run times, device speeds, per-pair latency and bandwidth with 0 and inf on the diagonal)
+and never touch numpy or networkx per node: converting once costs O(V + E) and then every
 pass is plain loops over ints and floats.
 
 Data arrival (docs/model.md section 2, rule 2): node ``v`` may start on device ``d``
 once every input has arrived, ``max over in-edges (u, v) of F(u) + c(u, v)`` with
 ``c = latency + bytes / bandwidth`` between different devices and 0 on one device.
 :func:`arrivals` is that rule for a list of candidate devices; the engine, the
-insertion replays and the heuristic all call it.
+insertion replays and the heuristic all call it. The engine computes as the model does
+(:meth:`Problem.transfer_times`, :meth:`Problem.duration`): it divides by the bandwidth
+and the speed, never multiplies by an inverse, so its times are the evaluator's to the last
+bit (tests/test_engine.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from .._gc import no_gc  # re-exported: the schedulers' hot loops pause the collector
 from ..paths import bottom_levels_csr, mean_costs, top_levels_csr
 from ..problem import Problem
@@ -26,6 +30,7 @@ from ..problem import Problem
 __all__ = ["Graph", "arrivals", "arrival", "uniform_arrival", "no_gc"]
 
 
+@fill_doc
 class Graph:
     """A problem as plain lists: what the hot loops read (built once, O(V + E))."""
 
@@ -40,17 +45,15 @@ class Graph:
         self.in_bytes = problem.edge_bytes[problem.in_edges].tolist()
         self.time = problem.time.tolist()
         self.speed = problem.device_speed.tolist()
-        self.inv_speed = (1.0 / problem.device_speed).tolist()
         lat = problem.latency.astype(np.float64).copy()
-        with np.errstate(divide="ignore"):
-            inv_bw = 1.0 / problem.bandwidth.astype(np.float64)
+        bw = problem.bandwidth.astype(np.float64).copy()
         np.fill_diagonal(lat, 0.0)
-        np.fill_diagonal(inv_bw, 0.0)
+        np.fill_diagonal(bw, np.inf)  # latency + bytes / inf = 0 on one device
         self.lat = lat.tolist()
-        self.inv_bw = inv_bw.tolist()
+        self.bw = bw.tolist()
         # The same matrices as arrays, for vectorised per-edge transfer times (converting the
         # nested lists back on every call is O(k^2) per schedule evaluation).
-        self.lat_array, self.inv_bw_array = lat, inv_bw
+        self.lat_array, self.bw_array = lat, bw
         self.topo = problem.topo
         self.rank = problem.topo_rank
         if k > 1:
@@ -59,10 +62,12 @@ class Graph:
             self.uniform = bool((lat_off == lat_off[0]).all() and (bw_off == bw_off[0]).all())
             self.mean_lat = float(lat_off.mean())
             self.mean_inv_bw = float((1.0 / bw_off).mean())
+            #: the one link's bandwidth when ``uniform`` (inf otherwise: not read)
+            self.link_bw = float(bw_off[0]) if self.uniform else np.inf
             if self.uniform:  # the exact pair values, not a mean that may round
                 self.mean_lat, self.mean_inv_bw = float(lat_off[0]), float(1.0 / bw_off[0])
         else:
-            self.uniform, self.mean_lat, self.mean_inv_bw = True, 0.0, 0.0
+            self.uniform, self.mean_lat, self.mean_inv_bw, self.link_bw = True, 0.0, 0.0, np.inf
         wbar, cbar = mean_costs(problem)
         #: mean run time per node (HEFT's w-bar) and mean transfer per out-edge position (c-bar)
         self.mean_time = wbar.tolist()
@@ -86,11 +91,6 @@ class Graph:
         """Bytes of each out-edge position (CSR order of ``succ``)."""
         return self.problem.edge_bytes[self.problem.out_edges].tolist()
 
-    @cached_property
-    def bw(self) -> list[list[float]]:
-        """Bandwidth between devices (bytes/s), as nested lists."""
-        return self.problem.bandwidth.tolist()
-
     def comm(self, nbytes: float, a: int, b: int) -> float:
         """Transfer time of ``nbytes`` from device ``a`` to ``b`` (0 on one device).
 
@@ -106,36 +106,32 @@ class Graph:
         float
             ``latency + nbytes / bandwidth`` in seconds; 0 when ``a == b``.
         """
-        return self.lat[a][b] + nbytes * self.inv_bw[a][b]
+        return self.lat[a][b] + nbytes / self.bw[a][b]
 
     def duration(self, v: int, d: int) -> float:
         """Run time of ``v`` on device ``d``.
 
         Parameters
         ----------
-        v : int
-            Node index.
-        d : int
-            Device index.
+        %(v_d)s
 
         Returns
         -------
         float
             ``time[v] / speed[d]`` in seconds.
         """
-        return self.time[v] * self.inv_speed[d]
+        return self.time[v] / self.speed[d]
 
 
+@fill_doc
 def arrivals(g: Graph, v: int, devices: Sequence[int], place: Sequence[int], finish: Sequence[float]
              ) -> list[float]:
     """When all of ``v``'s inputs are on each device of ``devices`` (predecessors placed).
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    v : int
-        Node index.
+    %(g)s
+    %(v)s
     devices : sequence of int
         The candidate devices.
     place : sequence of int
@@ -149,7 +145,7 @@ def arrivals(g: Graph, v: int, devices: Sequence[int], place: Sequence[int], fin
     list of float
         Per device of ``devices``, the latest input arrival there (0 without inputs).
     """
-    lat, inv_bw = g.lat, g.inv_bw
+    lat, bw = g.lat, g.bw
     lo, hi = g.in_ptr[v], g.in_ptr[v + 1]
     pred, ib = g.pred, g.in_bytes
     out = []
@@ -158,24 +154,21 @@ def arrivals(g: Graph, v: int, devices: Sequence[int], place: Sequence[int], fin
         for i in range(lo, hi):
             u = pred[i]
             pu = place[u]
-            r = finish[u] + lat[pu][d] + ib[i] * inv_bw[pu][d]
+            r = finish[u] + (lat[pu][d] + ib[i] / bw[pu][d])  # F(u) + c(u, v), as the evaluator adds
             if r > ready:
                 ready = r
         out.append(ready)
     return out
 
 
+@fill_doc
 def arrival(g: Graph, v: int, d: int, place: Sequence[int], finish: Sequence[float]) -> float:
     """When all of ``v``'s inputs are on device ``d``.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    v : int
-        Node index.
-    d : int
-        Device index.
+    %(g)s
+    %(v_d)s
     place : sequence of int
         Device index of every node.
     finish : sequence of float
@@ -190,11 +183,11 @@ def arrival(g: Graph, v: int, d: int, place: Sequence[int], finish: Sequence[flo
 
 
 def uniform_arrival(v: int, in_ptr: Sequence[int], pred: Sequence[int], in_bytes: Sequence[float],
-                    place: Sequence[int], finish: Sequence[float], lat: float, inv_bw: float
+                    place: Sequence[int], finish: Sequence[float], lat: float, bw: float
                     ) -> tuple[float, int, float]:
     """When ``v``'s inputs are on each device under one uniform link: ``(r, home, a)``.
 
-    Every input sent over the link arrives at ``finish + lat + bytes * inv_bw``; ``r`` is the
+    Every input sent over the link arrives at ``finish + (lat + bytes / bw)``; ``r`` is the
     latest of those, sent from device ``home``. On every device but ``home`` the inputs are
     there at ``r`` (an input made on that device finishes before it could have arrived from
     elsewhere, and ``r`` is at least that arrival); on ``home``, at ``a <= r``: the latest
@@ -210,8 +203,8 @@ def uniform_arrival(v: int, in_ptr: Sequence[int], pred: Sequence[int], in_bytes
         Device index of every node.
     finish : sequence of float
         Finish time of every node, seconds.
-    lat, inv_bw : float
-        The link's latency (s) and inverse bandwidth (s per byte).
+    lat, bw : float
+        The link's latency (s) and bandwidth (bytes/s; ``inf``: free).
 
     Returns
     -------
@@ -223,7 +216,7 @@ def uniform_arrival(v: int, in_ptr: Sequence[int], pred: Sequence[int], in_bytes
     lo, hi = in_ptr[v], in_ptr[v + 1]
     for i in range(lo, hi):  # the best remote arrival (device d1) and the best from elsewhere
         pu = place[pred[i]]
-        x = finish[pred[i]] + lat + in_bytes[i] * inv_bw
+        x = finish[pred[i]] + (lat + in_bytes[i] / bw)  # the model's F(u) + c(u, v)
         if pu == d1:
             if x > t1:
                 t1 = x

@@ -26,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from ..paths import bottom_levels_csr, priority_order
 from ..problem import Problem
 from .gaps import GapLine
@@ -35,15 +36,13 @@ __all__ = ["insertion_times", "insertion_schedule", "justify", "schedule_placeme
            "edge_comm"]
 
 
+@fill_doc
 def edge_comm(g: Graph, place: Sequence[int], reverse: bool = False) -> list[float]:
     """Transfer time per in-edge CSR position (out-edge position with ``reverse``) under ``place``.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : sequence of int
-        Device index of every node.
+    %(g_place)s
     reverse : bool
         Per out-edge position instead (the backward pass of justification).
 
@@ -58,10 +57,16 @@ def edge_comm(g: Graph, place: Sequence[int], reverse: bool = False) -> list[flo
     a = pl[p.edge_src[edges]]
     b = pl[p.edge_dst[edges]]
     lat = g.lat_array
-    inv = g.inv_bw_array
+    bw = g.bw_array
     if lat.size == 0 or edges.size == 0:
         return [0.0] * int(edges.size)
-    return (lat[a, b] + p.edge_bytes[edges] * inv[a, b]).tolist()
+    return (lat[a, b] + p.edge_bytes[edges] / bw[a, b]).tolist()
+
+
+def _durations(g: Graph, place: Sequence[int]) -> list[float]:
+    """Run time of every node on its device, ``time / speed`` as :meth:`Problem.duration`."""
+    time, speed = g.time, g.speed
+    return [time[v] / speed[place[v]] for v in range(g.n)]
 
 
 def _replay(order: Sequence[int], place: Sequence[int], dur: Sequence[float], ptr: Sequence[int],
@@ -100,16 +105,14 @@ def _replay_loop(order, place, dur, ptr, nbr, comm, n: int, k: int) -> tuple[lis
     return start, finish
 
 
+@fill_doc
 def insertion_times(g: Graph, place: Sequence[int], order: Sequence[int], reverse: bool = False
                     ) -> tuple[list[float], list[float]]:
     """``(start, finish)`` lists of the insertion schedule of ``place`` taking nodes in ``order``.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : sequence of int
-        Device index of every node.
+    %(g_place)s
     order : sequence of int
         A topological order (reverse topological with ``reverse``).
     reverse : bool
@@ -121,10 +124,7 @@ def insertion_times(g: Graph, place: Sequence[int], order: Sequence[int], revers
         ``(start, finish)`` per node, seconds.
     """
     ptr, nbr = (g.out_ptr, g.succ) if reverse else (g.in_ptr, g.pred)
-    inv = g.inv_speed
-    time = g.time
-    dur = [time[v] * inv[place[v]] for v in range(g.n)]
-    return _replay(order, place, dur, ptr, nbr, edge_comm(g, place, reverse), g.n, g.k)
+    return _replay(order, place, _durations(g, place), ptr, nbr, edge_comm(g, place, reverse), g.n, g.k)
 
 
 def insertion_schedule(problem: Problem, placement, order, duration: np.ndarray | None = None,
@@ -159,40 +159,35 @@ def insertion_schedule(problem: Problem, placement, order, duration: np.ndarray 
     return np.asarray(start, dtype=np.float64)
 
 
+@fill_doc
 def placement_levels(g: Graph, place: Sequence[int]) -> list[float]:
     """Bottom levels under ``place`` (run time on its device, transfers between devices).
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : sequence of int
-        Device index of every node.
+    %(g_place)s
 
     Returns
     -------
     list of float
         Per node, the longest path to a sink, seconds (its own run time included).
     """
-    inv, time = g.inv_speed, g.time
-    dur = [time[v] * inv[place[v]] for v in range(g.n)]
-    return bottom_levels_csr(g.topo.tolist(), g.out_ptr, g.succ, dur, edge_comm(g, place, reverse=True))
+    return bottom_levels_csr(g.topo.tolist(), g.out_ptr, g.succ, _durations(g, place),
+                             edge_comm(g, place, reverse=True))
 
 
 def _makespan(f: Sequence[float]) -> float:
     return max(f) if len(f) else 0.0
 
 
+@fill_doc
 def justify(g: Graph, place: Sequence[int], start: Sequence[float], finish: Sequence[float], rounds: int = 1
             ) -> tuple[list[float], list[float], float]:
     """Double justification, ``rounds`` times at most; the best of the input and the results.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : sequence of int
-        Device index of every node.
+    %(g_place)s
     start, finish : sequence of float
         The schedule to justify, seconds.
     rounds : int
@@ -205,8 +200,7 @@ def justify(g: Graph, place: Sequence[int], start: Sequence[float], finish: Sequ
     """
     best = (list(start), list(finish), _makespan(finish))
     rank = g.rank
-    inv, time = g.inv_speed, g.time
-    dur = [time[v] * inv[place[v]] for v in range(g.n)]
+    dur = _durations(g, place)
     fwd = edge_comm(g, place)
     bwd = edge_comm(g, place, reverse=True)
     for _ in range(rounds):
@@ -225,16 +219,14 @@ def justify(g: Graph, place: Sequence[int], start: Sequence[float], finish: Sequ
     return best
 
 
+@fill_doc
 def schedule_placement(g: Graph, place: Sequence[int], justify_rounds: int = 1
                        ) -> tuple[list[float], list[float], float]:
     """Bottom-level order, insertion, then ``justify_rounds`` rounds of justification.
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : sequence of int
-        Device index of every node.
+    %(g_place)s
     justify_rounds : int
         Rounds of :func:`justify` after the insertion schedule (0: none).
 

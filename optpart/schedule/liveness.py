@@ -31,9 +31,11 @@ import math
 
 import numpy as np
 
+from .._docstrings import fill_doc
 from ..memory import fits
 from ..problem import Problem
 from ..units import format_bytes
+from .policy import MemoryPolicy
 
 __all__ = ["LivenessPolicy", "LivenessTracker"]
 
@@ -105,6 +107,7 @@ class _Level:
         return best
 
 
+@fill_doc
 class LivenessTracker:
     """Liveness memory of a partial schedule built in a topological order (see module doc).
 
@@ -137,7 +140,7 @@ class LivenessTracker:
 
     def _arrival(self, i: int, u: int, d: int) -> float:
         pu = self.place_of[u]
-        return self.finish[u] + self.lat[pu][d] + self.in_bytes[i] / self.bw[pu][d]
+        return self.finish[u] + (self.lat[pu][d] + self.in_bytes[i] / self.bw[pu][d])
 
     def _delta(self, v: int, d: int, start: float, finish: float) -> list[tuple[float, float, float]]:
         """Intervals placing ``v`` on ``d`` adds to ``d``'s level (tensors still open end at +inf)."""
@@ -191,18 +194,11 @@ class LivenessTracker:
 
     def peak_if(self, v: int, d: int, start: float, finish: float, extra_param: float | None = None) -> float:
         """Peak bytes of device ``d`` after placing ``v`` there at ``[start, finish)``.
-        ``extra_param`` replaces ``param_bytes[v]`` (a colocation group reserves its whole parameters).
 
         Parameters
         ----------
-        v : int
-            Node index.
-        d : int
-            Device index.
-        start, finish : float
-            The slot considered, in seconds.
-        extra_param : float, optional
-            Parameter bytes to count instead of ``param_bytes[v]``.
+        %(node_slot)s
+        %(extra_param)s
 
         Returns
         -------
@@ -218,18 +214,8 @@ class LivenessTracker:
 
         Parameters
         ----------
-        v : int
-            Node index.
-        d : int
-            Device index.
-        start, finish : float
-            The slot considered, in seconds.
-        extra_param : float, optional
-            Parameter bytes to count instead of ``param_bytes[v]``.
-
-        Returns
-        -------
-        None
+        %(node_slot)s
+        %(extra_param)s
         """
         line = self.lines[d]
         self.base[d] += self.param[v] if extra_param is None else extra_param
@@ -291,8 +277,7 @@ class LivenessTracker:
 
         Parameters
         ----------
-        v : int
-            Node index.
+        %(v)s
 
         Returns
         -------
@@ -301,66 +286,62 @@ class LivenessTracker:
         return self.problem.out_ptr[v + 1] == self.problem.out_ptr[v]
 
     def peaks(self) -> np.ndarray:
-        """Peak bytes per device of what is placed so far (equal to
-        :func:`optpart.memory.peak_memory` once every node is placed and :meth:`close_sinks` ran)."""
+        """Peak bytes per device of what is placed so far.
+
+        Returns
+        -------
+        numpy.ndarray of float64
+            One peak per device; equal to :func:`optpart.memory.peak_memory` once every node
+            is placed and :meth:`close_sinks` ran.
+        """
         out = np.zeros(self.k)
         for d, line in enumerate(self.lines):
             out[d] = self.base[d] + max(0.0, line.peak_with([]))
         return out
 
 
-class LivenessPolicy:
+@fill_doc
+class LivenessPolicy(MemoryPolicy):
     """The liveness model as a memory policy for list schedulers (HEFT, m-ETF, the heuristic).
 
     ``devices_for(v)``: the devices ``v`` may use (its group's device once one member is
-    placed); ``admits(v, d, start, finish)``: the device's peak stays within capacity;
-    ``place(...)`` records it; ``no_room_message(v)`` words a dead end.
+    placed) whose parameters so far leave room for ``v``'s; ``admits(v, d, start, finish)``:
+    the device's peak stays within capacity (:func:`optpart.memory.fits`); ``place(...)``
+    records it in the :class:`LivenessTracker` (a group's first member reserves the whole
+    group's parameters); ``no_room_message(v)`` names the device with most room, its peak
+    and what the node adds.
+
+    Parameters
+    ----------
+    %(problem)s
+    capacity : sequence of float, optional
+        Bytes usable per device (default: the devices' memory).
     """
 
     def __init__(self, problem: Problem, capacity=None) -> None:
-        self.problem = problem
+        super().__init__(problem, capacity)
         self.tracker = LivenessTracker(problem)
-        self.capacity = (problem.device_memory if capacity is None else np.asarray(capacity, dtype=np.float64)).tolist()
-        self.allowed = [np.flatnonzero(row).tolist() for row in problem.allowed]
-        self.group_of = problem.group_of.tolist()
         self.group_param = [float(problem.param_bytes[g].sum()) for g in problem.groups]
-        self.group_dev = [-1] * len(problem.groups)
 
     def _param(self, v: int) -> float:
         g = self.group_of[v]
         if g < 0:
             return self.tracker.param[v]
-        return self.group_param[g] if self.group_dev[g] < 0 else 0.0
+        return self.group_param[g] if self.group_device[g] < 0 else 0.0
 
     def devices_for(self, v: int) -> list[int]:
-        """Devices ``v`` may use now: its group's device once one member is placed, else the allowed devices whose parameters-so-far leave room for ``v``'s.
-
-        Parameters
-        ----------
-        v : int
-            Node index.
-
-        Returns
-        -------
-        list of int
-        """
         g = self.group_of[v]
-        if g >= 0 and self.group_dev[g] >= 0:
-            return [self.group_dev[g]]
+        if g >= 0 and self.group_device[g] >= 0:
+            return [self.group_device[g]]
         par, base, cap = self._param(v), self.tracker.base, self.capacity
-        return [d for d in self.allowed[v] if fits(base[d] + par, cap[d])]
+        return [d for d in self.allowed_list[v] if fits(base[d] + par, cap[d])]
 
     def peak_if(self, v: int, d: int, start: float, finish: float) -> float:
         """The peak of ``d`` with ``v`` run at ``[start, finish)`` (a group's first member reserves the group's parameters).
 
         Parameters
         ----------
-        v : int
-            Node index.
-        d : int
-            Device index.
-        start, finish : float
-            The slot considered, in seconds.
+        %(node_slot)s
 
         Returns
         -------
@@ -370,60 +351,19 @@ class LivenessPolicy:
         return self.tracker.peak_if(v, d, start, finish, self._param(v))
 
     def admits(self, v: int, d: int, start: float, finish: float) -> bool:
-        """Whether ``d``'s peak stays within capacity with ``v`` at that slot (:func:`optpart.memory.fits`).
-
-        Parameters
-        ----------
-        v : int
-            Node index.
-        d : int
-            Device index.
-        start, finish : float
-            The slot considered, in seconds.
-
-        Returns
-        -------
-        bool
-        """
         return bool(fits(self.peak_if(v, d, start, finish), self.capacity[d]))
 
     def place(self, v: int, d: int, start: float, finish: float) -> None:
-        """Record ``v`` on ``d`` at ``[start, finish)`` (and settle its colocation group there).
-
-        Parameters
-        ----------
-        v : int
-            Node index.
-        d : int
-            Device index.
-        start, finish : float
-            The slot considered, in seconds.
-
-        Returns
-        -------
-        None
-        """
         par = self._param(v)
         g = self.group_of[v]
         if g >= 0:
-            self.group_dev[g] = d
+            self.group_device[g] = d
         self.tracker.place(v, d, start, finish, par)
 
     def no_room_message(self, v: int) -> str:
-        """One line on why ``v`` fits nowhere: the device with most room, its peak and what the node adds.
-
-        Parameters
-        ----------
-        v : int
-            Node index.
-
-        Returns
-        -------
-        str
-        """
         p = self.problem
-        devs = self.allowed[v] if self.group_of[v] < 0 or self.group_dev[self.group_of[v]] < 0 \
-            else [self.group_dev[self.group_of[v]]]
+        fixed = self.fixed_device(v)
+        devs = self.allowed_list[v] if fixed < 0 else [fixed]
         if not devs:
             return f"node '{p.node_ids[v]}' may use no device"
         peaks = self.tracker.peaks()

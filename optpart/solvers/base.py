@@ -17,7 +17,7 @@ claim of optimality is kept only when the recomputed makespan meets the proven b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -27,8 +27,9 @@ from ..evaluate import evaluate, violations
 from ..memory import overflow_message
 from ..problem import Problem
 from ..result import Result, Status
+from ..schedule import EftSchedule, MemoryPolicy, NoRoom, StaticPolicy
 
-__all__ = ["Solution", "finalize"]
+__all__ = ["Solution", "finalize", "engine_solution"]
 
 
 @dataclass
@@ -129,3 +130,59 @@ def finalize(problem: Problem, solution: Solution, solver: str, wall_seconds: fl
                           wall_seconds=wall_seconds, message="; ".join(notes), options=options,
                           stats=dict(solution.stats))
     return result
+
+
+def engine_solution(problem: Problem, memory_model: str, solver: str,
+                    schedule: Callable[[MemoryPolicy], EftSchedule], stats: dict[str, Any],
+                    memory_aware: bool = True) -> Solution:
+    """Run one of the engine's list schedulers under the memory policy ``memory_model`` asks for.
+
+    ``peak`` on a problem with the param/output/temp split: the liveness policy checks every
+    slot while scheduling (optpart/schedule/liveness.py) and the placement is re-checked
+    against the evaluator's peak; else the static policy keeps the static budget (with
+    ``memory_aware=False`` it ignores capacities, and an overflowing placement is answered
+    ``unknown``, never returned). HEFT and m-ETF differ only in the ``schedule`` they run.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem, with devices.
+    memory_model : {"static", "peak"}
+        The model the placement must respect.
+    solver : str
+        The solver's name in messages (``"heft"``, ``"m-ETF"``).
+    schedule : callable
+        ``schedule(policy) -> EftSchedule``: the engine run (it may raise ``NoRoom``).
+    stats : dict
+        The solution's ``stats``.
+    memory_aware : bool
+        False: the static policy ignores capacities (the classic memory-blind baselines).
+
+    Returns
+    -------
+    Solution
+        ``feasible`` with the engine's placement and schedule, or ``unknown`` with the
+        one-line reason (no device with room, or a memory-blind placement that overflows).
+    """
+    peak = memory_model == "peak" and problem.has_split and memory_aware
+    if peak:  # liveness tracked while scheduling
+        from ..schedule.liveness import LivenessPolicy
+        policy: MemoryPolicy = LivenessPolicy(problem)
+    else:
+        policy = StaticPolicy(problem, memory_aware=memory_aware, solver=solver)
+    try:
+        res = schedule(policy)
+    except NoRoom as stuck:
+        return Solution(Status.UNKNOWN, message=stuck.message, memory_model=memory_model)
+    placement = np.asarray(res.place, dtype=np.int64)
+    start = np.asarray(res.start)
+    if peak:
+        reason = overflow_message(problem, placement, start, np.asarray(res.finish), "peak", solver)
+        if reason is not None:
+            return Solution(Status.UNKNOWN, message=reason, memory_model="peak")
+        return Solution(Status.FEASIBLE, placement=placement, start=start, memory_model="peak", stats=stats)
+    if not memory_aware:
+        reason = overflow_message(problem, placement, solver=solver)
+        if reason is not None:
+            return Solution(Status.UNKNOWN, message=reason)
+    return Solution(Status.FEASIBLE, placement=placement, start=start, stats=stats)

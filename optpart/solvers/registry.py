@@ -66,25 +66,25 @@ def _registry(*infos: SolverInfo) -> dict[str, SolverInfo]:
     return {info.name: info for info in infos}
 
 
-#: Every solver by name. Add a solver by adding its line here and its module beside this one.
+#: Every solver by name. Add a solver by adding its line here and its module in exact/, heuristic/ or baselines/.
 SOLVERS: dict[str, SolverInfo] = _registry(
-    SolverInfo("heuristic", "optpart.solvers.pardnn",
+    SolverInfo("heuristic", "optpart.solvers.heuristic",
                "HEFT/ETF constructions, the ParDNN seed method and schedule-aware search; "
                "never worse than heft, always within memory"),
-    SolverInfo("pardnn", "optpart.solvers.pardnn_seed",
+    SolverInfo("pardnn", "optpart.solvers.heuristic.pardnn_seed",
                "the ParDNN seed method alone: slicing, mapping, refinement, memory step"),
-    SolverInfo("cpsat", "optpart.solvers.cpsat",
+    SolverInfo("cpsat", "optpart.solvers.exact.cpsat",
                "exact: OR-Tools CP-SAT, proven optimum or bound and gap", exact=True, requires=("ortools",)),
-    SolverInfo("milp", "optpart.solvers.milp",
+    SolverInfo("milp", "optpart.solvers.exact.milp",
                "exact: MILP through PuLP (HiGHS, or CBC)", exact=True, requires=("pulp",)),
-    SolverInfo("heft", "optpart.solvers.heft",
+    SolverInfo("heft", "optpart.solvers.baselines.heft",
                "HEFT with insertion (Topcuoglu et al. 2002), memory-aware"),
-    SolverInfo("etf", "optpart.solvers.etf", "Baechi m-ETF: earliest task first with memory checks"),
-    SolverInfo("topo", "optpart.solvers.topo", "Baechi m-TOPO: topological fill, device after device"),
-    SolverInfo("metis", "optpart.solvers.metis",
+    SolverInfo("etf", "optpart.solvers.baselines.etf", "Baechi m-ETF: earliest task first with memory checks"),
+    SolverInfo("topo", "optpart.solvers.baselines.topo", "Baechi m-TOPO: topological fill, device after device"),
+    SolverInfo("metis", "optpart.solvers.baselines.metis",
                "METIS balanced k-way partition (compute and memory weights)", requires=("pymetis", "scipy"),
                extra="metis"),
-    SolverInfo("single", "optpart.solvers.single",
+    SolverInfo("single", "optpart.solvers.baselines.single",
                "no model parallelism: the whole graph on the fastest device that holds it"),
 )
 
@@ -93,12 +93,22 @@ ALIASES: dict[str, str] = {}
 
 
 def solver_names() -> list[str]:
-    """Every registered solver name, sorted."""
+    """Every registered solver name, sorted.
+
+    Returns
+    -------
+    list of str
+    """
     return sorted(SOLVERS)
 
 
 def available_solvers() -> list[str]:
-    """Registered solvers whose optional dependencies are installed."""
+    """Registered solvers whose optional dependencies are installed.
+
+    Returns
+    -------
+    list of str
+    """
     return [name for name in solver_names() if SOLVERS[name].installed]
 
 

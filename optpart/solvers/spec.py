@@ -3,9 +3,11 @@ and whether it uses a hint and a time limit.
 
 Each solver module defines ``SPEC = SolverSpec(...)``. The registry checks every
 user option against it before the solver runs (type, range, choices), with one
-message style for every solver, and ``optpart solvers`` prints it. The idea is
-scikit-learn's ``_parameter_constraints``: state each parameter once, let the
-framework validate and word the errors.
+message style for every solver, and ``optpart solvers`` prints it; a solver's ``solve``
+is decorated with :meth:`SolverSpec.checked`, so a direct call keeps the same contract
+and no solver validates its options by hand. The idea is scikit-learn's
+``_parameter_constraints``: state each parameter once, let the framework validate and
+word the errors.
 
 >>> spec = SolverSpec(options=(Option("effort", float, 1.0, "search effort", min=0),))
 >>> spec.validate("heuristic", {"effort": "2"})
@@ -18,9 +20,11 @@ optpart.errors.SolverError: heuristic: option effort=-1 must be >= 0
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from ..errors import SolverError
 
@@ -81,6 +85,11 @@ def _to_str(value: Any) -> str:
 
 
 #: One converter per option type, and the words for "a value of that type".
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The arguments of every solver's signature (docs: optpart/solvers/base.py), not options.
+_COMMON = ("time_limit", "seed", "hint", "memory_model")
+
 _CONVERT = {bool: _to_bool, int: _to_int, float: _to_float, dict: _to_dict, str: _to_str}
 _KIND = {bool: "true or false", int: "an integer", float: "a number", dict: "a mapping of names to values",
          str: "a string"}
@@ -91,8 +100,9 @@ class Option:
     """One solver option: name, type (bool, int, float, str, or dict for raw backend
     parameters), default and a one-line help.
 
-    ``min``/``max`` bound numbers (inclusive), ``choices`` lists the allowed values,
-    ``allow_none`` lets ``None`` through (meaning "the solver decides").
+    ``min``/``max`` bound numbers (inclusive), ``finite`` refuses infinities, ``choices``
+    lists the allowed values, ``allow_none`` lets ``None`` through (meaning "the solver
+    decides").
     """
 
     name: str
@@ -103,6 +113,7 @@ class Option:
     max: float | None = None
     choices: tuple = ()
     allow_none: bool = False
+    finite: bool = False
 
     def coerce(self, solver: str, value: Any) -> Any:
         """The value converted to the option's type, or :class:`SolverError` naming it.
@@ -131,6 +142,8 @@ class Option:
             out = convert(value)
         except _NotThisType:
             raise SolverError(f"{where} must be {_KIND[self.type]}") from None
+        if self.finite and not math.isfinite(out):
+            raise SolverError(f"{where} must be a finite number")
         if self.choices and out not in self.choices:
             raise SolverError(f"{where} must be one of: {', '.join(map(str, self.choices))}")
         if self.min is not None and out < self.min:
@@ -140,7 +153,12 @@ class Option:
         return out
 
     def describe(self) -> str:
-        """``effort (float >= 0, default 1): search effort``."""
+        """``effort (float >= 0, default 1): search effort``.
+
+        Returns
+        -------
+        str
+        """
         kind = self.type.__name__
         if self.choices:
             kind = "|".join(map(str, self.choices))
@@ -211,4 +229,44 @@ class SolverSpec:
         return out
 
     def defaults(self) -> dict[str, Any]:
+        """Every declared option at its default.
+
+        Returns
+        -------
+        dict
+            Option name -> default value.
+        """
         return {o.name: o.default for o in self.options}
+
+    def checked(self, solver: str) -> Callable[[F], F]:
+        """A decorator: the solver's ``solve`` keeps this spec however it is called.
+
+        Before ``solve`` runs, ``memory_model`` must be one the solver guarantees and every
+        option is checked and converted by :meth:`validate` (so the registry's checks also
+        hold for a direct call, and no solver repeats them by hand).
+
+        Parameters
+        ----------
+        solver : str
+            The solver's name, for messages.
+
+        Returns
+        -------
+        callable
+            ``wrap(solve) -> solve`` with the same signature and docstring.
+        """
+        def wrap(fn: F) -> F:
+            default_model = inspect.signature(fn).parameters["memory_model"].default
+
+            @functools.wraps(fn)
+            def solve(problem: Any, **kwargs: Any) -> Any:
+                model = kwargs.get("memory_model", default_model)
+                if model not in self.memory_models:
+                    raise SolverError(f"{solver}: memory_model={model!r} must be one of: "
+                                      f"{', '.join(self.memory_models)}")
+                options = self.validate(solver, {k: v for k, v in kwargs.items() if k not in _COMMON})
+                return fn(problem, **{**kwargs, **options})
+
+            return solve  # type: ignore[return-value]
+
+        return wrap

@@ -18,8 +18,8 @@ same loss the problem was built from). :func:`apply` rebuilds it so that
 Calling the module with the example inputs (positionally, or as keywords when they
 were given as a dict; nested inputs as their tensors, flattened depth first; then the
 targets, if ``loss_fn`` takes some) returns ``(loss, grads)``, ``grads`` a dict from ``named_parameters()`` name to
-its gradient (``None`` for a parameter the loss does not use). It does not run an
-optimizer step. Parameters are read, not copied, when they already sit on their
+its gradient (``None`` for a parameter the loss does not use), and with ``outputs=True``
+also the module's forward outputs. It does not run an optimizer step. Parameters are read, not copied, when they already sit on their
 device, so an optimizer that updates the module in place is seen by the next call.
 
 References: PyTorch ``torch.fx`` (Reed et al., MLSys 2022) for graph rewriting; the
@@ -62,7 +62,9 @@ def placement_and_order(result: Result | Mapping[str, str], problem=None) -> tup
     result : Result or {node id: device id}
         A solver's result, or a bare placement.
     problem : Problem, optional
-        The problem of ``result`` (required with a Result: it names nodes and devices).
+        The problem of ``result`` (default: the one the Result was scored on, which every
+        Result from :func:`optpart.solve`, :func:`optpart.evaluate` or
+        :func:`optpart.load_result` carries; a Result built by hand needs it).
 
     Returns
     -------
@@ -82,9 +84,10 @@ def placement_and_order(result: Result | Mapping[str, str], problem=None) -> tup
                            f"not {type(result).__name__}")
     if result.placement is None:
         raise OptpartError(f"result of '{result.solver}' has status '{result.status.value}' and no placement")
+    problem = problem if problem is not None else result.source_problem
     if problem is None:
-        raise OptpartError("a Result needs its problem (problem=...) to name its nodes and devices; "
-                           "or pass the plan as {node id: device id}")
+        raise OptpartError("this Result does not know its problem (it was built by hand): pass problem=... "
+                           "to name its nodes and devices, or the plan as {node id: device id}")
     if len(result.placement) != problem.n_nodes:
         raise OptpartError(f"result has {len(result.placement)} nodes but problem '{problem.name}' has "
                            f"{problem.n_nodes}")
@@ -123,6 +126,7 @@ def apply(
     loss_fn: Callable[..., Any] | None = None,
     targets: Sequence[Any] = (),
     step=None,
+    outputs: bool = False,
 ):
     """The training step of ``module`` with every operator on its placed device.
 
@@ -139,18 +143,26 @@ def apply(
         Where each optpart device runs, e.g. ``{"gpu0": "cuda:0", "gpu1": "cuda:1"}``.
         Default: the device ids are torch devices themselves.
     problem : Problem, optional
-        The problem ``result`` is for: needed with a Result, whose placement holds node and
-        device *indices* of that problem.
+        The problem ``result`` is for (its placement holds node and device *indices* of that
+        problem). Default: the problem the Result knows (``Result.source_problem``: every
+        Result from :func:`optpart.solve` carries it).
     loss_fn, targets :
         As given to the importer (default: its default loss, no targets).
     step : TracedStep, optional
         A trace of this module and these inputs, to skip tracing again.
+    outputs : bool
+        Also return the module's forward outputs: ``(loss, grads, outputs)``, ``outputs`` the
+        tuple of the output's tensors (:func:`~optpart.formats.torch.output_tensors` order,
+        e.g. a Hugging Face output's ``loss``, ``logits``), each on its placed device; ``None``
+        for an output the loss does not use (the step does not compute it).
 
     Returns
     -------
     torch.fx.GraphModule
-        ``gm(*inputs, *targets)`` (``gm(**inputs)`` for keyword inputs) ``-> (loss, {param name: grad})``. ``gm.meta["optpart"]``
-        holds the node -> torch device map and the number of transfers.
+        ``gm(*inputs, *targets)`` (``gm(**inputs)`` for keyword inputs) ``-> (loss, {param name: grad})``
+        (with ``outputs=True``: ``(loss, grads, outputs)``). ``gm.meta["optpart"]`` holds the
+        node -> torch device map and the number of transfers. For inference with the same plan
+        see :func:`optpart.torch.apply_inference`.
 
     Raises
     ------
@@ -186,8 +198,7 @@ def apply(
         if nid not in placement:
             raise OptpartError(f"the plan leaves node '{nid}' of the traced step without a device")
     tdev = _torch_devices(devices, set(placement.values()))
-    gm = _build(torch, step, module, placement, start, tdev)
-    return gm
+    return _build(torch, step, module, placement, start, tdev, outputs=outputs)
 
 
 def _homes(step, placement: dict[str, str], tdev: dict[str, Any]) -> dict[Any, Any]:
@@ -250,8 +261,9 @@ def _schedule_order(step, start: dict[str, float]) -> list:
     return order
 
 
-def _build(torch, step, module, placement: dict[str, str], start: dict[str, float], tdev: dict[str, Any]):
-    """The placed GraphModule (see the module docstring)."""
+def _build(torch, step, module, placement: dict[str, str], start: dict[str, float], tdev: dict[str, Any],
+           outputs: bool = False):
+    """The placed GraphModule (see the module docstring); a forward-only ``step`` returns its outputs."""
     import torch.fx as fx
 
     nodes = list(step.graph_module.graph.nodes)
@@ -335,12 +347,16 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
             root.register_buffer(f"module_state_{i}", own.detach(), persistent=False)
             back = new.call_function(torch.ops.aten.copy_.default, (new.get_attr(f"module_state_{i}"), env[nd]))
             back.meta["optpart_writeback"] = True  # a copy to the module's own device: a transfer
-    out = next(nd for nd in nodes if nd.op == "output")
-    vals = out.args[0]
-    loss = env[vals[0]]
-    grads = {name: (env[g] if g is not None else None) for name, g in zip(step.param_names, vals[1:])}
-    new.output((loss, grads))
-    gm = fx.GraphModule(root, new, class_name="PlacedTrainingStep")
+    vals = list(next(nd for nd in nodes if nd.op == "output").args[0])
+    if step.training:
+        loss = env[vals[0]]
+        grads = {name: (env[g] if g is not None else None) for name, g in zip(step.param_names, vals[1:])}
+        by_name = {nd.name: nd for nd in nodes}
+        fwd = tuple(None if o is None else env[by_name[o]] for o in step.forward_outputs)
+        new.output((loss, grads, fwd) if outputs else (loss, grads))
+    else:
+        new.output(tuple(env[v] if isinstance(v, fx.Node) else v for v in vals))
+    gm = fx.GraphModule(root, new, class_name="PlacedTrainingStep" if step.training else "PlacedForward")
     gm.meta["optpart"] = {"devices": {nd.name: str(home[nd]) for nd in ops}, "transfers": n_copies}
     check_devices(gm)
     return gm

@@ -69,6 +69,8 @@ def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 
         Timed runs (the median is kept) and untimed runs before them.
     module, example_inputs, targets : optional
         Real values to run with (see the module docstring); placeholders' traced shapes otherwise.
+    seed : int
+        Seeds the random fill of tensors that have no real value.
     threads : int, optional
         CPU threads for torch while timing (``torch.set_num_threads``; restored after).
         Default: torch's setting. On a shared CPU, 1 gives steadier times.

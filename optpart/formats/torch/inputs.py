@@ -191,3 +191,38 @@ def _materialize(t, gen, requires_grad: bool = False):
     else:
         x = t.detach().to("cpu").clone()
     return x.requires_grad_(requires_grad) if requires_grad else x
+
+
+def drop_outputs(gm, n: int) -> list:
+    """Remove the last ``n`` leaves of ``gm``'s output and return their FX nodes.
+
+    A training step is traced returning ``(loss, *grads, *forward outputs)`` so that the
+    forward outputs can be found in the graph; they are then dropped from the output, so
+    the graph (after dead-code elimination) and its problem are those of ``(loss, *grads)``.
+
+    Parameters
+    ----------
+    gm : torch.fx.GraphModule
+        A graph ``make_fx`` returned (its output a flat list of leaves, a pytree out spec).
+    n : int
+        How many trailing leaves to drop.
+
+    Returns
+    -------
+    list
+        The dropped leaves (FX nodes, or constants), in output order.
+    """
+    import torch.utils._pytree as pytree
+
+    if n <= 0:
+        return []
+    out = next(nd for nd in gm.graph.nodes if nd.op == "output")
+    leaves = list(out.args[0])
+    out.args = (leaves[:-n],)
+    codegen = gm.graph._codegen
+    info = getattr(codegen, "pytree_info", None)
+    if info is not None and info.out_spec is not None:
+        spec = info.out_spec
+        kept = pytree.TreeSpec(spec.type, spec.context, list(spec.children())[:-n])
+        codegen.pytree_info = info._replace(out_spec=kept)
+    return leaves[-n:]

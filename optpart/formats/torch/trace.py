@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -42,7 +41,9 @@ from ...errors import FormatError
 from .aliasing import check_aliasing, ordering_edges, written_args
 from .attribution import _ModuleStamper
 from .functional import SEQ_KEY, functionalize_graph
-from .inputs import DEFAULT_LOSS, OUTPUT_LOSS, _materialize, _rebuild, _split_inputs, default_loss, output_tensors
+from .inputs import (DEFAULT_LOSS, OUTPUT_LOSS, _materialize, _rebuild, _split_inputs, default_loss, drop_outputs,
+                     output_tensors)
+from .settings import tracing_settings
 
 __all__ = ["TracedStep", "trace_training_step", "default_loss", "output_tensors", "DEFAULT_LOSS", "OUTPUT_LOSS"]
 
@@ -111,6 +112,9 @@ class TracedStep:
         Names of parameters with ``requires_grad=False`` (frozen embeddings, e.g. Whisper's
         sinusoidal positions): the step does not differentiate them (their gradient output
         is ``None``) and they get no optimizer node.
+    forward_outputs : tuple of (str or None)
+        FX names of the tensors of the module's output (:func:`output_tensors` order); in a
+        training step ``None`` for an output the loss does not use (the step does not compute it).
     """
 
     graph_module: Any
@@ -129,6 +133,7 @@ class TracedStep:
     order: tuple = field(default=())
     functional: bool = False
     frozen: frozenset = field(default=frozenset())
+    forward_outputs: tuple = field(default=())
 
     @property
     def n_inputs(self) -> int:
@@ -159,48 +164,6 @@ class TracedStep:
             raise FormatError(f"these inputs give graph inputs {list(names)}; the traced step has "
                               f"{list(self.input_names)}")
         return tensors
-
-@contextmanager
-def _tracing_settings(module, training: bool, notes: list[str]):
-    """The module set up for tracing one step, and restored afterwards: ``train()`` or
-    ``eval()`` mode, a Hugging Face config's ``use_cache`` off, and ``grouped_mm`` experts
-    (no float32 CPU kernel, fake or real) replaced by the reference per-expert loop."""
-    cls = type(module).__name__
-    config = getattr(module, "config", None)
-    cache_was = getattr(config, "use_cache", None) if config is not None else None
-    was_training = module.training
-    experts_was = _experts_implementation(module)
-    switch_experts = bool(experts_was) and "grouped_mm" in experts_was.values()
-    try:
-        if cache_was:
-            config.use_cache = False
-            notes.append(f"{cls}: traced with config.use_cache=False (one step, no key/value cache kept)")
-        if switch_experts:
-            module.set_experts_implementation({k: ("eager" if v == "grouped_mm" else v)
-                                               for k, v in experts_was.items()})
-            notes.append(f"{cls}: mixture-of-experts layers traced with experts_implementation='eager' "
-                         f"(instead of 'grouped_mm')")
-        module.train(training)
-        yield
-    finally:
-        module.train(was_training)
-        if switch_experts:
-            module.set_experts_implementation(experts_was)
-        if cache_was:
-            config.use_cache = cache_was
-
-
-def _experts_implementation(module) -> dict | None:
-    """A Hugging Face model's per-(sub)config mixture-of-experts implementation, or None."""
-    get = getattr(module, "get_experts_implementation", None)
-    if get is None or not callable(getattr(module, "set_experts_implementation", None)):
-        return None
-    try:
-        impl = get()
-    except Exception:  # a model without experts may refuse; then there is nothing to switch
-        return None
-    return dict(impl) if isinstance(impl, Mapping) else None
-
 
 class _MetaFailureFilter(logging.Filter):
     """Keeps torch's fake-tensor logger from printing a traceback when an operator's meta
@@ -339,8 +302,10 @@ def trace_training_step(
             out = torch.func.functional_call(module, values, (), dict(rebuilt))
         else:
             out = torch.func.functional_call(module, values, tuple(v for _, v in rebuilt))
+        outs = tuple(output_tensors(out))
+        state["n_outputs"] = len(outs)
         if not training:
-            return tuple(output_tensors(out))
+            return outs
         if loss_fn is not None:
             loss = loss_fn(out, *xs[n_in:])
         else:
@@ -353,7 +318,7 @@ def trace_training_step(
         stamper.stamp_backward(loss)
         got = iter(torch.autograd.grad(loss, [p for n, p in zip(pnames, params) if n not in frozen],
                                        allow_unused=True))
-        return (loss, *(None if n in frozen else next(got) for n in pnames))
+        return (loss, *(None if n in frozen else next(got) for n in pnames), *outs)  # outs: dropped below
 
     def run(mode: str):
         stamper.stack.clear()
@@ -396,7 +361,7 @@ def trace_training_step(
             return traced, False
 
     try:
-        with _tracing_settings(module, training, notes):
+        with tracing_settings(module, training, notes):
             modes = ["fake", "real"] if trace_mode == "auto" else [trace_mode]
             traced, flat, used = None, [], None
             for i, mode in enumerate(modes):
@@ -423,12 +388,17 @@ def trace_training_step(
     finally:
         stamper.close()
     gm, is_functional = functional(traced, flat, used)
+    outs = drop_outputs(gm, state["n_outputs"]) if training else list(next(
+        nd for nd in gm.graph.nodes if nd.op == "output").args[0])
     gm.graph.eliminate_dead_code()
     gm.recompile()
+    alive = set(gm.graph.nodes)
     traced_step = _describe(gm, module, pnames, bnames, input_names, len(targets), training, state["loss"], used,
                             tuple(notes))
     traced_step = dataclasses.replace(traced_step, order=ordering_edges(gm.graph), functional=is_functional,
-                                      frozen=frozen if training else frozenset())
+                                      frozen=frozen if training else frozenset(),
+                                      forward_outputs=tuple(o.name if isinstance(o, torch.fx.Node) and o in alive else None
+                                                            for o in outs))
     check_aliasing(traced_step)  # proves the edges order every write; a failure is a bug of ours
     return traced_step
 

@@ -1,0 +1,472 @@
+"""``heuristic``: the deterministic critical-path partitioner with EFT constructions.
+
+After ParDNN (Qararyah, Wahib, Dikbayir, Belviranli, Unat, "A computational-graph
+partitioning method for training memory-constrained DNNs", Parallel Computing 2021),
+with HEFT- and ETF-style constructions from the shared engine (:mod:`optpart.schedule`)
+and schedule-aware improvement on top. Candidates, each scheduled and scored, the
+shortest kept (ties: the earlier candidate):
+
+1. HEFT's construction (:mod:`.eft`: upward-rank order, earliest finish with insertion,
+   every device a candidate) -- the very schedule ``heft`` returns, so the heuristic is
+   never worse than ``heft``.
+2. m-ETF's earliest-start construction (:func:`optpart.schedule.etf.etf_schedule`, the
+   very schedule ``etf`` returns), which often reaches the optimum where communication is
+   cheap or joins are wide; run at every size (one shared ready structure under uniform
+   links, :mod:`optpart.schedule.etf_shared`).
+3. EFT with other priority orders (rank_u + rank_d, seeded noisy ranks), as many as the
+   work budget pays for (and at most ``effort * _VARIANT_WORK`` / (nodes + edges)).
+4. The ParDNN seed method (phases 1-4: :mod:`.slicing`, :mod:`.mapping`, :mod:`.refine`,
+   :mod:`.memory`; also the ``pardnn`` solver, :mod:`optpart.solvers.pardnn_seed`), run at
+   every size; its placement is scheduled when its busiest device could still beat the best.
+5. The hint (projected onto the constraints, memory repaired) and "everything on the
+   fastest device that holds it" (so never worse than ``single``).
+
+Then :mod:`.improve` (iterated local search on small graphs, hill climbing scored by
+replaying the incumbent's order on larger ones) for a number of schedule evaluations set
+by ``effort``.
+
+Work after HEFT's construction is paid from one deterministic budget (:mod:`.budget`, node
+and edge visits): m-ETF and the seed method are charged first and always run; double
+justification of each candidate (never lengthens a schedule), the variants, the seed
+refinement and the search's evaluations run as far as what is left pays.
+
+Time limit: construction stages after the first check the deadline (``0.5 *
+time_limit``; m-ETF also while it runs), the improvement checks it before every
+evaluation; nothing is allocated in proportion to ``effort``. When the heuristic stops early ``Solution.stats["stopped"]``
+says where and why. Without a time limit it is deterministic: randomness only from
+``seed``, ties to the lower node or device index.
+
+Statuses: ``feasible``; ``optimal`` only when the makespan meets the generic lower
+bound; ``infeasible`` when the pinned nodes alone overflow a device; ``unknown`` when
+no placement within memory was found. The peak (liveness) model is delegated to
+:mod:`.peak` when present. See ``docs/heuristic.md``.
+"""
+
+from __future__ import annotations
+
+import time as _time
+
+import numpy as np
+
+from ...bounds import work_bound
+from ...evaluate import peak_memory, problem_lower_bound, time_tolerance
+from ...memory import fits
+from ...problem import Problem
+from ...result import Status
+from ...schedule import NoRoom, StaticPolicy, TimeUp, etf_schedule
+from ..._gc import no_gc
+from ...units import format_bytes
+from ..base import Solution
+from ..spec import Option, SolverSpec
+from .eft import eft_schedule, heft_order, topological_priority, upward_rank
+from .improve import iterated_search, local_search
+from .mapping import map_clusters
+from .memory import greedy_fill, memory_units, project_constraints, repair_memory
+from .packing import pack_units
+from .budget import CONSTRUCTION_PASSES, JUSTIFY_PASSES, WorkBudget
+from .refine import refine
+from .schedule import Graph, justify, schedule_placement
+from .slicing import levels, slice_paths
+
+__all__ = ["solve", "pardnn_placement", "SPEC"]
+
+SPEC = SolverSpec(
+    options=(Option("effort", float, 1.0, "0: constructions only; 1: default; higher: more improvement", min=0.0,
+                    finite=True),),
+    memory_models=("static", "peak"), uses_hint=True, uses_time_limit=True)
+
+_WORK_PER_EFFORT = 300_000  # (nodes + edges) x evaluations per unit of effort
+_MAX_EVALS_PER_EFFORT = 1_500
+_MAX_EVALS = 1_000_000     # evaluations at most, whatever the effort (a time limit stops earlier)
+_MIN_EVALS = 10            # fewer is not worth a search: at 20,000 nodes (5 evaluations) it tripled
+                           # the solve time against heft's for no gain (docs/heuristic.md, "Scale")
+_FULL_CANDIDATES = 2_000_000  # nodes x devices up to which EFT tries every device (as heft does)
+_JUSTIFIED_SCORE_NODES = 300
+_VARIANT_WORK = 50_000     # (nodes + edges) x extra EFT priority orders per unit of effort
+_NOISY_ORDERS = 24         # noisy orders per unit of effort (fewer on larger graphs)
+_MAX_NOISY_ORDERS = 2_000
+_BOUND_SIZE = 8_000_000    # nodes x devices up to which the optimality test uses every generic bound
+_PACK_EVALS = 2_000_000     # packing-search evaluations (O(1) each) per unit of effort when no fill fits
+_DEADLINE_SHARE = 0.5      # share of the time limit the search may use (the rest: an overrunning
+                           # stage, the final check, output)
+
+
+def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_evals: int = 20,
+                     deadline: float | None = None, units=None) -> list[int] | None:
+    """Phases 1-4: slicing, merging and mapping, refinement, memory step. None if stuck.
+
+    Parameters
+    ----------
+    problem : Problem
+    g : Graph
+        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
+    capacity : list of float
+        Bytes usable per device (static model).
+    refine_evals : int
+        Schedule evaluations for phase 3 (0: no refinement).
+    deadline : float, optional
+        ``time.perf_counter()`` value after which refinement stops.
+    units : tuple, optional
+        ``(unit_of, members, unit_memory)`` from :func:`memory_units` (built when None).
+
+    Returns
+    -------
+    list of int or None
+        Device of every node within ``capacity``, or None when the memory step is stuck.
+    """
+    top, bottom = levels(g)
+    cluster_of, paths = slice_paths(g, bottom)
+    place = map_clusters(g, top, paths, problem.allowed, problem.memory.tolist(), capacity, cluster_of=cluster_of)
+    place = project_constraints(problem, g, place)
+    units = units if units is not None else memory_units(problem)
+    unit_of, members, unit_mem = units
+    fixed = repair_memory(problem, g, place, capacity, units)
+    if fixed is None:
+        fixed = greedy_fill(problem, place, capacity, units)
+        if fixed is None:
+            return None
+    if refine_evals <= 0:  # no evaluations to spend: refinement would only score the start twice
+        return fixed
+    place, _ = refine(g, fixed, problem.allowed, unit_of, members, unit_mem, capacity, refine_evals, deadline)
+    return place
+
+
+def _pinned_overflow(problem: Problem, capacity: list[float]) -> str | None:
+    pinned = problem.pin >= 0
+    if not pinned.any():
+        return None
+    load = np.bincount(problem.pin[pinned], weights=problem.memory[pinned], minlength=problem.n_devices)
+    for d in range(problem.n_devices):
+        if not fits(load[d], capacity[d]):
+            return (f"the nodes pinned to device '{problem.device_ids[d]}' need {format_bytes(load[d])} "
+                    f"but it has {format_bytes(capacity[d])}")
+    return None
+
+
+def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float, hint, deadline,
+               seed: int = 0, stats: dict | None = None, lower: float = 0.0):
+    """Every construction within ``capacity`` (static), improved; (makespan, place, start, finish) or None.
+
+    ``lower`` is a proven lower bound on the makespan: once a candidate meets it, the later
+    stages (priority variants, the seed method, the search) cannot beat it and are skipped."""
+    stats = {} if stats is None else stats
+    n, m = g.n, problem.n_edges
+    size = max(1, n + m)
+    evals = int(min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size, _MAX_EVALS))
+    budget = WorkBudget(effort, size)  # units of work after HEFT's construction (see budget.py)
+    budget.charge(CONSTRUCTION_PASSES)  # m-ETF and the seed method run at every size: charged first
+    cache: dict = {}
+
+    def units():
+        """Memory units (colocation groups as one), built on first use."""
+        if "units" not in cache:
+            cache["units"] = memory_units(problem)
+        return cache["units"]
+
+    found = _Candidates()  # (makespan, tag, place, start, finish); only the best keeps its lists
+    jr = 1 if effort > 0 else 0
+    justified: set = set()  # tags of the candidates whose schedule was double-justified
+
+    unit = [0.0]  # seconds the first construction took: the yardstick for later stages
+
+    def late(stage: str, cost: float = 0.0) -> bool:
+        """True (and say why) when the deadline has passed or a stage of ``cost`` first
+        constructions would pass it."""
+        if deadline is not None and _time.perf_counter() + cost * unit[0] > deadline:
+            stats.setdefault("stopped", f"time limit reached before {stage}")
+            return True
+        return False
+
+    def proven() -> bool:
+        """True (and say so) when a candidate already meets the lower bound: optimal."""
+        if found and lower > 0 and min(x[0] for x in found) <= lower + time_tolerance(lower):
+            stats.setdefault("proven_optimal", "a construction meets the lower bound; later stages skipped")
+            return True
+        return False
+
+    def justify_pays() -> bool:
+        """Whether one more double justification runs (and is charged): the budget affords it."""
+        return bool(jr) and budget.take(JUSTIFY_PASSES)
+
+    def add(tag: int, place, s, f) -> None:
+        if not (found and late("a justification", 0.5)) and justify_pays():
+            s, f, ms = justify(g, place, s, f, jr)
+            justified.add(tag)
+        else:
+            ms = max(f) if f else 0.0
+        found.append((ms, tag, place, s, f))
+
+    # 1. HEFT's own construction: the heuristic is never worse than heft
+    t0 = _time.perf_counter()
+    # ``near`` tests about (mean in-degree + 1) devices per node instead of k: it pays only when
+    # that is well below k (at k = 4 its bookkeeping made it twice as slow as every device)
+    near_pays = g.k > 2 * (problem.n_edges / max(1, g.n) + 1)
+    full = effort * _FULL_CANDIDATES >= g.n * g.k or not near_pays
+    stats["candidates"] = "all devices" if full else "predecessors' devices + the first free"
+    res = eft_schedule(g, capacity, heft_order(g), candidates="all" if full else "near")
+    if res is not None:
+        add(1, *res)
+    res = None  # the candidate list holds what is kept
+    unit[0] = _time.perf_counter() - t0
+    # 2. m-ETF's earliest-start construction (the ``etf`` baseline's schedule: never worse than it)
+    if not (found and (proven() or late("the ETF construction", 1.0))):
+        try:
+            r = etf_schedule(g, upward_rank(g),
+                             StaticPolicy(problem, capacity=capacity, solver="heuristic"), deadline=deadline)
+            add(5, r.place, r.start, r.finish)
+            r = None
+        except NoRoom:
+            pass
+        except TimeUp:  # stopped part-way: nothing kept, and the later stages are past the deadline too
+            stats.setdefault("stopped", "time limit reached during the ETF construction")
+    # 3. other EFT priority orders, as many as the work budget pays for: rank_u + rank_d,
+    #    then seeded noisy rank_u
+    count = int(min(_NOISY_ORDERS * max(1.0, effort) + 1, _MAX_NOISY_ORDERS, effort * _VARIANT_WORK / size))
+    if count > 0 and not proven() and not late("the EFT priority variants", 1.2):
+        top, bottom = levels(g)
+        rng = np.random.default_rng(seed)
+        base = np.asarray(bottom)
+        for tag in range(count):
+            if late("the EFT priority variants", 1.2) or not budget.take(1):
+                break
+            pr = np.asarray(top) + base if tag == 0 else base * rng.uniform(0.9, 1.1, size=g.n)
+            rv = eft_schedule(g, capacity, topological_priority(g, pr))
+            if rv is not None:
+                add(10 + tag, *rv)
+    # 4. the seed method (phases 1-4; the ``pardnn`` baseline's placement)
+    if not (found and (proven() or late("the seed method", 1.0))):
+        refine_evals = min(20, evals // 4, budget.passes_left())
+        if refine_evals < 2:  # one evaluation would only score the start: not worth a refinement
+            refine_evals = 0
+        budget.charge(refine_evals)
+        place = pardnn_placement(problem, g, capacity, refine_evals=refine_evals, deadline=deadline,
+                                 units=units())
+        if place is not None:  # justified here only when every candidate is (else: the winner, below)
+            busy = _busiest(problem, g, place)
+            if _may_win(busy, found):
+                jp = justify_pays()
+                s, f, ms = schedule_placement(g, place, jr if jp else 0)
+                found.append((ms, 0, place, s, f))
+                if jp:
+                    justified.add(0)
+            else:
+                stats["pardnn_bound"] = busy  # its makespan is at least this, above the best candidate
+    # 5. the hint, and everything on the fastest device that holds it
+    if hint is not None:
+        ph = project_constraints(problem, g, np.asarray(hint).tolist())
+        ph = repair_memory(problem, g, ph, capacity, units()) or greedy_fill(problem, ph, capacity, units())
+        if ph is not None:
+            s3, f3, ms3 = schedule_placement(g, ph, jr)
+            found.append((ms3, 2, ph, s3, f3))
+    usable = problem.allowed.all(axis=0) & fits(float(problem.memory.sum()), np.asarray(capacity))
+    if usable.any():
+        d = int(np.argmax(np.where(usable, problem.device_speed, -np.inf)))
+        # One device runs everything back to back, so its makespan is at least the sum of the
+        # run times there (up to rounding, <= n ulps): when that sum is clearly above the best
+        # candidate it cannot win, and its O((V + E) log V) schedule is not built.
+        busy = float(np.sum(problem.time)) / g.speed[d]
+        if _may_win(busy, found):
+            p1 = [d] * g.n
+            s1, f1, ms1 = schedule_placement(g, p1, 0)
+            found.append((ms1, 4, p1, s1, f1))
+        else:
+            stats["single_device_bound"] = busy  # the candidate's makespan is at least this
+    if not found:
+        place = greedy_fill(problem, None, capacity, units())
+        if place is None:
+            place = greedy_fill(problem, None, capacity, units(), best_fit=True)
+        if place is None and not late("the packing search"):
+            place = pack_units(problem, capacity, units(), int(max(1.0, effort) * _PACK_EVALS),
+                               lambda: late("the end of the packing search"), effort=effort)
+        if place is None:
+            return None
+        s, f, ms = schedule_placement(g, place, jr)
+        found.append((ms, 3, place, s, f))
+    found.sort(key=lambda x: (x[0], x[1]))
+    ms, tag, place, s, f = found[0]
+    if tag not in justified and not proven() and not late("the final justification") and justify_pays():
+        s, f, ms = justify(g, place, s, f, jr)
+    stats["construction"] = _TAGS.get(tag, "eft-variant")
+    stats["constructions_tried"] = len(found)
+    used = 0
+    evals = min(evals, budget.passes_left())
+    if evals >= _MIN_EVALS and g.k > 1 and not proven() and not late("the improvement", 0.5):
+        unit_of, members, unit_mem = units()
+        if g.n <= _JUSTIFIED_SCORE_NODES:
+            new, used = iterated_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
+                                        evals, deadline, seed=seed, justified=True)
+            if new != place:
+                s2, f2, ms2 = schedule_placement(g, new, 2)
+                if ms2 < ms:
+                    ms, place, s, f = ms2, new, s2, f2
+                    stats["construction"] += "+search"
+        else:
+            # larger graphs: moves scored by replaying the incumbent's order (see improve.py)
+            out: dict = {}
+            new, used = local_search(g, place, problem.allowed, unit_of, members, unit_mem, capacity,
+                                     evals, deadline, keep_order=True, start=s, out=out)
+            if new != place and out["makespan"] < ms:
+                s2, f2, ms2 = justify(g, new, out["start"], out["finish"], jr)
+                ms, place, s, f = ms2, new, s2, f2
+                stats["construction"] += "+search"
+        if used < evals:
+            late("the end of the improvement budget")
+    budget.charge(used)
+    stats["evaluations"] = used
+    stats["evaluation_budget"] = evals
+    stats["work_budget"] = budget.total  # units (node or edge visits) after HEFT's construction
+    stats["work_used"] = budget.used     # the constructions' nominal charge included
+    return ms, place, s, f
+
+
+class _Candidates(list):
+    """The candidates as ``(makespan, tag, place, start, finish)``; only the best, by
+    (makespan, tag) as the final choice ranks them, keeps its placement and schedule: the others
+    keep their makespan only (three lists of 10^6 entries are about 70 MiB each)."""
+
+    def append(self, item: tuple) -> None:
+        """Add a candidate and drop the lists of whichever of it and the best so far loses."""
+        if self:
+            best = min(range(len(self)), key=lambda i: self[i][:2])
+            if item[:2] < self[best][:2]:
+                self[best] = self[best][:2] + (None, None, None)
+            else:
+                item = item[:2] + (None, None, None)
+        super().append(item)
+
+
+def _busiest(problem: Problem, g: Graph, place: list[int]) -> float:
+    """The busiest device's summed run time under ``place``: a lower bound on any schedule's makespan."""
+    busy = np.bincount(np.asarray(place, dtype=np.int64), weights=problem.time, minlength=g.k)
+    return float(np.max(busy / np.asarray(g.speed, dtype=np.float64)))
+
+
+def _may_win(bound: float, found: list) -> bool:
+    """Whether a candidate whose makespan is at least ``bound`` may beat or tie the best found.
+
+    A device runs its nodes one after another, so a schedule is no shorter than its busiest
+    device's run time (up to rounding of the sums, far below the 1e-6 margin): a candidate
+    whose bound is clearly above the best makespan cannot win, and is not scheduled.
+    """
+    return not found or bound <= min(x[0] for x in found) * (1.0 + 1e-6)
+
+
+_TAGS = {0: "pardnn", 1: "heft", 2: "hint", 3: "greedy-fill", 4: "single", 5: "etf", 10: "eft-rank-sum"}
+
+
+def _single_device(problem: Problem, g: Graph):
+    """Everything on one device: peak memory there is at most the static total (no copies)."""
+    usable = problem.allowed.all(axis=0)
+    best = None
+    for d in sorted(range(g.k), key=lambda d: (-g.speed[d], d)):
+        if not usable[d]:
+            continue
+        place = [d] * g.n
+        s, f, ms = schedule_placement(g, place, 0)
+        peak = peak_memory(problem, np.asarray(place), np.asarray(s), np.asarray(f))
+        if fits(peak[d], problem.device_memory[d]):
+            best = (ms, place, s, f)
+            break
+    return best
+
+
+@SPEC.checked("heuristic")
+def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, hint=None,
+          memory_model: str = "static", effort: float = 1.0) -> Solution:
+    """Place and schedule ``problem`` (see the module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        The instance, with devices.
+    seed : int
+        Seeds the randomised improvement (equal seeds, equal results without a time limit).
+    hint : placement, optional
+        A starting placement, one of the candidates (projected onto the constraints).
+    memory_model : {"static", "peak"}
+        The memory model every returned placement respects.
+    effort : float
+        0: constructions only; 1 (default): bounded improvement sized for the speed
+        targets; higher: proportionally more schedule evaluations (capped), and never a
+        worse answer than effort 1's (kept as a candidate). At any effort, where the run
+        finds no placement the constructions alone (effort 0) are tried.
+    time_limit : float, optional
+        Wall-clock cap (makes the result depend on timing); the call returns within
+        about ``time_limit`` plus the time of the first construction.
+
+    Returns
+    -------
+    Solution
+        The best placement found and its schedule (``unknown`` with the reason when no
+        construction fits memory).
+    """
+    t0 = _time.perf_counter()
+    deadline = None if time_limit is None else t0 + _DEADLINE_SHARE * float(time_limit)
+    sol = _solve_at(problem, time_limit, seed, hint, memory_model, effort, deadline)
+    # More effort never returns a worse answer than the default effort, nor none where the
+    # constructions alone (effort 0) find one: those answers are candidates too.
+    for lower in (1.0, 0.0):
+        if effort <= lower or sol.status is Status.INFEASIBLE or (lower == 0.0 and sol.status.has_solution):
+            continue
+        alt = _solve_at(problem, time_limit, seed, hint, memory_model, lower, deadline)
+        if alt.status.has_solution and (not sol.status.has_solution
+                                        or _makespan(problem, alt) < _makespan(problem, sol)):
+            alt.stats = dict(alt.stats, kept_effort=lower)
+            sol = alt
+    return sol
+
+
+def _makespan(problem: Problem, sol: Solution) -> float:
+    """The makespan of a solution's own schedule."""
+    return float(np.max(sol.start + problem.duration(sol.placement))) if sol.placement.size else 0.0
+
+
+def _solve_at(problem: Problem, time_limit, seed: int, hint, memory_model: str, effort: float, deadline) -> Solution:
+    """One run of the heuristic at ``effort`` (see :func:`solve`)."""
+    if problem.n_nodes == 0:
+        return Solution(Status.OPTIMAL, placement=np.zeros(0, dtype=np.int64), start=np.zeros(0))
+    capacity = problem.device_memory.astype(float).tolist()
+    reason = None if memory_model == "peak" and problem.has_split else _pinned_overflow(problem, capacity)  # peak: .peak checks
+    if reason is not None:
+        return Solution(Status.INFEASIBLE, message=reason, memory_model=memory_model)
+    g = Graph(problem)
+    if memory_model == "peak" and problem.has_split:
+        try:
+            from .peak import solve_peak
+        except ImportError:
+            solve_peak = None
+        if solve_peak is not None:
+            return solve_peak(problem, g, time_limit=time_limit, seed=seed, hint=hint, effort=effort,
+                              deadline=deadline)
+    stats: dict = {}
+    best = None
+    # the generic bounds cost O(n k) with constraints; on huge instances only the work bound
+    lb = problem_lower_bound(problem) if g.n * g.k <= _BOUND_SIZE else work_bound(problem)
+    rounds = 6 if memory_model == "peak" else 1
+    for _ in range(rounds):
+        with no_gc():  # millions of small lists and tuples at 10^6 nodes: cyclic passes were 7x memory_units
+            best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats, lower=lb)
+        if best is None or memory_model == "static":
+            break
+        _, place, s, f = best
+        peak = peak_memory(problem, np.asarray(place), np.asarray(s), np.asarray(f))
+        over = ~fits(peak, problem.device_memory)
+        if not over.any():
+            break
+        # Leave the excess free under the static model and try again.
+        for d in np.flatnonzero(over).tolist():
+            capacity[d] = max(0.0, capacity[d] - float(peak[d] - problem.device_memory[d]) * 1.05)
+        best = None
+    if best is None and memory_model == "peak":
+        best = _single_device(problem, g)
+    if best is None:
+        msg = ("no placement within memory was found"
+               + (" under the peak model" if memory_model == "peak" else "")
+               + " (the heuristic's guarantee needs every device to hold total/k plus the largest "
+                 "colocation group, and no forbidden devices)")
+        return Solution(Status.UNKNOWN, message=msg, memory_model=memory_model, stats=stats)
+    ms, place, s, f = best
+    status = Status.OPTIMAL if ms <= lb + time_tolerance(ms) else Status.FEASIBLE
+    message = f"stopped early: {stats['stopped']}" if "stopped" in stats else ""
+    return Solution(status, placement=np.asarray(place, dtype=np.int64), start=np.asarray(s),
+                    memory_model=memory_model, stats=stats, message=message)
