@@ -9,13 +9,13 @@
 * :mod:`.insertion`: schedule a fixed placement in an order, and justification.
 """
 
-from .eft import EftSchedule, NoRoom, eft_schedule
+from .eft import EftSchedule, NoRoom, TimeUp, eft_schedule
 from .etf import etf_schedule
 from .gaps import GapLine
 from .graph import Graph, arrival, arrivals
 from .insertion import insertion_schedule, insertion_times, justify, schedule_placement
 from .policy import MemoryPolicy, StaticPolicy
 
-__all__ = ["GapLine", "MemoryPolicy", "StaticPolicy", "Graph", "arrival", "arrivals", "EftSchedule", "NoRoom",
+__all__ = ["GapLine", "MemoryPolicy", "StaticPolicy", "Graph", "arrival", "arrivals", "EftSchedule", "NoRoom", "TimeUp",
            "eft_schedule", "etf_schedule", "insertion_schedule", "insertion_times", "justify",
            "schedule_placement"]

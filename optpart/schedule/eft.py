@@ -32,7 +32,7 @@ from .gaps import GapLine
 from .graph import Graph, arrivals, no_gc
 from .policy import MemoryPolicy
 
-__all__ = ["NoRoom", "EftSchedule", "eft_schedule"]
+__all__ = ["NoRoom", "TimeUp", "EftSchedule", "eft_schedule"]
 
 _NEG_INF = -math.inf
 
@@ -44,6 +44,10 @@ class NoRoom(Exception):
         super().__init__(message)
         self.node = node
         self.message = message
+
+
+class TimeUp(Exception):
+    """A construction passed its deadline (``time.perf_counter()`` value) and stopped unfinished."""
 
 
 @dataclass
@@ -124,22 +128,27 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                 devs = _near_devices(v, (devs, _NEG_INF, any_room), k, lo, hi, pred, place, free_heap, ends)
         split = uniform and len(devs) > 3
         if split:
-            local: dict[int, float] = {}
             r1 = r2 = 0.0   # best remote arrival (from device d1) and best from another device
             d1 = -1
             for i in range(lo, hi):
                 u = pred[i]
                 pu = place[u]
-                fu = finish[u]
-                if fu > local.get(pu, 0.0):
-                    local[pu] = fu
-                x = fu + (lat0 + ib[i] / bw0)
+                x = finish[u] + (lat0 + ib[i] / bw0)
                 if x > r1:
                     if pu != d1:
                         r2 = r1
                     r1, d1 = x, pu
                 elif x > r2 and pu != d1:
                     r2 = x
+            # On every device but d1 the inputs are there at r1 (an input made there finishes
+            # before it could have arrived from elsewhere, and r1 is the latest such arrival);
+            # on d1, at r2 or when its own inputs finish.
+            a1 = r2
+            if d1 >= 0:
+                for i in range(lo, hi):
+                    u = pred[i]
+                    if place[u] == d1 and finish[u] > a1:
+                        a1 = finish[u]
         tv = time[v]
         best_f = best_s = 0.0
         best_d = -1
@@ -153,13 +162,10 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
         for j, d in enumerate(devs):
             if split:
                 if d == d1:
-                    ready = r2
+                    ready = a1
                     d1_left = False
                 else:
                     ready = r1
-                x = local.get(d, 0.0)
-                if x > ready:
-                    ready = x
             elif uniform:  # arrivals()'s sums: lat[pu][d] is lat0 off the diagonal, 0 on it
                 ready = 0.0
                 for i in range(lo, hi):
@@ -171,7 +177,12 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                 ready = general[j]
             dur = tv / speed[d]
             line = lines[d]
-            s = ready if ready >= line.end else line.earliest_start(ready, dur)
+            if ready >= line.end:
+                s = ready
+            elif dur > 0.0 and (not line.bend or ready >= line.bend[-1]):
+                s = line.end  # inside the last busy stretch: no gap ahead (earliest_start's answer)
+            else:
+                s = line.earliest_start(ready, dur)
             f = s + dur
             if best_d < 0 or f < best_f:
                 best_f, best_s, best_d = f, s, d

@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import heapq
 import math
+from time import perf_counter
 from typing import Sequence
 
-from .eft import EftSchedule, NoRoom
-from .graph import Graph, no_gc
+from .eft import EftSchedule, NoRoom, TimeUp
+from .etf_shared import etf_shared
+from .graph import Graph, no_gc, uniform_arrival
 from .policy import MemoryPolicy, StaticPolicy
 
 __all__ = ["etf_schedule"]
 
 
-def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedule:
+def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: float | None = None
+                 ) -> EftSchedule:
     """Place and schedule ``g`` by earliest start time; higher ``priority`` wins ties.
 
     Raises :class:`~optpart.schedule.eft.NoRoom` when a ready node has no device left.
@@ -40,6 +43,8 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> E
         Priority of every node (higher first among equal start times), e.g. the upward rank.
     policy : MemoryPolicy
         Which devices each node may use, and the memory bookkeeping.
+    deadline : float, optional
+        ``time.perf_counter()`` value; checked every 1,024 placements.
 
     Returns
     -------
@@ -50,12 +55,22 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> E
     ------
     NoRoom
         When a ready node has no device left.
+    TimeUp
+        When the deadline passes before every node is placed.
     """
     with no_gc():
-        return _etf(g, priority, policy)
+        if _shared_applies(g, policy):  # the same schedule from one shared ready structure
+            return etf_shared(g, priority, policy, deadline)
+        return _etf(g, priority, policy, deadline)
 
 
-def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedule:
+def _shared_applies(g: Graph, policy: MemoryPolicy) -> bool:
+    """Uniform finite links and the static policy: :mod:`.etf_shared` makes the same schedule."""
+    return g.k > 1 and g.uniform and type(policy) is StaticPolicy and math.isfinite(g.lat[0][1])
+
+
+def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: float | None = None
+         ) -> EftSchedule:
     n, k = g.n, g.k
     neg_prio = [-float(x) for x in priority]
     time, speed = g.time, g.speed
@@ -83,29 +98,11 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
     def release(v: int) -> None:
         lo, hi = in_ptr[v], in_ptr[v + 1]
         npv = neg_prio[v]
-        if uniform:  # one link everywhere: the best remote arrival (top two by device) and local ones
-            t1 = t2 = 0.0
-            d1 = -1
-            local: dict[int, float] = {}
-            for i in range(lo, hi):
-                pu = place[pred[i]]
-                fu = finish[pred[i]]
-                x = fu + (lat_c + ib[i] / bw_c)
-                if pu == d1:
-                    if x > t1:
-                        t1 = x
-                elif x > t1:
-                    t1, t2, d1 = x, t1, pu
-                elif x > t2:
-                    t2 = x
-                if fu > local.get(pu, 0.0):
-                    local[pu] = fu
+        if uniform:  # one link everywhere: one arrival on every device but d1, another on d1
+            t1, d1, a1 = uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, bw_c)
         for d in policy.devices_for(v):
             if uniform:
-                r = t2 if d == d1 else t1
-                x = local.get(d, 0.0)
-                if x > r:
-                    r = x
+                r = a1 if d == d1 else t1
             else:
                 r = 0.0
                 for i in range(lo, hi):
@@ -189,6 +186,8 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy) -> EftSchedu
         if check_slots and not policy.admits(v, d, best_t, f):
             continue  # no room at that start (e.g. the liveness policy): d is dropped for v
         placed += 1
+        if deadline is not None and not placed & 1023 and perf_counter() > deadline:
+            raise TimeUp(f"deadline passed after {placed} of {n} nodes")
         place[v], start[v], finish[v] = d, best_t, f
         avail[d] = f
         policy.place(v, d, best_t, f)

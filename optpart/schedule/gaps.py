@@ -94,6 +94,10 @@ class GapLine:
             i = bisect_left(ge, ready)
             a = gs[i]
             return ready if a <= ready else a
+        if self._tree[1] < duration - 1e-15 * (self.end + duration):
+            # no gap anywhere is that long (the margin covers the rounding of gap lengths
+            # against the sums the slot test adds): the end, as the search below would find
+            return self.end
         j = bisect_right(bend, ready)
         nb = len(bend)
         if j == nb:

@@ -27,7 +27,7 @@ from .._gc import no_gc  # re-exported: the schedulers' hot loops pause the coll
 from ..paths import bottom_levels_csr, mean_costs, top_levels_csr
 from ..problem import Problem
 
-__all__ = ["Graph", "arrivals", "arrival", "no_gc"]
+__all__ = ["Graph", "arrivals", "arrival", "uniform_arrival", "no_gc"]
 
 
 @fill_doc
@@ -180,3 +180,54 @@ def arrival(g: Graph, v: int, d: int, place: Sequence[int], finish: Sequence[flo
         The latest arrival of ``v``'s inputs on ``d`` (0 without inputs).
     """
     return arrivals(g, v, (d,), place, finish)[0]
+
+
+def uniform_arrival(v: int, in_ptr: Sequence[int], pred: Sequence[int], in_bytes: Sequence[float],
+                    place: Sequence[int], finish: Sequence[float], lat: float, bw: float
+                    ) -> tuple[float, int, float]:
+    """When ``v``'s inputs are on each device under one uniform link: ``(r, home, a)``.
+
+    Every input sent over the link arrives at ``finish + (lat + bytes / bw)``; ``r`` is the
+    latest of those, sent from device ``home``. On every device but ``home`` the inputs are
+    there at ``r`` (an input made on that device finishes before it could have arrived from
+    elsewhere, and ``r`` is at least that arrival); on ``home``, at ``a <= r``: the latest
+    arrival from the other devices or the latest finish of an input made on ``home``.
+
+    Parameters
+    ----------
+    v : int
+        Node index (every predecessor placed).
+    in_ptr, pred, in_bytes : sequence
+        The in-adjacency of :class:`Graph` (CSR) and the bytes of each in-edge.
+    place : sequence of int
+        Device index of every node.
+    finish : sequence of float
+        Finish time of every node, seconds.
+    lat, bw : float
+        The link's latency (s) and bandwidth (bytes/s; ``inf``: free).
+
+    Returns
+    -------
+    tuple
+        ``(r, home, a)``: ``home`` is -1 (and ``r == a``) when no input has to travel.
+    """
+    t1 = t2 = 0.0
+    d1 = -1
+    lo, hi = in_ptr[v], in_ptr[v + 1]
+    for i in range(lo, hi):  # the best remote arrival (device d1) and the best from elsewhere
+        pu = place[pred[i]]
+        x = finish[pred[i]] + (lat + in_bytes[i] / bw)  # the model's F(u) + c(u, v)
+        if pu == d1:
+            if x > t1:
+                t1 = x
+        elif x > t1:
+            t1, t2, d1 = x, t1, pu
+        elif x > t2:
+            t2 = x
+    a = t2
+    if d1 >= 0:
+        for i in range(lo, hi):  # inputs made on d1 itself arrive there when they finish
+            u = pred[i]
+            if place[u] == d1 and finish[u] > a:
+                a = finish[u]
+    return t1, d1, a

@@ -94,6 +94,9 @@ def _replay_loop(order, place, dur, ptr, nbr, comm, n: int, k: int) -> tuple[lis
             else:
                 line.end = ready + d
             s = ready
+        elif d > 0.0 and (not line.bend or ready >= line.bend[-1]):
+            s = line.end  # inside the last busy stretch, no gap ahead: at the end (earliest_start's answer)
+            line.end = s + d
         else:
             s = line.earliest_start(ready, d)
             line.reserve(s, s + d)

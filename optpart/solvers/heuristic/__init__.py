@@ -8,27 +8,33 @@ shortest kept (ties: the earlier candidate):
 
 1. HEFT's construction (:mod:`.eft`: upward-rank order, earliest finish with insertion,
    every device a candidate) -- the very schedule ``heft`` returns, so the heuristic is
-   never worse than ``heft``; then double justification (never lengthens).
+   never worse than ``heft``.
 2. m-ETF's earliest-start construction (:func:`optpart.schedule.etf.etf_schedule`, the
    very schedule ``etf`` returns), which often reaches the optimum where communication is
-   cheap or joins are wide; run at every size (ready heaps, per-device candidates cached).
+   cheap or joins are wide; run at every size (one shared ready structure under uniform
+   links, :mod:`optpart.schedule.etf_shared`).
 3. EFT with other priority orders (rank_u + rank_d, seeded noisy ranks), as many as a
    work budget of ``effort * _VARIANT_WORK`` (nodes + edges) pays for.
 4. The ParDNN seed method (phases 1-4: :mod:`.slicing`, :mod:`.mapping`, :mod:`.refine`,
-   :mod:`.memory`; also the ``pardnn`` solver, :mod:`optpart.solvers.pardnn_seed`).
+   :mod:`.memory`; also the ``pardnn`` solver, :mod:`optpart.solvers.pardnn_seed`), run at
+   every size; its placement is scheduled when its busiest device could still beat the best.
 5. The hint (projected onto the constraints, memory repaired) and "everything on the
    fastest device that holds it" (so never worse than ``single``).
+6. The other baselines' answers (``topo``, ``metis``, the ``pardnn`` solver;
+   :mod:`.baseline_candidates`) while the variants' budget allows.
 
-Then :mod:`.improve` (iterated local search on small graphs, hill climbing scored by
-replaying the incumbent's order on larger ones) for a number of schedule evaluations set
-by ``effort``.
+Only the best candidate keeps its placement and schedule (at 10^6 nodes each list is tens
+of MiB). Then :mod:`.search` improves the best schedule: a critical-path-driven search
+whose moves gather tasks (chains, data-edge paths, a device's content), scored by
+incremental re-simulation (:mod:`.incremental`) within a budget of replay visits of nodes
+and edges set by ``effort`` and the graph's size.
 
 Every candidate is double-justified on graphs up to ``effort * _JUSTIFY_ALL_SIZE`` nodes +
 edges, above that only the shortest one (justification never lengthens a schedule).
 
-Time limit: construction stages after the first check the deadline (``0.7 *
-time_limit``), the improvement checks it before every evaluation; nothing is allocated
-in proportion to ``effort``. When the heuristic stops early ``Solution.stats["stopped"]``
+Time limit: construction stages after the first check the deadline (``0.5 *
+time_limit``; m-ETF also while it runs), the improvement checks it before every
+evaluation; nothing is allocated in proportion to ``effort``. When the heuristic stops early ``Solution.stats["stopped"]``
 says where and why. Without a time limit it is deterministic: randomness only from
 ``seed``, ties to the lower node or device index.
 
@@ -49,7 +55,8 @@ from ...evaluate import peak_memory, problem_lower_bound, time_tolerance
 from ...memory import fits
 from ...problem import Problem
 from ...result import Status
-from ...schedule import NoRoom, StaticPolicy, etf_schedule
+from ...schedule import NoRoom, StaticPolicy, TimeUp, etf_schedule
+from ..._gc import no_gc
 from ...units import format_bytes
 from ..base import Solution
 from ..spec import Option, SolverSpec
@@ -115,8 +122,8 @@ def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_e
         Device of every node within ``capacity``, or None when the memory step is stuck.
     """
     top, bottom = levels(g)
-    _, paths = slice_paths(g, bottom)
-    place = map_clusters(g, top, paths, problem.allowed, problem.memory.tolist(), capacity)
+    cluster_of, paths = slice_paths(g, bottom)
+    place = map_clusters(g, top, paths, problem.allowed, problem.memory.tolist(), capacity, cluster_of=cluster_of)
     place = project_constraints(problem, g, place)
     units = units if units is not None else memory_units(problem)
     unit_of, members, unit_mem = units
@@ -169,7 +176,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             cache["units"] = memory_units(problem)
         return cache["units"]
 
-    found = []  # (makespan, tag, place, start, finish)
+    found = _Candidates()  # (makespan, tag, place, start, finish); only the best keeps its lists
     jr = 1 if effort > 0 else 0
     justify_all = jr and effort * _JUSTIFY_ALL_SIZE >= size
 
@@ -207,15 +214,19 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     res = eft_schedule(g, capacity, heft_order(g), candidates="all" if full else "near")
     if res is not None:
         add(1, *res)
+    res = None  # the candidate list holds what is kept
     unit[0] = _time.perf_counter() - t0
     # 2. m-ETF's earliest-start construction (the ``etf`` baseline's schedule: never worse than it)
-    if not (found and (proven() or late("the ETF construction", 1.5))):
+    if not (found and (proven() or late("the ETF construction", 1.0))):
         try:
             r = etf_schedule(g, upward_rank(g),
-                             StaticPolicy(problem, capacity=capacity, solver="heuristic"))
+                             StaticPolicy(problem, capacity=capacity, solver="heuristic"), deadline=deadline)
             add(5, r.place, r.start, r.finish)
+            r = None
         except NoRoom:
             pass
+        except TimeUp:  # stopped part-way: nothing kept, and the later stages are past the deadline too
+            stats.setdefault("stopped", "time limit reached during the ETF construction")
     # 3. other EFT priority orders, as many as the work budget pays for: rank_u + rank_d,
     #    then seeded noisy rank_u
     count = int(min(_NOISY_ORDERS * max(1.0, effort) + 1, _MAX_NOISY_ORDERS, effort * _VARIANT_WORK / size))
@@ -235,8 +246,12 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         place = pardnn_placement(problem, g, capacity, refine_evals=refine_evals, deadline=deadline,
                                  units=units())
         if place is not None:  # justified here only when every candidate is (else: the winner, below)
-            s, f, ms = schedule_placement(g, place, jr if justify_all else 0)
-            found.append((ms, 0, place, s, f))
+            busy = _busiest(problem, g, place)
+            if _may_win(busy, found):
+                s, f, ms = schedule_placement(g, place, jr if justify_all else 0)
+                found.append((ms, 0, place, s, f))
+            else:
+                stats["pardnn_bound"] = busy  # its makespan is at least this, above the best candidate
     # 6. the other baselines' answers (topo, metis, the seed method alone), as the budget of the
     #    variants allows: never worse than them
     if baselines and count > 0 and not (found and (proven() or late("the other baselines", 2.0))):
@@ -258,8 +273,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         # run times there (up to rounding, <= n ulps): when that sum is clearly above the best
         # candidate it cannot win, and its O((V + E) log V) schedule is not built.
         busy = float(np.sum(problem.time)) / g.speed[d]
-        best_ms = min(x[0] for x in found) if found else float("inf")
-        if busy <= best_ms * (1.0 + 1e-6):
+        if _may_win(busy, found):
             p1 = [d] * g.n
             s1, f1, ms1 = schedule_placement(g, p1, 0)
             found.append((ms1, 4, p1, s1, f1))
@@ -316,6 +330,38 @@ def _variant_orders(g: Graph, seed: int):
     rng = np.random.default_rng(seed)
     while True:
         yield base * rng.uniform(0.9, 1.1, size=g.n)
+
+
+class _Candidates(list):
+    """The candidates as ``(makespan, tag, place, start, finish)``; only the best, by
+    (makespan, tag) as the final choice ranks them, keeps its placement and schedule: the others
+    keep their makespan only (three lists of 10^6 entries are about 70 MiB each)."""
+
+    def append(self, item: tuple) -> None:
+        """Add a candidate and drop the lists of whichever of it and the best so far loses."""
+        if self:
+            best = min(range(len(self)), key=lambda i: self[i][:2])
+            if item[:2] < self[best][:2]:
+                self[best] = self[best][:2] + (None, None, None)
+            else:
+                item = item[:2] + (None, None, None)
+        super().append(item)
+
+
+def _busiest(problem: Problem, g: Graph, place: list[int]) -> float:
+    """The busiest device's summed run time under ``place``: a lower bound on any schedule's makespan."""
+    busy = np.bincount(np.asarray(place, dtype=np.int64), weights=problem.time, minlength=g.k)
+    return float(np.max(busy / np.asarray(g.speed, dtype=np.float64)))
+
+
+def _may_win(bound: float, found: list) -> bool:
+    """Whether a candidate whose makespan is at least ``bound`` may beat or tie the best found.
+
+    A device runs its nodes one after another, so a schedule is no shorter than its busiest
+    device's run time (up to rounding of the sums, far below the 1e-6 margin): a candidate
+    whose bound is clearly above the best makespan cannot win, and is not scheduled.
+    """
+    return not found or bound <= min(x[0] for x in found) * (1.0 + 1e-6)
 
 
 _BASELINE_TAGS = {"topo": 6, "metis": 7, "pardnn": 8}
@@ -419,7 +465,8 @@ def _solve_at(problem: Problem, g: Graph, capacity: list[float], memory_model: s
     lb = problem_lower_bound(problem) if g.n * g.k <= _BOUND_SIZE else work_bound(problem)
     rounds = 6 if memory_model == "peak" else 1
     for _ in range(rounds):
-        best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats, lower=lb)
+        with no_gc():  # millions of small lists and tuples at 10^6 nodes: cyclic passes were 7x memory_units
+            best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats, lower=lb)
         if best is None or memory_model == "static":
             break
         _, place, s, f = best

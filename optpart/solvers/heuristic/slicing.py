@@ -71,6 +71,7 @@ def slice_paths(g: Graph, bottom: list[float] | None = None) -> tuple[list[int],
     cluster = [-1] * n
     paths: list[list[int]] = []
     order = np.lexsort((g.rank, -np.asarray(bottom, dtype=np.float64))).tolist() if n else []
+    heaviest = _heaviest_successor(g, bottom)
     for s in order:
         if cluster[s] >= 0:
             continue
@@ -79,17 +80,42 @@ def slice_paths(g: Graph, bottom: list[float] | None = None) -> tuple[list[int],
         cluster[s] = c
         v = s
         while True:
-            best, nxt = -1.0, -1
-            for i in range(out_ptr[v], out_ptr[v + 1]):
-                w = succ[i]
-                if cluster[w] < 0:
-                    x = cm[i] + bottom[w]
-                    if x > best:
-                        best, nxt = x, w
-            if nxt < 0:
+            nxt = heaviest[v]
+            if nxt < 0:  # a sink
                 break
+            if cluster[nxt] >= 0:  # the heaviest is taken: the heaviest of the others still free
+                best, nxt = -1.0, -1
+                for i in range(out_ptr[v], out_ptr[v + 1]):
+                    w = succ[i]
+                    if cluster[w] < 0:
+                        x = cm[i] + bottom[w]
+                        if x > best:
+                            best, nxt = x, w
+                if nxt < 0:
+                    break
             cluster[nxt] = c
             path.append(nxt)
             v = nxt
         paths.append(path)
     return cluster, paths
+
+
+def _heaviest_successor(g: Graph, bottom: list[float]) -> list[int]:
+    """Per node, the successor with the largest transfer + bottom level (the first such in CSR
+    order, as a scan keeping strict improvements finds it); -1 for a sink. numpy, O(V + E)."""
+    p = g.problem
+    n = g.n
+    out = np.full(n, -1, dtype=np.int64)
+    m = len(g.succ)
+    if m == 0:
+        return out.tolist()
+    succ = p.edge_dst[p.out_edges]
+    x = np.asarray(g.out_comm_mean, dtype=np.float64) + np.asarray(bottom, dtype=np.float64)[succ]
+    ptr = p.out_ptr
+    deg = np.diff(ptr)
+    has = np.flatnonzero(deg > 0)
+    best = np.maximum.reduceat(x, ptr[has])  # ptr[has] strictly increases: one segment per node
+    pos = np.arange(m)
+    hit = np.where(x == np.repeat(best, deg[has]), pos, m)
+    out[has] = succ[np.minimum.reduceat(hit, ptr[has])]
+    return out.tolist()
