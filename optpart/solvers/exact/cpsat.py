@@ -72,7 +72,7 @@ from . import cpsat_search as cs
 from ..base import Solution
 from ..spec import Option, SolverSpec
 
-__all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT"]
+__all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT", "meets", "closed_form_bound"]
 
 #: Seconds when the caller gives no time limit.
 DEFAULT_TIME_LIMIT = 60.0
@@ -239,8 +239,9 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # unless LNS rounds are asked for explicitly.
     use_lns = lns and not data.pooled and (n >= LNS_MIN_NODES if lns_rounds is None else lns_rounds > 0)
     share = (1 - CONFIRM_SHARE if confirm else 1.0) * (1 - LNS_SHARE if use_lns else 1.0)
+    closed_lb = closed_form_bound(data)
     search = cs.search(problem, data, mv, search_left * share, seed, deterministic, workers, log,
-                     deterministic_time, stats)
+                     deterministic_time, stats, target_units=_target(data, closed_lb, hint_p, hint_units))
     solver, name = search.solver, search.name
     bound_valid = not peak or (data.grid.exact and not dec.has_instants(problem))
     confirmed, better = None, None
@@ -250,13 +251,13 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if name == "INFEASIBLE":
         return _infeasible(problem, incumbent, memory_model, stats, confirmed,
                            exact=data.mem_exact and bound_valid)
-    cp_bound = data.grid.bound_seconds(search.bound_units) if bound_valid else 0.0
+    cp_bound = data.grid.bound_seconds(search.bound_units) if bound_valid and not search.at_target else 0.0
     if name == "OPTIMAL" and not confirmed:
         cp_bound = 0.0  # an unconfirmed proof gives no bound either
     sol = cs.values(problem, data, mv, solver) if name in ("OPTIMAL", "FEASIBLE") else None
     if better is not None:  # the confirmation refuted the proof with a shorter schedule
         sol = better
-    if use_lns and name != "OPTIMAL" and budget.left() > reserve + 0.2:
+    if use_lns and name != "OPTIMAL" and not search.at_target and budget.left() > reserve + 0.2:
         base = sol if sol is not None else (None if hint_p is None else (hint_p, hint_units))
         if base is not None:
             sol = _polish(data, mv, base, sol, budget, reserve, seed, lns_rounds, deterministic_time,
@@ -301,7 +302,7 @@ def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | Non
                            "once converted to seconds (floating-point rounding at equal times)", stats,
                            lower_bound=cp_bound)
     real_ms = float((start + problem.duration(place)).max())
-    bound = cp_bound
+    bound = max(cp_bound, closed_lb)
     if name == "OPTIMAL" and confirmed and data.grid.exact and bound_valid:
         bound = max(bound, solver.objective_value / data.grid.scale)
     stats["objective_units"] = int((np.asarray(sol[1]) + data.dur[np.arange(n), sol[0]]).max())
@@ -311,8 +312,14 @@ def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | Non
         proven = False
         message = (f"CP-SAT proved its model optimal on a time grid of 1/{data.grid.scale:g} s; rounding "
                    "leaves the gap shown")
-    if name == "OPTIMAL":
-        stats["stop_reason"] = "proven optimal" if confirmed else "proof not confirmed"
+    by_bound = not proven and meets(real_ms, closed_lb)
+    if by_bound:  # the schedule meets a closed-form bound: optimal without any solver proof
+        proven, message = True, ""
+        stats["proof"] = "closed-form lower bound"
+        stats.setdefault("confirmation", "trivial (the makespan meets a closed-form lower bound: no solver proof "
+                         "to confirm)")
+    if name == "OPTIMAL" or by_bound:
+        stats["stop_reason"] = "proven optimal" if confirmed or by_bound else "proof not confirmed"
     else:
         stats["stop_reason"] = search_stop
     if np.isfinite(inc_ms) and inc_ms < real_ms - 1e-12 * max(real_ms, 1.0):
@@ -320,13 +327,80 @@ def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | Non
         place, start, real_ms = np.asarray(incumbent.placement, dtype=np.int64), incumbent.start, inc_ms
         message = "; ".join(m for m in (message, "CP-SAT found nothing better than the heuristic's schedule")
                             if m)
-        proven = proven and real_ms <= bound + 9e-7 * max(real_ms, 1e-12)
+        proven = proven and meets(real_ms, bound)
     bound = min(bound, real_ms)
     if stats["stop_reason"] in ("time limit", "deterministic time limit"):
         message = "; ".join(m for m in (message, f"stopped by the {stats['stop_reason']} "
                                         f"({budget.limit_s:g} s for the call)") if m)
     return Solution(Status.OPTIMAL if proven else Status.FEASIBLE, placement=place, start=start,
                     lower_bound=bound, message=message, stats=stats, memory_model=memory_model)
+
+
+#: Relative tolerance of an ``optimal`` claim: the makespan recomputed in seconds meets the
+#: proven bound within it (docs/exact.md, "Statuses").
+CLAIM_TOL = 9e-7
+#: The target phase asks for a makespan within this (smaller) share above a closed-form bound.
+TARGET_TOL = 5e-7
+
+
+def meets(makespan: float, bound: float) -> bool:
+    """Whether ``makespan`` meets the lower ``bound`` within the claim's tolerance.
+
+    Parameters
+    ----------
+    makespan : float
+        A schedule's makespan in seconds.
+    bound : float
+        A valid lower bound in seconds.
+
+    Returns
+    -------
+    bool
+    """
+    return makespan <= bound + CLAIM_TOL * max(makespan, 1e-12)
+
+
+def closed_form_bound(data: cm.CpData) -> float:
+    """The best closed-form lower bound in seconds: no solver proof behind it, so a schedule
+    that meets it is optimal without confirmation.
+
+    ``data.lb_s`` (the generic bound, the memory-forced path of
+    :func:`~optpart.solvers.path_bounds.memory_path_bound`) and the communication-aware
+    critical path (:func:`~optpart.solvers.exact_bounds.comm_lower_bound`); on an exact grid
+    every semi-active schedule ends on the grid, so the bound is rounded up to it.
+
+    Parameters
+    ----------
+    data : CpData
+        The model's data (problem, grid, bounds).
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
+    lb = max(float(data.lb_s), xc.comm_lower_bound(data.problem))
+    if data.grid.exact and lb > 0:
+        units = lb * data.grid.scale
+        near = round(units)
+        lb = (near if abs(units - near) <= 1e-9 * max(1.0, units) else np.ceil(units)) / data.grid.scale
+    return float(lb)
+
+
+def _target(data: cm.CpData, closed_lb: float, hint_p: np.ndarray | None, hint_units: np.ndarray | None
+            ) -> int | None:
+    """The target phase's makespan in grid units (None: no target phase).
+
+    A schedule at or below it meets ``closed_lb`` within :data:`TARGET_TOL` (rounding up
+    keeps the real makespan at most the integer one), so it is optimal by :func:`meets`.
+    Only asked when the hint is longer; without a hint there is nothing to beat yet.
+    """
+    if hint_p is None or closed_lb <= 0:
+        return None
+    x = closed_lb * data.grid.scale
+    target = max(int(np.floor(x * (1 + TARGET_TOL))), int(np.ceil(x * (1 - 1e-12))))
+    hint_ms = int((hint_units + data.dur[np.arange(data.problem.n_nodes), hint_p]).max())
+    return target if target < hint_ms else None
 
 
 def _infeasible(problem: Problem, incumbent: Solution | None, memory_model: str, stats: dict,
