@@ -69,10 +69,12 @@ from . import _exact_common as xc
 from . import cpsat_decode as dec
 from . import cpsat_model as cm
 from . import cpsat_search as cs
+from .cpsat_bounds import SEGMENT_SHARE, closed_form_bound, meets, segment_step, target_units
+from .cpsat_rules import order_twins
 from ..base import Solution
 from ..spec import Option, SolverSpec
 
-__all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT", "meets", "closed_form_bound"]
+__all__ = ["solve", "SPEC", "DEFAULT_TIME_LIMIT"]
 
 #: Seconds when the caller gives no time limit.
 DEFAULT_TIME_LIMIT = 60.0
@@ -221,11 +223,17 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     except xc.OutOfTime as exc:
         stats["stop_reason"] = "model not built"
         return xc.fallback(problem, incumbent, memory_model, f"cpsat: {exc}", stats)
-    hint_p, hint_units = _choose_hint(problem, data, incumbent, hint)
+    hint_p, hint_units = _choose_hint(problem, data, mv, incumbent, hint)
     if hint_p is not None:
         cm.add_hint(mv.model, data, mv, hint_p, hint_units)
         if not peak:  # the hint's integer schedule is valid, so the optimum is no later
             mv.model.add(mv.makespan <= int((hint_units + data.dur[np.arange(n), hint_p]).max()))
+    # Segments between cut nodes: small exact sub-solves give a bound and span rows.
+    seg_dtime = None if deterministic_time is None else SEGMENT_SHARE * deterministic_time
+    seg_lb = segment_step(data, mv, budget, SEGMENT_SHARE * (budget.left() - reserve), seg_dtime, seed, stats,
+                          solve)
+    if seg_lb > 0 and deterministic_time is not None:
+        deterministic_time -= seg_dtime
     if export_model:
         _export(mv.model, export_model)
 
@@ -239,9 +247,9 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # unless LNS rounds are asked for explicitly.
     use_lns = lns and not data.pooled and (n >= LNS_MIN_NODES if lns_rounds is None else lns_rounds > 0)
     share = (1 - CONFIRM_SHARE if confirm else 1.0) * (1 - LNS_SHARE if use_lns else 1.0)
-    closed_lb = closed_form_bound(data)
+    closed_lb = closed_form_bound(data, seg_lb)
     search = cs.search(problem, data, mv, search_left * share, seed, deterministic, workers, log,
-                     deterministic_time, stats, target_units=_target(data, closed_lb, hint_p, hint_units))
+                     deterministic_time, stats, target_units=target_units(data, closed_lb, hint_p, hint_units))
     solver, name = search.solver, search.name
     bound_valid = not peak or (data.grid.exact and not dec.has_instants(problem))
     confirmed, better = None, None
@@ -270,7 +278,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
 
     # 5. Decode and compare with the incumbent.
     return _answer(problem, data, sol, name, confirmed, cp_bound, bound_valid, incumbent, inc_ms, memory_model,
-                   budget, _stop_reason(search.dtime, deterministic_time), solver, stats)
+                   budget, _stop_reason(search.dtime, deterministic_time), solver, stats, closed_lb, seg_lb)
 
 
 def _polish(data, mv, base: tuple, sol: tuple | None, budget: xc.Budget, reserve: float, seed: int,
@@ -291,10 +299,11 @@ def _polish(data, mv, base: tuple, sol: tuple | None, budget: xc.Budget, reserve
 
 def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | None, cp_bound: float,
             bound_valid: bool, incumbent: Solution | None, inc_ms: float, memory_model: str, budget: xc.Budget,
-            search_stop: str, solver, stats: dict) -> Solution:
+            search_stop: str, solver, stats: dict, closed_lb: float, seg_lb: float) -> Solution:
     """CP-SAT's schedule in seconds, its proven bound and status, or the incumbent when that is
-    shorter: optimal only when the proof is confirmed, the memory rows exact and the rounded
-    makespan meets the bound."""
+    shorter: optimal when the proof is confirmed, the memory rows exact and the rounded
+    makespan meets the bound, or when the makespan meets ``closed_lb`` (a bound with no
+    proof of CP-SAT on the whole model behind it: closed-form, or ``seg_lb`` from segments)."""
     n = problem.n_nodes
     place, start = _decode(problem, data, sol[0], sol[1], stats)
     if start is None:
@@ -315,9 +324,9 @@ def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | Non
     by_bound = not proven and meets(real_ms, closed_lb)
     if by_bound:  # the schedule meets a closed-form bound: optimal without any solver proof
         proven, message = True, ""
-        stats["proof"] = "closed-form lower bound"
-        stats.setdefault("confirmation", "trivial (the makespan meets a closed-form lower bound: no solver proof "
-                         "to confirm)")
+        stats["proof"] = "segment bound" if seg_lb > 0 and meets(real_ms, seg_lb) else "closed-form lower bound"
+        stats.setdefault("confirmation", "trivial (the makespan meets a bound proven without a search of the "
+                         "whole model: closed-form, or segments whose own proofs were confirmed)")
     if name == "OPTIMAL" or by_bound:
         stats["stop_reason"] = "proven optimal" if confirmed or by_bound else "proof not confirmed"
     else:
@@ -336,73 +345,6 @@ def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | Non
                     lower_bound=bound, message=message, stats=stats, memory_model=memory_model)
 
 
-#: Relative tolerance of an ``optimal`` claim: the makespan recomputed in seconds meets the
-#: proven bound within it (docs/exact.md, "Statuses").
-CLAIM_TOL = 9e-7
-#: The target phase asks for a makespan within this (smaller) share above a closed-form bound.
-TARGET_TOL = 5e-7
-
-
-def meets(makespan: float, bound: float) -> bool:
-    """Whether ``makespan`` meets the lower ``bound`` within the claim's tolerance.
-
-    Parameters
-    ----------
-    makespan : float
-        A schedule's makespan in seconds.
-    bound : float
-        A valid lower bound in seconds.
-
-    Returns
-    -------
-    bool
-    """
-    return makespan <= bound + CLAIM_TOL * max(makespan, 1e-12)
-
-
-def closed_form_bound(data: cm.CpData) -> float:
-    """The best closed-form lower bound in seconds: no solver proof behind it, so a schedule
-    that meets it is optimal without confirmation.
-
-    ``data.lb_s`` (the generic bound, the memory-forced path of
-    :func:`~optpart.solvers.path_bounds.memory_path_bound`) and the communication-aware
-    critical path (:func:`~optpart.solvers.exact_bounds.comm_lower_bound`); on an exact grid
-    every semi-active schedule ends on the grid, so the bound is rounded up to it.
-
-    Parameters
-    ----------
-    data : CpData
-        The model's data (problem, grid, bounds).
-
-    Returns
-    -------
-    float
-        Seconds.
-    """
-    lb = max(float(data.lb_s), xc.comm_lower_bound(data.problem))
-    if data.grid.exact and lb > 0:
-        units = lb * data.grid.scale
-        near = round(units)
-        lb = (near if abs(units - near) <= 1e-9 * max(1.0, units) else np.ceil(units)) / data.grid.scale
-    return float(lb)
-
-
-def _target(data: cm.CpData, closed_lb: float, hint_p: np.ndarray | None, hint_units: np.ndarray | None
-            ) -> int | None:
-    """The target phase's makespan in grid units (None: no target phase).
-
-    A schedule at or below it meets ``closed_lb`` within :data:`TARGET_TOL` (rounding up
-    keeps the real makespan at most the integer one), so it is optimal by :func:`meets`.
-    Only asked when the hint is longer; without a hint there is nothing to beat yet.
-    """
-    if hint_p is None or closed_lb <= 0:
-        return None
-    x = closed_lb * data.grid.scale
-    target = max(int(np.floor(x * (1 + TARGET_TOL))), int(np.ceil(x * (1 - 1e-12))))
-    hint_ms = int((hint_units + data.dur[np.arange(data.problem.n_nodes), hint_p]).max())
-    return target if target < hint_ms else None
-
-
 def _infeasible(problem: Problem, incumbent: Solution | None, memory_model: str, stats: dict,
                 confirmed: bool | None, exact: bool) -> Solution:
     """CP-SAT says no placement fits: claim it only when confirmed and the rows are exact."""
@@ -418,10 +360,11 @@ def _infeasible(problem: Problem, incumbent: Solution | None, memory_model: str,
     return Solution(Status.UNKNOWN, message=why, stats=stats, memory_model=memory_model)
 
 
-def _choose_hint(problem: Problem, data: cm.CpData, incumbent: Solution | None,
+def _choose_hint(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, incumbent: Solution | None,
                  hint: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The hint placement (relabelled for symmetry breaking) and its integer schedule: the
-    heuristic's schedule, or the given placement's canonical schedule when that is shorter."""
+    heuristic's schedule, or the given placement's canonical schedule when that is shorter;
+    twins put in the model's order (no longer, see :func:`cpsat_rules.order_twins`)."""
     k = problem.n_devices
     no_rows = np.full(k, -1, dtype=np.int64)
     best = None
@@ -439,8 +382,10 @@ def _choose_hint(problem: Problem, data: cm.CpData, incumbent: Solution | None,
     if best is None:
         return None, None
     _, place, units = best
+    if mv.twins is not None:
+        place, units = order_twins(mv.twins, place, units)
     # Relabel devices of each class to first-use order; the schedule is unchanged by it.
-    return xc.relabel(place, data.classes, problem.topo), units
+    return xc.relabel(place, data.classes, data.sym_order), units
 
 
 def _decode(problem: Problem, data: cm.CpData, place: np.ndarray, s_int: np.ndarray, stats: dict
