@@ -337,6 +337,15 @@ def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | Non
         message = "; ".join(m for m in (message, "CP-SAT found nothing better than the heuristic's schedule")
                             if m)
         proven = proven and meets(real_ms, bound)
+    if data.peak and not bound_valid and not proven and budget.left() > reserve + 0.3:
+        # The peak model was a restriction here: its relaxation gives the bound (cpsat_relax).
+        from .cpsat_relax import relaxed_bound
+        relaxed = relaxed_bound(problem, data, place, start, budget, reserve, deterministic_time, seed, log, stats)
+        bound = max(bound, relaxed)
+        if relaxed > 0 and meets(real_ms, relaxed):
+            proven, stats["proof"], stats["stop_reason"] = True, "relaxation", "proven optimal"
+            message = "; ".join(m for m in (message, "optimal: the schedule meets the proven optimum of the "
+                                            "peak model's relaxation") if m and "conservatively" not in m)
     bound = min(bound, real_ms)
     if stats["stop_reason"] in ("time limit", "deterministic time limit"):
         message = "; ".join(m for m in (message, f"stopped by the {stats['stop_reason']} "
