@@ -1,4 +1,4 @@
-"""The relaxation of the peak model (``optpart/solvers/cpsat_relax.py``) bounds the real optimum.
+"""The relaxation of the peak model (``optpart/solvers/exact/cpsat_relax.py``) bounds the real optimum.
 
 Where the peak model is a restriction (an inexact time grid, zero-time nodes holding
 memory), ``cpsat`` proves a bound on its relaxation (times rounded down, instants holding
@@ -18,10 +18,10 @@ import optpart
 from conftest import INSTANCES
 from optpart import Status
 from optpart.problem import LinkOverride, Links
-from optpart.solvers import _exact_common as xc
-from optpart.solvers import cpsat_model as cm
-from optpart.solvers import exact_grid
-from optpart.solvers.cpsat_relax import relaxed_bound
+from optpart.solvers.exact import _exact_common as xc
+from optpart.solvers.exact import cpsat_model as cm
+from optpart.solvers.exact import exact_grid
+from optpart.solvers.exact.cpsat_relax import relaxed_bound
 from test_cpsat_peak import _random_split, brute_force_peak
 
 FAR = 600.0

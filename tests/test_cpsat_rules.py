@@ -18,10 +18,10 @@ from oracle import brute_force
 from optpart import Constraints, Device, Status
 from optpart.generators import fork_join, fork_join_dag
 from optpart.problem import LinkOverride, Links
-from optpart.solvers import _exact_common as xc
-from optpart.solvers import cpsat_model as cm
-from optpart.solvers import cpsat_rules as rules
-from optpart.solvers import cpsat_segments as sg
+from optpart.solvers.exact import _exact_common as xc
+from optpart.solvers.exact import cpsat_model as cm
+from optpart.solvers.exact import cpsat_rules as rules
+from optpart.solvers.exact import cpsat_segments as sg
 
 FAR = 600.0
 

@@ -277,8 +277,14 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                            f"{budget.limit_s:g} s call)", stats, lower_bound=cp_bound)
 
     # 5. Decode and compare with the incumbent.
+    def relax(place: np.ndarray, start: np.ndarray) -> float:
+        if budget.left() <= reserve + 0.3:
+            return 0.0
+        from .cpsat_relax import relaxed_bound
+        return relaxed_bound(problem, data, place, start, budget, reserve, deterministic_time, seed, log, stats)
+
     return _answer(problem, data, sol, name, confirmed, cp_bound, bound_valid, incumbent, inc_ms, memory_model,
-                   budget, _stop_reason(search.dtime, deterministic_time), solver, stats, closed_lb, seg_lb)
+                   budget, _stop_reason(search.dtime, deterministic_time), solver, stats, closed_lb, seg_lb, relax)
 
 
 def _polish(data, mv, base: tuple, sol: tuple | None, budget: xc.Budget, reserve: float, seed: int,
@@ -299,11 +305,13 @@ def _polish(data, mv, base: tuple, sol: tuple | None, budget: xc.Budget, reserve
 
 def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | None, cp_bound: float,
             bound_valid: bool, incumbent: Solution | None, inc_ms: float, memory_model: str, budget: xc.Budget,
-            search_stop: str, solver, stats: dict, closed_lb: float, seg_lb: float) -> Solution:
+            search_stop: str, solver, stats: dict, closed_lb: float, seg_lb: float, relax) -> Solution:
     """CP-SAT's schedule in seconds, its proven bound and status, or the incumbent when that is
     shorter: optimal when the proof is confirmed, the memory rows exact and the rounded
     makespan meets the bound, or when the makespan meets ``closed_lb`` (a bound with no
-    proof of CP-SAT on the whole model behind it: closed-form, or ``seg_lb`` from segments)."""
+    proof of CP-SAT on the whole model behind it: closed-form, or ``seg_lb`` from segments), or,
+    where the peak model is a restriction, when it meets ``relax(place, start)``: the proven
+    optimum of the relaxation (:func:`optpart.solvers.exact.cpsat_relax.relaxed_bound`)."""
     n = problem.n_nodes
     place, start = _decode(problem, data, sol[0], sol[1], stats)
     if start is None:
@@ -337,10 +345,9 @@ def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | Non
         message = "; ".join(m for m in (message, "CP-SAT found nothing better than the heuristic's schedule")
                             if m)
         proven = proven and meets(real_ms, bound)
-    if data.peak and not bound_valid and not proven and budget.left() > reserve + 0.3:
+    if data.peak and not bound_valid and not proven:
         # The peak model was a restriction here: its relaxation gives the bound (cpsat_relax).
-        from .cpsat_relax import relaxed_bound
-        relaxed = relaxed_bound(problem, data, place, start, budget, reserve, deterministic_time, seed, log, stats)
+        relaxed = relax(place, start)
         bound = max(bound, relaxed)
         if relaxed > 0 and meets(real_ms, relaxed):
             proven, stats["proof"], stats["stop_reason"] = True, "relaxation", "proven optimal"

@@ -2,9 +2,9 @@
 
 * :func:`closed_form_bound`: the generic bound, the memory-forced path and the
   communication-aware critical path, and (static memory) the segment bound of
-  :mod:`optpart.solvers.cpsat_segments`; a schedule that :func:`meets` it is optimal.
+  :mod:`optpart.solvers.exact.cpsat_segments`; a schedule that :func:`meets` it is optimal.
 * :func:`target_units`: the makespan the target phase of
-  :func:`optpart.solvers.cpsat_search.search` looks for, a schedule at that bound.
+  :func:`optpart.solvers.exact.cpsat_search.search` looks for, a schedule at that bound.
 * :func:`segment_step`: the segments' sub-solves within a share of the budget, and their
   span rows in the model.
 """
@@ -50,8 +50,8 @@ def closed_form_bound(data: cm.CpData, extra: float = 0.0) -> float:
     """The best lower bound in seconds that needs no proof of CP-SAT on the whole model.
 
     ``data.lb_s`` (the generic bound, the memory-forced path of
-    :func:`~optpart.solvers.path_bounds.memory_path_bound`), the communication-aware
-    critical path (:func:`~optpart.solvers.exact_bounds.comm_lower_bound`) and ``extra``
+    :func:`~optpart.solvers.exact.path_bounds.memory_path_bound`), the communication-aware
+    critical path (:func:`~optpart.solvers.exact.exact_bounds.comm_lower_bound`) and ``extra``
     (the segment bound, whose sub-proofs were confirmed); on an exact grid every
     semi-active schedule ends on the grid, so the bound is rounded up to it.
 
@@ -125,7 +125,7 @@ def segment_step(data: cm.CpData, mv: cm.CpModelVars, budget: xc.Budget, seconds
     stats : dict
         The call's statistics (``segments``, ``segments_proven``, ``segment_bound`` are set).
     solve : callable
-        :func:`optpart.solvers.cpsat.solve`, which solves each segment.
+        :func:`optpart.solvers.exact.cpsat.solve`, which solves each segment.
 
     Returns
     -------

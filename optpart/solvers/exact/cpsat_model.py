@@ -74,7 +74,7 @@ def prepare(problem: Problem, peak: bool, upper_s: float | None, relax: bool = F
     computes what the constraints use: device classes, colocation leaders, heads and
     tails, the horizon, the lower bound in units, and whether the devices form a pool.
 
-    ``relax=True`` gives the *relaxation* (:mod:`optpart.solvers.cpsat_relax`): times are
+    ``relax=True`` gives the *relaxation* (:mod:`optpart.solvers.exact.cpsat_relax`): times are
     rounded down instead of up, so every real schedule, every time rounded down, is a
     schedule of the integer model, whose optimum in units, over the scale, is a lower
     bound of the real optimum (no rounding slack to take off).

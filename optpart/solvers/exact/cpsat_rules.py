@@ -41,7 +41,7 @@ def symmetry_order(problem: Problem) -> np.ndarray:
     fork-join graph the source then takes the first device and the sink the first or the
     second (processor normalisation). Any fixed order is a valid symmetry breaking: every
     placement has exactly one relabelling whose devices are first used in class order
-    along it (:func:`optpart.solvers._exact_common.relabel`).
+    along it (:func:`optpart.solvers.exact._exact_common.relabel`).
 
     Parameters
     ----------

@@ -177,7 +177,7 @@ def segment_bounds(problem: Problem, segs: Segments, budget: xc.Budget, seconds:
     seed : int
         Seed of the sub-solves.
     solve : callable
-        :func:`optpart.solvers.cpsat.solve` (passed in: this module is below it).
+        :func:`optpart.solvers.exact.cpsat.solve` (passed in: this module is below it).
 
     Returns
     -------

@@ -54,7 +54,7 @@ class TimeGrid:
     def down(self, seconds: np.ndarray) -> np.ndarray:
         """Seconds to units, rounded down (exact quantities are kept as they are).
 
-        The relaxation of :func:`optpart.solvers.cpsat_model.prepare` (``relax=True``)
+        The relaxation of :func:`optpart.solvers.exact.cpsat_model.prepare` (``relax=True``)
         uses it: rounding every time of a real schedule down gives a schedule of the
         rounded-down model, so that model's optimum is a lower bound in units.
 

@@ -1,9 +1,9 @@
 """A proven lower bound under peak memory where the peak model itself is conservative.
 
-The peak model of :mod:`optpart.solvers.cpsat_peak` is exact only on an exact time grid
+The peak model of :mod:`optpart.solvers.exact.cpsat_peak` is exact only on an exact time grid
 and without zero-time nodes that hold memory; otherwise it is a *restriction* (times
 rounded up, instants held for a whole unit), whose optimum bounds nothing. Here the same
-model is built as a *relaxation* (:func:`optpart.solvers.cpsat_model.prepare` with
+model is built as a *relaxation* (:func:`optpart.solvers.exact.cpsat_model.prepare` with
 ``relax=True``): times rounded down, empty intervals allowed (an instant holds nothing),
 copies free to start two units late, zero-time nodes free to sit inside other runs. A
 real schedule with every time rounded down is a schedule of the relaxation, so its
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..problem import Problem
+from ...problem import Problem
 from . import _exact_common as xc
 from . import cpsat_model as cm
 from . import cpsat_search as cs
