@@ -17,8 +17,8 @@ from . import _exact_common as xc
 from . import cpsat_model as cm
 from . import cpsat_segments as sg
 
-__all__ = ["CLAIM_TOL", "TARGET_TOL", "SEGMENT_SHARE", "meets", "closed_form_bound", "target_units",
-           "segment_step"]
+__all__ = ["CLAIM_TOL", "TARGET_TOL", "SEGMENT_SHARE", "meets", "fork_join_bound", "closed_form_bound",
+           "target_units", "segment_step"]
 
 #: Relative tolerance of an ``optimal`` claim: the makespan recomputed in seconds meets the
 #: proven bound within it (docs/exact.md, "Statuses").
@@ -46,12 +46,65 @@ def meets(makespan: float, bound: float) -> bool:
     return makespan <= bound + CLAIM_TOL * max(makespan, 1e-12)
 
 
+def fork_join_bound(problem) -> float:
+    """A lower bound for a fork-join graph: one source ``f``, one sink ``t``, every other node
+    fed by ``f`` alone and feeding ``t`` alone (0 for any other graph).
+
+    Every branch runs inside the window ``[F(f), S(t)]`` of length ``C``. Say ``u`` devices
+    run branches. Each of them that does not hold ``f`` (at least ``u - 1``) starts its
+    first branch no sooner than ``F(f)`` plus that branch's transfer in, and each that does
+    not hold ``t`` (at least ``u - 1``) ends its last branch no later than ``S(t)`` minus its
+    transfer out; the branches realising these are distinct per device. So ``u C`` is at
+    least the branches' work plus the ``u - 1`` smallest transfers in plus the ``u - 1``
+    smallest transfers out, and ``C`` at least the least of these over ``u = 1 .. K``
+    (the boundary losses the fork-join analyses of Wang and Sinnen, ICPP 2022, and of Dutot,
+    Fu, Prasad and Sinnen reason about: a remote branch pays both transfers). Run times are
+    the fastest allowed, transfers the cheapest between two devices, so pins, speeds,
+    links and memory only make the optimum longer.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+
+    Returns
+    -------
+    float
+        Seconds: the source's and sink's fastest runs plus the window's bound; 0 when the
+        graph is not a fork-join.
+    """
+    n, k = problem.n_nodes, problem.n_devices
+    indeg, outdeg = np.diff(problem.in_ptr), np.diff(problem.out_ptr)
+    sources, sinks = np.flatnonzero(indeg == 0), np.flatnonzero(outdeg == 0)
+    if n < 3 or k < 1 or sources.size != 1 or sinks.size != 1:
+        return 0.0
+    f, t = int(sources[0]), int(sinks[0])
+    src, dst = problem.edge_src, problem.edge_dst
+    branch = np.ones(n, dtype=bool)
+    branch[[f, t]] = False
+    ins, outs = (src == f) & branch[dst], branch[src] & (dst == t)
+    # every edge feeds a branch from f, or a branch feeds t (or f feeds t); one of each per branch
+    if not ((ins | outs | ((src == f) & (dst == t))).all() and (indeg[branch] == 1).all()
+            and (outdeg[branch] == 1).all()):
+        return 0.0
+    dur = np.where(problem.allowed, xc.durations(problem), np.inf).min(axis=1)
+    comm = xc.transfer_table(problem)
+    off = ~np.eye(k, dtype=bool)
+    cheapest = comm[:, off].min(axis=1) if k > 1 and comm.size else np.zeros(problem.n_edges)
+    c_in, c_out = np.sort(cheapest[ins]), np.sort(cheapest[outs])
+    work = float(dur[branch].sum())
+    window = min((work + float(c_in[:u - 1].sum()) + float(c_out[:u - 1].sum())) / u
+                 for u in range(1, min(k, int(branch.sum())) + 1))
+    return float(dur[f] + window + dur[t])
+
+
 def closed_form_bound(data: cm.CpData, extra: float = 0.0) -> float:
     """The best lower bound in seconds that needs no proof of CP-SAT on the whole model.
 
     ``data.lb_s`` (the generic bound, the memory-forced path of
     :func:`~optpart.solvers.exact.path_bounds.memory_path_bound`), the communication-aware
-    critical path (:func:`~optpart.solvers.exact.exact_bounds.comm_lower_bound`) and ``extra``
+    critical path (:func:`~optpart.solvers.exact.exact_bounds.comm_lower_bound`), the
+    fork-join bound (:func:`fork_join_bound`) and ``extra``
     (the segment bound, whose sub-proofs were confirmed); on an exact grid every
     semi-active schedule ends on the grid, so the bound is rounded up to it.
 
@@ -67,7 +120,7 @@ def closed_form_bound(data: cm.CpData, extra: float = 0.0) -> float:
     float
         Seconds.
     """
-    lb = max(float(data.lb_s), xc.comm_lower_bound(data.problem), float(extra))
+    lb = max(float(data.lb_s), xc.comm_lower_bound(data.problem), fork_join_bound(data.problem), float(extra))
     if data.grid.exact and lb > 0:
         units = lb * data.grid.scale
         near = round(units)
