@@ -25,6 +25,16 @@ critical path, and the MILP's root LP bound without and with the energetic windo
 other families, over the best makespan ``milp`` finds within ``--time-limit`` (with its
 proven bound), so a ratio below 1 there is a gap to an upper bound, not to the optimum.
 
+``--table`` (issue 26's frontier table): for each family, size and solver, graphs proven
+optimal within ``--time-limit`` (default 60 s), the median wall and CPU time to proof and
+the gaps left at the limit; on seeds and graphs other than the ones the solver was tuned
+on (``--seeds``, default 200-203). Rows: ``planted`` 40/80/120 (tight memory, static),
+``forkjoin`` stages 80/120/160 (tight), ``forkjoin1`` (:func:`fork_join_graph`: one
+fork-join with communication, CCR 1, widths 20/24/28 on 4 and 8 devices, two seeds each),
+``milp`` on planted 40, and the 76-node MLP training step under peak
+(``instances/small/mlp4-torch-training.json``). ``--table-only`` restricts the rows to
+some families. Wall times depend on the load: state it; CPU time is the process's own.
+
 The machine is shared: report medians, and rerun before comparing two versions.
 
 Examples::
@@ -35,6 +45,7 @@ Examples::
     python benchmarks/exact_frontier.py --root-lp --family layered --sizes 20 40 --per-size 3 -t 20
     python benchmarks/exact_frontier.py --root-lp --time-indexed --family layered --sizes 12 20 --per-size 3 -t 20
     OPTPART_SHARED_DATA=/work/shared/data python benchmarks/exact_frontier.py --stg --time-limit 60 --stg-limit 30
+    nice -n 10 python benchmarks/exact_frontier.py --table --time-limit 60
 """
 
 from __future__ import annotations
@@ -44,13 +55,14 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 from _common import table
 
 import optpart
 from optpart.formats.stg import read_stg
-from optpart.generators import fork_join_dag, layered_dag, planted_dag
+from optpart.generators import fork_join_dag, fork_join_graph, layered_dag, planted_dag
 
 K = 4
 
@@ -206,6 +218,58 @@ def stg(procs: list[int], time_limit: float, limit: int | None, solver: str) -> 
                         "optimal != published"])
 
 
+#: The frontier table's rows: (family, size label, solver, memory model, instance maker per seed).
+#: ``forkjoin1`` sizes read ``width x devices``; its seeds are the table's first two.
+MLP = Path(__file__).resolve().parent.parent / "instances" / "small" / "mlp4-torch-training.json"
+
+
+def _frontier_rows(seeds: list[int]) -> list[tuple]:
+    rows = []
+    for n in (40, 80, 120):
+        rows.append(("planted", str(n), "cpsat", "static", [partial(planted_dag, n, K, ccr=1.0, seed=s) for s in seeds]))
+    for n in (80, 120, 160):
+        rows.append(("forkjoin", str(n), "cpsat", "static",
+                     [partial(fork_join_dag, n, k=K, ccr=1.0, memory_slack=1.05, seed=s) for s in seeds]))
+    for w in (20, 24, 28):
+        rows.append(("forkjoin1", f"{w + 2} (k 4, 8)", "cpsat", "static",
+                     [partial(fork_join_graph, w, k=k, ccr=1.0, seed=s) for k in (4, 8) for s in seeds[:2]]))
+    rows.append(("planted", "40", "milp", "static", [partial(planted_dag, 40, K, ccr=1.0, seed=s) for s in seeds[:3]]))
+    if MLP.exists():
+        rows.append(("mlp4 training (peak)", "76", "cpsat", "peak", [partial(optpart.load, str(MLP))]))
+    return rows
+
+
+def frontier(seeds: list[int], time_limit: float, only: list[str] | None) -> str:
+    """The frontier table: per family, size and solver, proven count, medians to proof, gaps at the limit."""
+    out = []
+    for family, size, solver, memory, makers in _frontier_rows(seeds):
+        if only and family.split()[0] not in only:
+            continue
+        proven, walls, cpus, gaps = 0, [], [], []
+        for make in makers:
+            p = make()
+            t0, c0 = time.perf_counter(), time.process_time()
+            r = optpart.solve(p, solver, time_limit=time_limit, seed=0, memory_model=memory)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            optpart.check(p, r)
+            opt = p.meta.get("optimum")
+            if r.status is optpart.Status.OPTIMAL:
+                if opt is not None and r.makespan > opt * (1 + 1e-9) + 1e-9:
+                    raise SystemExit(f"false optimality claim on {p.name}: {r.makespan} > planted {opt}")
+                proven += 1
+                walls.append(wall)
+                cpus.append(cpu)
+            else:
+                gaps.append(r.gap)
+            print(f"  {family} {p.name} {solver}: {r.status.value} {r.makespan:.6g} gap {r.gap:.2e} "
+                  f"{wall:.1f}s (cpu {cpu:.1f}s) {r.stats.get('proof', r.stats.get('stop_reason', ''))}",
+                  file=sys.stderr, flush=True)
+        gap = "-" if not gaps else f"{100 * statistics.median(gaps):.2f}% (max {100 * max(gaps):.2f}%)"
+        out.append([family, size, solver, memory, f"{proven}/{len(makers)}", _median(walls), _median(cpus), gap])
+    return table(out, ["family", "nodes", "solver", "memory", "proven", "median wall s to proof",
+                       "median cpu s to proof", "gap at the limit (median of unproven)"])
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", default="planted", choices=["planted", "layered", "forkjoin"])
@@ -221,7 +285,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--procs", type=int, nargs="+", default=[2, 4, 8, 16])
     ap.add_argument("--stg-limit", type=int, default=None, help="first N instances per p")
     ap.add_argument("--stg-solver", default="cpsat")
+    ap.add_argument("--table", action="store_true", help="issue 26's frontier table (see the docstring)")
+    ap.add_argument("--table-only", nargs="+", default=None,
+                    choices=["planted", "forkjoin", "forkjoin1", "mlp4"], help="with --table: these families")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[200, 201, 202, 203], help="with --table")
     args = ap.parse_args(argv)
+    if args.table:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"Frontier (issue 26): K={K} identical devices, CCR 1, time limit {args.time_limit:g} s, seeds "
+              f"{args.seeds}, load average {load:.1f} on {os.cpu_count()} cores at the start\n")
+        print(frontier(args.seeds, args.time_limit, args.table_only))
+        return
     if args.stg:
         print(f"STG 50-task instances, {args.stg_solver}, time limit {args.time_limit:g} s\n")
         print(stg(args.procs, args.time_limit, args.stg_limit, args.stg_solver))

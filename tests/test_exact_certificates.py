@@ -229,7 +229,9 @@ def test_proofs_with_communication_come_from_the_plain_cp_search():
     r = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=10.0)
     optpart.check(p, r)
     assert r.status is Status.OPTIMAL, r.message
-    assert r.stats["search_phases"] == ["cp search: OPTIMAL"]
+    # (a target phase may come first: a schedule at the closed-form bound, not found here)
+    *targets, last = r.stats["search_phases"]
+    assert last == "cp search: OPTIMAL" and all(t.endswith(": not found") for t in targets), targets
     assert r.stats["confirmation"].startswith("OPTIMAL") and "(cp search OPTIMAL)" in r.stats["confirmation"]
     assert r.lower_bound > xc.comm_lower_bound(p) * (1 + 1e-6)  # the proof lifted the bound
 
@@ -240,7 +242,7 @@ def test_the_portfolio_takes_over_from_an_unfinished_cp_search():
     p = layered_dag(40, ccr=1.0, k=4, memory_slack=1.05, seed=0)
     r = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=0.02)
     optpart.check(p, r)
-    phases = r.stats["search_phases"]
+    phases = [ph for ph in r.stats["search_phases"] if not ph.startswith("target ")]
     assert phases[0] in ("cp search: FEASIBLE", "cp search: UNKNOWN") and len(phases) == 2, phases
     assert phases[1].startswith("portfolio: ")
     assert r.stats["deterministic_seconds"] <= 0.02 * 1.5 + 0.05  # the two phases share one budget

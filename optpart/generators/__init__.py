@@ -6,6 +6,8 @@
   small fork-join of operators), a loss, a backward pass mirroring the forward, and
   one parameter-update node per layer colocated with that layer's weights.
 * :func:`chain` and :func:`fork_join`: the simplest shapes.
+* :func:`fork_join_dag` (fork-join stages in a chain) and :func:`fork_join_graph` (one
+  fork-join with communication): the exact solvers' benchmark families.
 * :func:`planted_dag` (:mod:`optpart.generators.planted`): a random DAG with a known optimum.
 """
 
@@ -17,7 +19,7 @@ from ..problem import Constraints, Device, Links, Problem
 from .planted import planted_dag
 
 __all__ = ["layered_dag", "training_graph", "chain", "fork_join", "uniform_devices", "planted_dag",
-           "large_training_graph"]
+           "large_training_graph", "fork_join_dag", "fork_join_graph"]
 
 
 def uniform_devices(k: int, memory: float = float("inf"), speed: float = 1.0) -> list[Device]:
@@ -420,3 +422,46 @@ def fork_join_dag(n: int, *, width: int = 4, ccr: float = 1.0, k: int | None = N
     return _random_cost_problem(rng, "f", count, src, dst, ccr, k, memory_slack,
                                 name or f"forkjoin-{count}-w{width}-s{seed}",
                                 {"generator": "fork_join_dag", "seed": seed, "ccr": ccr, "width": width})
+
+
+def fork_join_graph(width: int, *, k: int | None = 4, ccr: float = 1.0, seed: int = 0,
+                    name: str | None = None) -> Problem:
+    """One source, ``width`` independent branches, one sink: the fork-join graphs with
+    communication of ``P|fork-join, c_ij|C_max`` (Wang and Sinnen, ICPP 2022; Dutot, Fu,
+    Prasad and Sinnen), where the hard choices are which branches pay their two transfers.
+
+    Node times are whole numbers in [1, 10]; each transfer is a whole number near ``ccr``
+    times a draw in [1, 10] (at least 1 when ``ccr > 0``), carried as bytes over 1 B/s
+    links without latency, so every time is a whole second (an exact CP-SAT grid).
+    ``k`` identical devices without a memory limit.
+
+    Parameters
+    ----------
+    width : int
+        Branches (the graph has ``width + 2`` nodes).
+    k : int, optional
+        Identical devices; None: no devices.
+    ccr : float, optional
+        Mean transfer over mean node time.
+    seed : int, optional
+        Seeds the times and transfers.
+    name : str, optional
+        Default ``forkjoin1-{width}-k{k}-c{ccr}-s{seed}``.
+
+    Returns
+    -------
+    Problem
+        Node 0 is the source, node ``width + 1`` the sink.
+    """
+    rng = np.random.default_rng(seed)
+    n = width + 2
+    time = rng.integers(1, 11, size=n).astype(float)
+    draws = rng.integers(1, 11, size=2 * width).astype(float)
+    transfer = np.maximum(1.0, np.rint(ccr * draws)) if ccr > 0 else np.zeros(2 * width)
+    src = [0] * width + list(range(1, width + 1))
+    dst = list(range(1, width + 1)) + [width + 1] * width
+    devices = uniform_devices(k) if k is not None else None
+    return Problem.from_arrays([f"t{i}" for i in range(n)], time, np.ones(n), src, dst, transfer,
+                               devices=devices, links=Links(0.0, 1.0),
+                               name=name or f"forkjoin1-{width}-k{k}-c{ccr:g}-s{seed}",
+                               meta={"generator": "fork_join_graph", "seed": seed, "ccr": ccr, "width": width})

@@ -69,6 +69,8 @@ from . import _exact_common as xc
 from . import cpsat_decode as dec
 from . import cpsat_model as cm
 from . import cpsat_search as cs
+from .cpsat_bounds import SEGMENT_SHARE, closed_form_bound, meets, segment_step, target_units
+from .cpsat_rules import order_twins
 from ..base import Solution
 from ..spec import Option, SolverSpec
 
@@ -221,11 +223,17 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     except xc.OutOfTime as exc:
         stats["stop_reason"] = "model not built"
         return xc.fallback(problem, incumbent, memory_model, f"cpsat: {exc}", stats)
-    hint_p, hint_units = _choose_hint(problem, data, incumbent, hint)
+    hint_p, hint_units = _choose_hint(problem, data, mv, incumbent, hint)
     if hint_p is not None:
         cm.add_hint(mv.model, data, mv, hint_p, hint_units)
         if not peak:  # the hint's integer schedule is valid, so the optimum is no later
             mv.model.add(mv.makespan <= int((hint_units + data.dur[np.arange(n), hint_p]).max()))
+    # Segments between cut nodes: small exact sub-solves give a bound and span rows.
+    seg_dtime = None if deterministic_time is None else SEGMENT_SHARE * deterministic_time
+    seg_lb = segment_step(data, mv, budget, SEGMENT_SHARE * (budget.left() - reserve), seg_dtime, seed, stats,
+                          solve)
+    if seg_lb > 0 and deterministic_time is not None:
+        deterministic_time -= seg_dtime
     if export_model:
         _export(mv.model, export_model)
 
@@ -239,8 +247,9 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     # unless LNS rounds are asked for explicitly.
     use_lns = lns and not data.pooled and (n >= LNS_MIN_NODES if lns_rounds is None else lns_rounds > 0)
     share = (1 - CONFIRM_SHARE if confirm else 1.0) * (1 - LNS_SHARE if use_lns else 1.0)
+    closed_lb = closed_form_bound(data, seg_lb)
     search = cs.search(problem, data, mv, search_left * share, seed, deterministic, workers, log,
-                     deterministic_time, stats)
+                     deterministic_time, stats, target_units=target_units(data, closed_lb, hint_p, hint_units))
     solver, name = search.solver, search.name
     bound_valid = not peak or (data.grid.exact and not dec.has_instants(problem))
     confirmed, better = None, None
@@ -250,13 +259,13 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     if name == "INFEASIBLE":
         return _infeasible(problem, incumbent, memory_model, stats, confirmed,
                            exact=data.mem_exact and bound_valid)
-    cp_bound = data.grid.bound_seconds(search.bound_units) if bound_valid else 0.0
+    cp_bound = data.grid.bound_seconds(search.bound_units) if bound_valid and not search.at_target else 0.0
     if name == "OPTIMAL" and not confirmed:
         cp_bound = 0.0  # an unconfirmed proof gives no bound either
     sol = cs.values(problem, data, mv, solver) if name in ("OPTIMAL", "FEASIBLE") else None
     if better is not None:  # the confirmation refuted the proof with a shorter schedule
         sol = better
-    if use_lns and name != "OPTIMAL" and budget.left() > reserve + 0.2:
+    if use_lns and name != "OPTIMAL" and not search.at_target and budget.left() > reserve + 0.2:
         base = sol if sol is not None else (None if hint_p is None else (hint_p, hint_units))
         if base is not None:
             sol = _polish(data, mv, base, sol, budget, reserve, seed, lns_rounds, deterministic_time,
@@ -268,8 +277,14 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
                            f"{budget.limit_s:g} s call)", stats, lower_bound=cp_bound)
 
     # 5. Decode and compare with the incumbent.
+    def relax(place: np.ndarray, start: np.ndarray) -> float:
+        if budget.left() <= reserve + 0.3:
+            return 0.0
+        from .cpsat_relax import relaxed_bound
+        return relaxed_bound(problem, data, place, start, budget, reserve, deterministic_time, seed, log, stats)
+
     return _answer(problem, data, sol, name, confirmed, cp_bound, bound_valid, incumbent, inc_ms, memory_model,
-                   budget, _stop_reason(search.dtime, deterministic_time), solver, stats)
+                   budget, _stop_reason(search.dtime, deterministic_time), solver, stats, closed_lb, seg_lb, relax)
 
 
 def _polish(data, mv, base: tuple, sol: tuple | None, budget: xc.Budget, reserve: float, seed: int,
@@ -290,10 +305,13 @@ def _polish(data, mv, base: tuple, sol: tuple | None, budget: xc.Budget, reserve
 
 def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | None, cp_bound: float,
             bound_valid: bool, incumbent: Solution | None, inc_ms: float, memory_model: str, budget: xc.Budget,
-            search_stop: str, solver, stats: dict) -> Solution:
+            search_stop: str, solver, stats: dict, closed_lb: float, seg_lb: float, relax) -> Solution:
     """CP-SAT's schedule in seconds, its proven bound and status, or the incumbent when that is
-    shorter: optimal only when the proof is confirmed, the memory rows exact and the rounded
-    makespan meets the bound."""
+    shorter: optimal when the proof is confirmed, the memory rows exact and the rounded
+    makespan meets the bound, or when the makespan meets ``closed_lb`` (a bound with no
+    proof of CP-SAT on the whole model behind it: closed-form, or ``seg_lb`` from segments), or,
+    where the peak model is a restriction, when it meets ``relax(place, start)``: the proven
+    optimum of the relaxation (:func:`optpart.solvers.exact.cpsat_relax.relaxed_bound`)."""
     n = problem.n_nodes
     place, start = _decode(problem, data, sol[0], sol[1], stats)
     if start is None:
@@ -301,7 +319,7 @@ def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | Non
                            "once converted to seconds (floating-point rounding at equal times)", stats,
                            lower_bound=cp_bound)
     real_ms = float((start + problem.duration(place)).max())
-    bound = cp_bound
+    bound = max(cp_bound, closed_lb)
     if name == "OPTIMAL" and confirmed and data.grid.exact and bound_valid:
         bound = max(bound, solver.objective_value / data.grid.scale)
     stats["objective_units"] = int((np.asarray(sol[1]) + data.dur[np.arange(n), sol[0]]).max())
@@ -311,8 +329,14 @@ def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | Non
         proven = False
         message = (f"CP-SAT proved its model optimal on a time grid of 1/{data.grid.scale:g} s; rounding "
                    "leaves the gap shown")
-    if name == "OPTIMAL":
-        stats["stop_reason"] = "proven optimal" if confirmed else "proof not confirmed"
+    by_bound = not proven and meets(real_ms, closed_lb)
+    if by_bound:  # the schedule meets a closed-form bound: optimal without any solver proof
+        proven, message = True, ""
+        stats["proof"] = "segment bound" if seg_lb > 0 and meets(real_ms, seg_lb) else "closed-form lower bound"
+        stats.setdefault("confirmation", "trivial (the makespan meets a bound proven without a search of the "
+                         "whole model: closed-form, or segments whose own proofs were confirmed)")
+    if name == "OPTIMAL" or by_bound:
+        stats["stop_reason"] = "proven optimal" if confirmed or by_bound else "proof not confirmed"
     else:
         stats["stop_reason"] = search_stop
     if np.isfinite(inc_ms) and inc_ms < real_ms - 1e-12 * max(real_ms, 1.0):
@@ -320,7 +344,15 @@ def _answer(problem: Problem, data, sol: tuple, name: str, confirmed: bool | Non
         place, start, real_ms = np.asarray(incumbent.placement, dtype=np.int64), incumbent.start, inc_ms
         message = "; ".join(m for m in (message, "CP-SAT found nothing better than the heuristic's schedule")
                             if m)
-        proven = proven and real_ms <= bound + 9e-7 * max(real_ms, 1e-12)
+        proven = proven and meets(real_ms, bound)
+    if data.peak and not bound_valid and not proven:
+        # The peak model was a restriction here: its relaxation gives the bound (cpsat_relax).
+        relaxed = relax(place, start)
+        bound = max(bound, relaxed)
+        if relaxed > 0 and meets(real_ms, relaxed):
+            proven, stats["proof"], stats["stop_reason"] = True, "relaxation", "proven optimal"
+            message = "; ".join(m for m in (message, "optimal: the schedule meets the proven optimum of the "
+                                            "peak model's relaxation") if m and "conservatively" not in m)
     bound = min(bound, real_ms)
     if stats["stop_reason"] in ("time limit", "deterministic time limit"):
         message = "; ".join(m for m in (message, f"stopped by the {stats['stop_reason']} "
@@ -344,10 +376,11 @@ def _infeasible(problem: Problem, incumbent: Solution | None, memory_model: str,
     return Solution(Status.UNKNOWN, message=why, stats=stats, memory_model=memory_model)
 
 
-def _choose_hint(problem: Problem, data: cm.CpData, incumbent: Solution | None,
+def _choose_hint(problem: Problem, data: cm.CpData, mv: cm.CpModelVars, incumbent: Solution | None,
                  hint: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The hint placement (relabelled for symmetry breaking) and its integer schedule: the
-    heuristic's schedule, or the given placement's canonical schedule when that is shorter."""
+    heuristic's schedule, or the given placement's canonical schedule when that is shorter;
+    twins put in the model's order (no longer, see :func:`cpsat_rules.order_twins`)."""
     k = problem.n_devices
     no_rows = np.full(k, -1, dtype=np.int64)
     best = None
@@ -365,8 +398,10 @@ def _choose_hint(problem: Problem, data: cm.CpData, incumbent: Solution | None,
     if best is None:
         return None, None
     _, place, units = best
+    if mv.twins is not None:
+        place, units = order_twins(mv.twins, place, units)
     # Relabel devices of each class to first-use order; the schedule is unchanged by it.
-    return xc.relabel(place, data.classes, problem.topo), units
+    return xc.relabel(place, data.classes, data.sym_order), units
 
 
 def _decode(problem: Problem, data: cm.CpData, place: np.ndarray, s_int: np.ndarray, stats: dict

@@ -19,6 +19,7 @@ from ...problem import Problem
 from . import _exact_common as xc
 from .cpsat_decode import fits_rows  # noqa: F401 (re-exported)
 from .cpsat_peak import add_peak_memory, peak_bytes
+from .cpsat_rules import add_search_strategy, add_symmetry, add_twin_order, symmetry_order
 from .path_bounds import memory_path_bound
 
 __all__ = ["CpData", "CpModelVars", "prepare", "estimate_size", "build", "add_hint", "fits_rows"]
@@ -46,6 +47,8 @@ class CpData:
     pooled: bool
     peak_bytes: tuple = ()     # (param, out, temp) integers under peak
     lb_s: float = 0.0
+    relaxed: bool = False      # times rounded down: the model's optimum bounds the real one from below
+    sym_order: np.ndarray | None = None  # nodes in the order devices are first used (symmetry breaking)
 
 
 @dataclass
@@ -59,15 +62,22 @@ class CpModelVars:
     makespan: object
     n_items: int = 0
     families: list = field(default_factory=list)
+    twins: object = None       # the twin order imposed (cpsat_rules.Twins), for the hint
 
 
-def prepare(problem: Problem, peak: bool, upper_s: float | None) -> CpData:
+def prepare(problem: Problem, peak: bool, upper_s: float | None, relax: bool = False,
+            grid: xc.TimeGrid | None = None) -> CpData:
     """Integer data for the model. ``upper_s``: a known makespan (the incumbent's), which
     bounds the horizon and keeps the grid fine enough.
 
     Chooses the time grid, rounds durations, transfers and memories onto integers, and
     computes what the constraints use: device classes, colocation leaders, heads and
     tails, the horizon, the lower bound in units, and whether the devices form a pool.
+
+    ``relax=True`` gives the *relaxation* (:mod:`optpart.solvers.exact.cpsat_relax`): times are
+    rounded down instead of up, so every real schedule, every time rounded down, is a
+    schedule of the integer model, whose optimum in units, over the scale, is a lower
+    bound of the real optimum (no rounding slack to take off).
 
     Parameters
     ----------
@@ -77,6 +87,10 @@ def prepare(problem: Problem, peak: bool, upper_s: float | None) -> CpData:
         Model peak (liveness) memory instead of static memory.
     upper_s : float or None
         A known makespan in seconds (the incumbent's), or None.
+    relax : bool
+        Round times down (a relaxation whose optimum bounds the real one), not up.
+    grid : TimeGrid, optional
+        The time grid to use (default: chosen here).
 
     Returns
     -------
@@ -94,21 +108,28 @@ def prepare(problem: Problem, peak: bool, upper_s: float | None) -> CpData:
         p_param, p_out, p_temp, cap, mem_exact = peak_bytes(problem)
         pk = (p_param, p_out, p_temp)
     classes = xc.device_classes(problem)
-    grid = xc.time_grid(dur_s, comm_s, horizon_s=max(lb_s, 1e-9),
-                        upper_s=None if upper_s is None else 1.01 * upper_s)
-    dur = np.where(allowed, grid.up(np.where(allowed, dur_s, 0.0)), 0)
-    comm = grid.up(comm_s) if comm_s.size else np.zeros((0, k, k), dtype=np.int64)
-    # Horizon: every node in sequence at its slowest speed, every transfer at its worst.
-    horizon = int(dur.max(axis=1).sum() + (comm.reshape(comm.shape[0], -1).max(axis=1).sum() if comm.size else 0))
-    horizon = max(horizon, 1)
+    if grid is None:
+        grid = xc.time_grid(dur_s, comm_s, horizon_s=max(lb_s, 1e-9),
+                            upper_s=None if upper_s is None else 1.01 * upper_s)
+    rnd = grid.down if relax else grid.up
+    dur = np.where(allowed, rnd(np.where(allowed, dur_s, 0.0)), 0)
+    comm = rnd(comm_s) if comm_s.size else np.zeros((0, k, k), dtype=np.int64)
+    # Horizon: every node in sequence at its slowest speed, every transfer at its worst (rounded
+    # up, so that a real schedule rounded down lies within it also in the relaxation).
+    top_d, top_c = (grid.up(np.where(allowed, dur_s, 0.0)), grid.up(comm_s)) if relax else (dur, comm)
+    horizon = max(int(top_d.max(axis=1).sum() + (top_c.reshape(top_c.shape[0], -1).max(axis=1).sum()
+                                                 if top_c.size else 0)), 1)
     min_dur = [int(dur[v][allowed[v]].min()) for v in range(n)]
     head, tail = xc.heads_tails_comm(problem, min_dur, xc.min_transfer(problem, comm))
     group_of = problem.group_of.tolist()
     leader = [v if group_of[v] < 0 else int(problem.groups[group_of[v]][0]) for v in range(n)]
     pooled = False if peak else _pooled(problem, classes, comm, mem, cap, min_dur)
-    lb_units = (int(np.ceil(lb_s * grid.scale * (1 - 1e-9))) - int(np.ceil(grid.slack_units))) if lb_s > 0 else 0
+    if relax:  # a real schedule rounded down ends at floor(makespan * scale) >= floor(lb * scale)
+        lb_units = int(np.floor(lb_s * grid.scale * (1 - 1e-9)))
+    else:
+        lb_units = (int(np.ceil(lb_s * grid.scale * (1 - 1e-9))) - int(np.ceil(grid.slack_units))) if lb_s > 0 else 0
     return CpData(problem, peak, grid, dur, comm, mem, cap, mem_exact, classes, leader, min_dur, head, tail,
-                  horizon, max(lb_units, 0), pooled, pk, lb_s)
+                  horizon, max(lb_units, 0), pooled, pk, lb_s, relax, symmetry_order(problem))
 
 
 def estimate_size(problem: Problem, peak: bool) -> int:
@@ -179,7 +200,7 @@ def build(data: CpData, budget: xc.Budget | None = None, reserve: float = 0.0) -
     # One optional interval per allowed (node, device); no overlap on a device; at most k at once.
     _add_intervals(model, data, mv)
     _check(budget, reserve, "intervals")
-    if data.peak:
+    if data.peak and not data.relaxed:
         # Zero-time nodes stay out of the inside of runs on their device (starts are kept).
         _add_zero_time_order(model, data, mv)
         _check(budget, reserve, "zero-time order")
@@ -189,17 +210,19 @@ def build(data: CpData, budget: xc.Budget | None = None, reserve: float = 0.0) -
     # Memory: peak (liveness) through cumulatives, else static rows per device.
     if data.peak:
         add_peak_memory(model, data.problem, mv.x, mv.S, mv.E, mv.makespan, data.dur, data.comm,
-                         data.horizon, *data.peak_bytes, data.cap, data.grid.exact)
+                         data.horizon, *data.peak_bytes, data.cap, data.grid.exact, relaxed=data.relaxed)
     else:
         _add_static_memory(model, data, mv)
     _check(budget, reserve, "memory")
     # Objective: the makespan covers every end, each device's load and the total load.
     _add_objective(model, data, mv)
-    # Symmetry: devices of a class are used in order of first use along the topological order.
-    _add_symmetry(model, data, mv)
+    # Symmetry: devices of a class are used in order of first use along data.sym_order.
+    add_symmetry(model, data, mv)
+    # Dominance: twins sharing a device run in a fixed order (static memory).
+    mv.twins = add_twin_order(model, data, mv)
     _check(budget, reserve, "symmetry")
     # Search: placement literals first, then each start at its earliest value.
-    _add_search_strategy(model, data, mv)
+    add_search_strategy(model, data, mv)
     return mv
 
 
@@ -385,50 +408,6 @@ def _add_windows(model, data: CpData, mv: CpModelVars, max_cuts: int = 16) -> No
                      if allowed[v, d] and int(dur[v, d]) > a[v]]
             if terms:
                 model.add(sum(terms) <= mv.makespan - (h + t))
-
-
-def _add_symmetry(model, data: CpData, mv: CpModelVars) -> None:
-    """Within a class of interchangeable devices, device ``j`` is used only after ``j - 1``.
-
-    Along the topological order, ``used[j]`` (one literal per node and class member) says
-    that device ``j`` of the class took an earlier node; a node may take device ``j``
-    only when ``used[j - 1]`` holds. Linear in the number of nodes.
-    """
-    if data.pooled:
-        return
-    allowed, leader, x = data.problem.allowed, data.leader, mv.x
-    for cls in data.classes:
-        used: list = [None] * len(cls)  # literal "device cls[j] used by an earlier node"
-        done: set[int] = set()
-        for v in data.problem.topo.tolist():
-            lv = leader[v]
-            if lv in done or not allowed[lv, cls[0]]:
-                continue
-            done.add(lv)
-            for j in range(1, len(cls)):
-                if used[j - 1] is None:
-                    model.add(x[lv, cls[j]] == 0)
-                else:
-                    model.add_implication(x[lv, cls[j]], used[j - 1])
-            for j in range(len(cls) - 1):  # the last member never gates another
-                now = model.new_bool_var(f"used_{cls[j]}_{lv}")
-                model.add_implication(x[lv, cls[j]], now)
-                if used[j] is None:
-                    model.add_implication(now, x[lv, cls[j]])
-                else:
-                    model.add_implication(used[j], now)
-                    model.add_bool_or([~now, used[j], x[lv, cls[j]]])
-                used[j] = now
-
-
-def _add_search_strategy(model, data: CpData, mv: CpModelVars) -> None:
-    """Placement literals first, then starts at their earliest (the "set times" idea of Le Pape et al.)."""
-    from ortools.sat.python import cp_model
-    lits = [mv.x[v, d] for (v, d) in sorted(mv.x) if data.leader[v] == v]
-    if lits:
-        model.add_decision_strategy(lits, cp_model.CHOOSE_FIRST, cp_model.SELECT_MAX_VALUE)
-    model.add_decision_strategy(mv.S, cp_model.CHOOSE_LOWEST_MIN, cp_model.SELECT_MIN_VALUE)
-    model.add_decision_strategy(mv.E + [mv.makespan], cp_model.CHOOSE_FIRST, cp_model.SELECT_MIN_VALUE)
 
 
 def add_hint(model, data: CpData, mv: CpModelVars, place: np.ndarray, start_units: np.ndarray) -> None:

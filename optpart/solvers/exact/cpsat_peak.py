@@ -57,7 +57,7 @@ def peak_bytes(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
 
 def add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan, dur: np.ndarray,
                      comm: np.ndarray, horizon: int, param: np.ndarray, out: np.ndarray,
-                     temp: np.ndarray, cap: np.ndarray, exact_time: bool) -> None:
+                     temp: np.ndarray, cap: np.ndarray, exact_time: bool, relaxed: bool = False) -> None:
     """Peak (liveness) memory of docs/model.md section 3 as one cumulative per device.
 
     Capacity ``cap(d) - sum param(v) x[v, d]``; optional intervals (all on integer time):
@@ -80,6 +80,13 @@ def add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan
     (it may be an instant at the first arrival, which the start's bound alone can miss):
     conservative, and such graphs get no proof (see :func:`optpart.solvers.cpsat_decode.has_instants`).
 
+    ``relaxed=True`` (times rounded *down*, :mod:`optpart.solvers.cpsat_relax`) gives a
+    relaxation instead: intervals may be empty (an empty interval holds nothing, so
+    instants are not counted) and a copy may start up to two units later than its first
+    arrival (flooring a sum loses at most one unit per term). A real schedule with every
+    time rounded down then satisfies every row: model intervals that overlap at an integer
+    ``t`` are real intervals that all contain instants just before ``t + 1``.
+
     Parameters
     ----------
     model : ortools.sat.python.cp_model.CpModel
@@ -101,10 +108,14 @@ def add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan
         (:func:`peak_bytes`; -1: no constraint).
     exact_time : bool
         Whether the time grid is exact (else copies are modelled conservatively).
+    relaxed : bool
+        Build the relaxation described above (times in ``dur``/``comm`` rounded down).
     """
     n, k = problem.n_nodes, problem.n_devices
     allowed = problem.allowed
     h1 = horizon + 1
+    least = 0 if relaxed else 1  # the shortest interval: an instant counts as one unit, or not at all
+    late = 2 if relaxed else 0   # how much later than F(u) + c a relaxed copy may start
     items: list[list[tuple]] = [[] for _ in range(k)]
     cons: list[list[tuple[int, int]]] = [[] for _ in range(n)]
     for e, (u, w) in enumerate(zip(problem.edge_src.tolist(), problem.edge_dst.tolist())):
@@ -114,14 +125,15 @@ def add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan
         if temp[v] > 0:
             for d in devs:
                 if cap[d] >= 0:
-                    iv = model.new_optional_fixed_size_interval_var(S[v], max(int(dur[v, d]), 1), x[v, d], f"pt_{v}_{d}")
+                    iv = model.new_optional_fixed_size_interval_var(S[v], max(int(dur[v, d]), least), x[v, d],
+                                                                     f"pt_{v}_{d}")
                     items[d].append((iv, int(temp[v])))
         if out[v] <= 0:
             continue
         if any(cap[d] >= 0 for d in devs):
             o_end = model.new_int_var(0, h1, f"po_end_{v}")
             model.add(o_end >= E[v])
-            model.add(o_end >= S[v] + 1)
+            model.add(o_end >= S[v] + least)
             if not cons[v]:
                 model.add(o_end >= makespan)
             for e, w in cons[v]:
@@ -132,7 +144,7 @@ def add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan
                              if b != a and allowed[w, b] and comm[e, a, b] > 0]
                     if terms:
                         model.add(o_end >= E[v] + sum(terms)).only_enforce_if(x[v, a])
-            size = model.new_int_var(1, h1, f"po_len_{v}")
+            size = model.new_int_var(least, h1, f"po_len_{v}")
             for d in devs:
                 if cap[d] >= 0:
                     iv = model.new_optional_interval_var(S[v], size, o_end, x[v, d], f"po_{v}_{d}")
@@ -153,20 +165,20 @@ def add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan
                 model.add_bool_or([x[w, d].negated(), r] + here)
             a_beg = model.new_int_var(0, horizon, f"pa_{v}_{d}")
             a_end = model.new_int_var(0, h1, f"pb_{v}_{d}")
-            if exact_time:
+            if exact_time or relaxed:
                 model.add(a_beg >= E[v])
                 for e, w in ws:
                     for a in others:
-                        model.add(a_beg <= E[v] + int(comm[e, a, d])).only_enforce_if([x[v, a], x[w, d]])
+                        model.add(a_beg <= E[v] + int(comm[e, a, d]) + late).only_enforce_if([x[v, a], x[w, d]])
             else:
                 model.add(a_beg == S[v])
             for _, w in ws:
                 # A zero-time consumer may finish at the first arrival: the copy is then an
                 # instant there, while the start above may lie earlier; cover that instant.
-                pad = 0 if exact_time and dur[w, d] > 0 else 1
+                pad = 0 if relaxed or (exact_time and dur[w, d] > 0) else 1
                 model.add(a_end >= E[w] + pad).only_enforce_if(x[w, d])
-            model.add(a_end >= a_beg + 1)
-            size = model.new_int_var(1, h1, f"pc_len_{v}_{d}")
+            model.add(a_end >= a_beg + least)
+            size = model.new_int_var(least, h1, f"pc_len_{v}_{d}")
             items[d].append((model.new_optional_interval_var(a_beg, size, a_end, r, f"pc_{v}_{d}"), int(out[v])))
     for d in range(k):
         if cap[d] < 0:

@@ -51,6 +51,27 @@ class TimeGrid:
         r = np.rint(x)
         return np.where(_close(x, r), r, np.ceil(x)).astype(np.int64)
 
+    def down(self, seconds: np.ndarray) -> np.ndarray:
+        """Seconds to units, rounded down (exact quantities are kept as they are).
+
+        The relaxation of :func:`optpart.solvers.exact.cpsat_model.prepare` (``relax=True``)
+        uses it: rounding every time of a real schedule down gives a schedule of the
+        rounded-down model, so that model's optimum is a lower bound in units.
+
+        Parameters
+        ----------
+        seconds : numpy.ndarray
+            Durations, transfer or start times in seconds (any shape).
+
+        Returns
+        -------
+        numpy.ndarray
+            The same shape, int64 units of ``1 / scale`` seconds.
+        """
+        x = np.asarray(seconds, dtype=np.float64) * self.scale
+        r = np.rint(x)
+        return np.where(_close(x, r), r, np.floor(x)).astype(np.int64)
+
     def bound_seconds(self, bound_units: float) -> float:
         """A valid lower bound in seconds from a lower bound in units of the rounded-up model.
 
