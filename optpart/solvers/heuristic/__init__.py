@@ -211,11 +211,20 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     near_pays = g.k > 2 * (problem.n_edges / max(1, g.n) + 1)
     full = effort * _FULL_CANDIDATES >= g.n * g.k or not near_pays
     stats["candidates"] = "all devices" if full else "predecessors' devices + the first free"
-    res = eft_schedule(g, capacity, heft_order(g), candidates="all" if full else "near")
+    order = heft_order(g)
+    res = eft_schedule(g, capacity, order, candidates="all" if full else "near")
     if res is not None:
         add(1, *res)
     res = None  # the candidate list holds what is kept
     unit[0] = _time.perf_counter() - t0
+    if full and near_pays and effort > 0 and not (found and (proven() or late("HEFT's near construction", 1.0))):
+        # effort 0 builds HEFT with the ``near`` candidates: one candidate here too, so that with
+        # the other constructions (effort 0's, justified, refined) no effort loses what effort 0
+        # finds, and :func:`solve` need not run effort 0 again on the static model
+        res = eft_schedule(g, capacity, order, candidates="near")
+        if res is not None:
+            add(9, *res)
+        res = None
     # 2. m-ETF's earliest-start construction (the ``etf`` baseline's schedule: never worse than it)
     if not (found and (proven() or late("the ETF construction", 1.0))):
         try:
@@ -241,8 +250,8 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     # 4. the seed method (phases 1-4; the ``pardnn`` baseline's placement)
     if not (found and (proven() or late("the seed method", 1.0))):
         refine_evals = min(20, evals // 4)
-        if refine_evals < 2:  # one evaluation would only score the start: not worth a refinement
-            refine_evals = 0
+        if refine_evals < _MIN_EVALS:  # as for the search: fewer evaluations are not worth a
+            refine_evals = 0           # refinement (2 of them cost 3x the mapping at 2e4 nodes)
         place = pardnn_placement(problem, g, capacity, refine_evals=refine_evals, deadline=deadline,
                                  units=units())
         if place is not None:  # justified here only when every candidate is (else: the winner, below)
@@ -365,7 +374,7 @@ def _may_win(bound: float, found: list) -> bool:
 
 
 _BASELINE_TAGS = {"topo": 6, "metis": 7, "pardnn": 8}
-_TAGS = {6: "topo", 7: "metis", 8: "pardnn-baseline", 0: "pardnn", 1: "heft", 2: "hint", 3: "greedy-fill", 4: "single", 5: "etf", 10: "eft-rank-sum"}
+_TAGS = {6: "topo", 7: "metis", 8: "pardnn-baseline", 9: "heft-near", 0: "pardnn", 1: "heft", 2: "hint", 3: "greedy-fill", 4: "single", 5: "etf", 10: "eft-rank-sum"}
 
 
 def _single_device(problem: Problem, g: Graph):
@@ -426,10 +435,15 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     g = Graph(problem)
     sol = _solve_at(problem, g, capacity, memory_model, effort, hint, seed, time_limit, deadline)
     # more effort never returns a worse answer than less: above the default the default's
-    # answer is a candidate, and above 0 the constructions' alone (effort 0, a fraction of the time)
+    # answer is a candidate, and above 0 the constructions' alone (effort 0). Under the static
+    # model every effort-0 construction is a candidate of any effort's own run (_construct), so
+    # effort 0 runs again only when that found no placement; the peak model's search differs.
+    peak = memory_model == "peak" and problem.has_split
     for low_effort in [e for e in (_DEFAULT_EFFORT, 0.0) if e < effort]:
         if sol.status in (Status.OPTIMAL, Status.INFEASIBLE):
             break
+        if low_effort == 0.0 and not peak and sol.status.has_solution:
+            continue
         low = _solve_at(problem, g, problem.device_memory.astype(float).tolist(), memory_model, low_effort,
                         hint, seed, time_limit, deadline)
         if _makespan(g, low) < _makespan(g, sol):
