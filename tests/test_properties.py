@@ -266,7 +266,8 @@ def _without_wall_times(result, problem) -> dict:
 
 
 #: Run in a fresh interpreter: every installed solver on one problem with pins (one on a
-#: colocated node), forbids and groups of three; prints each result without wall times.
+#: colocated node), forbids and groups of three, then the pipeline orders (gpipe, 1f1b) and the
+#: pipelined heuristic on two micro-batches; prints each result without wall times.
 _DETERMINISM_SCRIPT = """
 import json, sys
 import optpart
@@ -285,6 +286,16 @@ for name in optpart.available_solvers():
     for key in [k for k in stats if k.endswith("_seconds") and k != "deterministic_seconds"]:
         del stats[key]
     print(name, json.dumps(doc, sort_keys=True))
+# The pipeline orders and the pipelined heuristic, on two micro-batches of a generated step.
+from optpart.pipeline import PipelineStep
+step = training_graph(5, k=3, memory_slack=3.0, seed=0)
+for name in ("gpipe", "1f1b", "heuristic"):
+    r = optpart.solve(step, name, seed=0, micro_batches=2, **({"effort": 0.2} if name == "heuristic" else {}))
+    doc = json.loads(result_to_json(r, PipelineStep(step, 2).unrolled(), include_wall_time=False))
+    stats = doc.get("stats", {})
+    for key in [k for k in stats if k.endswith("_seconds") and k != "deterministic_seconds"]:
+        del stats[key]
+    print(name + "@2", json.dumps(doc, sort_keys=True))
 """
 
 
@@ -307,8 +318,8 @@ def test_every_solver_gives_byte_identical_results_across_processes_and_hash_see
         assert proc.returncode == 0, err.decode()
         outputs.append(out)
     lines = outputs[0].decode().splitlines()
-    assert [line.split(" ", 1)[0] for line in lines] == AVAILABLE
-    assert sum('"status": "optimal"' in line or '"status": "feasible"' in line for line in lines) == len(AVAILABLE), \
+    assert [line.split(" ", 1)[0] for line in lines] == AVAILABLE + ["gpipe@2", "1f1b@2", "heuristic@2"]
+    assert sum('"status": "optimal"' in line or '"status": "feasible"' in line for line in lines) == len(lines), \
         f"every solver must answer, or the comparison checks only an error message: {lines}"
     for a, b in zip(outputs[0].decode().splitlines(), outputs[1].decode().splitlines()):
         assert a == b, f"{a.split(' ', 1)[0]} differs between hash seeds"
