@@ -177,7 +177,7 @@ def test_lower_bounds_never_exceed_a_valid_makespan(data):
 @pytest.mark.parametrize(("solver", "scales"), [
     pytest.param(s, scaled, id=f"{s}-{'scaled' if scaled else 'unit'}")
     for s in EXACT for scaled in (False, True)])
-# No shrinking: the examples are tiny, and shrinking the known (xfail) failure costs minutes.
+# No shrinking: the examples are tiny, and shrinking a failure here once cost minutes.
 @settings(max_examples=examples(25), phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(data=st.data())
 def test_exact_solvers_agree_with_brute_force(solver, scales, data):
@@ -348,7 +348,7 @@ def test_result_json_round_trip(tmp_path_factory, data):
 
 # ------------------------------------------------------------------ 7. arithmetic edge cases
 @pytest.mark.parametrize("solver", AVAILABLE)
-# No shrinking: the examples are already tiny, and shrinking a known (xfail) failure costs minutes.
+# No shrinking: the examples are already tiny, and shrinking a failure here once cost minutes.
 @settings(max_examples=examples(15), phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(problem=edge_case_problems())
 def test_every_solver_on_arithmetic_edge_cases(solver, problem):
