@@ -53,6 +53,13 @@ EXACT_BUDGET = {"cpsat": {"deterministic_time": 20.0}, "milp": {"max_nodes": MIL
 SAFETY_NET_S = 600
 
 
+def assert_fits_by_the_sweep(problem, result) -> None:
+    """A peak answer's schedule fits every device by tests/oracle.py's sweep, not optpart.memory."""
+    if result.memory_model == "peak":
+        used = sweep_peak(problem, result.placement, result.start, result.finish)
+        assert (used <= problem.device_memory * (1 + 1e-9) + 1e-9).all(), (result.solver, used)
+
+
 def solve(problem, solver, **kw):
     if solver in EXACT:
         kw.setdefault("time_limit", SAFETY_NET_S)
@@ -137,6 +144,7 @@ def test_every_fast_solver_result_passes_the_checker(solver, problem):
     if r.ok:
         assert violations(problem, r) == []
         assert (r.memory_static <= problem.device_memory * (1 + 1e-9)).all()
+        assert_fits_by_the_sweep(problem, r)
     else:
         assert r.placement is None and r.message
 
@@ -360,6 +368,7 @@ def test_every_solver_on_arithmetic_edge_cases(solver, problem):
         assert r.memory_model == model
         if r.ok:
             optpart.check(problem, r)
+            assert_fits_by_the_sweep(problem, r)
         else:
             assert r.placement is None and r.message
             assert r.status is not Status.INFEASIBLE or problem.infeasibility(model) is not None \
