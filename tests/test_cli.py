@@ -45,28 +45,31 @@ def test_infeasible_is_one_line_and_exit_1(capsys):
     assert code == 1 and err.count("\n") == 1 and "infeasible" in err
 
 
-@pytest.mark.parametrize("content,needle", [
+@pytest.mark.parametrize("content,needle,code", [
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 1}, '
-     '{"id": "b", "time": 1, "memory": 1}], "edges": [{"src": "a", "dst": "b"}, {"src": "b", "dst": "a"}]}', "cycle: node"),
+     '{"id": "b", "time": 1, "memory": 1}], "edges": [{"src": "a", "dst": "b"}, {"src": "b", "dst": "a"}]}', "cycle: node", 2),
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 1}, '
-     '{"id": "a", "time": 1, "memory": 1}]}', "duplicate node id 'a'"),
+     '{"id": "a", "time": 1, "memory": 1}]}', "duplicate node id 'a'", 2),
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 1}], '
-     '"edges": [{"src": "a", "dst": "q"}]}', "unknown node 'q'"),
-    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": -2, "memory": 1}]}', "node 'a' has time=-2"),
-    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": NaN, "memory": 1}]}', "not valid JSON"),
-    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1}]}', "node 'a' has no field 'memory'"),
-    ('{"format": "optpart-problem", "version": 2, "nodes": []}', "version 2"),
+     '"edges": [{"src": "a", "dst": "q"}]}', "unknown node 'q'", 2),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": -2, "memory": 1}]}', "node 'a' has time=-2", 2),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": NaN, "memory": 1}]}', "not valid JSON", 2),
+    ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1}]}', "node 'a' has no field 'memory'", 2),
+    ('{"format": "optpart-problem", "version": 2, "nodes": []}', "version 2", 2),
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 99}], '
-     '"devices": [{"id": "g", "memory": 10}]}', "node 'a' needs"),
+     '"devices": [{"id": "g", "memory": 10}]}', "node 'a' needs", 1),
     ('{"format": "optpart-problem", "version": 1, "nodes": [{"id": "a", "time": 1, "memory": 6}, '
      '{"id": "b", "time": 1, "memory": 6}], "devices": [{"id": "g", "memory": 10}, {"id": "h", "memory": 10}], '
-     '"constraints": {"colocate": [["a", "b"]]}}', "colocation group of node 'a'"),
+     '"constraints": {"colocate": [["a", "b"]]}}', "colocation group of node 'a'", 1),
 ])
-def test_bad_input_one_line_non_zero_exit_no_traceback(tmp_path, content, needle):
+def test_bad_input_one_line_non_zero_exit_no_traceback(tmp_path, content, needle, code):
+    """Bad input exits 2; a well-formed problem that the screening proves infeasible is an
+    answer, exit 1 (each item states its code: the exit is never inferred from the output)."""
     path = tmp_path / "bad.json"
     path.write_text(content)
     proc = run("solve", str(path), "--devices", "2")
-    assert proc.returncode == (1 if "optpart: infeasible: " in proc.stderr else 2), proc.stderr  # answer 1, bad input 2
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr.startswith("optpart: infeasible: " if code == 1 else "optpart: error: "), proc.stderr
     assert needle in proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 

@@ -210,8 +210,8 @@ def test_lns_improves_the_incumbent_deterministically():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_milp_and_cpsat_agree_beyond_brute_force_sizes(make, seed):
     # milp is the independent cross-check of cpsat (docs/exact.md): two formulations, two
-    # backends, one optimum. milp has no deterministic work limit: it gets the suite's
-    # never-reached wall-clock safety net, far above what 10-12 nodes need.
+    # backends, one optimum. Both stop on deterministic budgets (cpsat's deterministic time,
+    # milp's branch-and-bound node limit from budget()); the wall clock is a never-reached net.
     p = make(seed)
     a = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=60.0)
     b = optpart.solve(p, "milp", **budget("milp"))

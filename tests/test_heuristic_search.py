@@ -10,7 +10,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import optpart
@@ -77,8 +77,7 @@ def test_the_incremental_schedule_is_the_full_one_and_undoes_exactly(problem, se
 def test_the_search_is_never_worse_than_its_start_and_keeps_memory_and_budget(problem, model):
     g = Graph(problem)
     h = optpart.solve(problem, "heuristic", effort=0, memory_model="static")
-    if not h.status.has_solution or g.k < 2:
-        return
+    assume(h.status.has_solution and g.k >= 2)
     place, start = h.placement.tolist(), h.start.tolist()
     cap = problem.device_memory.astype(float).tolist()
     admit = None
@@ -86,8 +85,7 @@ def test_the_search_is_never_worse_than_its_start_and_keeps_memory_and_budget(pr
         def admit(pl, s, f):
             return bool(fits(peak_memory(problem, np.asarray(pl), np.asarray(s), np.asarray(f)),
                              problem.device_memory).all())
-        if not admit(place, start, [s + g.time[v] / g.speed[place[v]] for v, s in enumerate(start)]):
-            return
+        assume(admit(place, start, [s + g.time[v] / g.speed[place[v]] for v, s in enumerate(start)]))
         cap = [float("inf")] * g.k
     work = 40 * (g.n + len(g.succ)) + 2000
     out = improve_schedule(g, place, start, problem.allowed, memory_units(problem), cap, work, perturb=True,

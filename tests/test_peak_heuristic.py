@@ -28,11 +28,12 @@ from optpart.solvers.pardnn.peak import live_at_start, peak_infeasibility, runni
 
 @st.composite
 def split_problems(draw, max_nodes: int = 9, max_devices: int = 3, min_time: int = 0, cap_scale=(30, 130),
-                   integral: bool = False):
+                   integral: bool = False, constraints: bool = True):
     """A problem whose nodes give the param/output/temp split; capacities from a fraction
     of the single-device total (param + output + temp), so some instances are tight.
-    ``integral``: speed 1 and integer transfer times (what the brute force needs)."""
-    base = draw(problems(max_nodes=max_nodes, max_devices=max_devices, memory=("loose",)))
+    ``integral``: speed 1 and integer transfer times (what the brute force needs);
+    ``constraints=False``: no pins, forbids or colocation groups."""
+    base = draw(problems(max_nodes=max_nodes, max_devices=max_devices, memory=("loose",), constraints=constraints))
     n = base.n_nodes
     ints = st.lists(st.integers(0, 12), min_size=n, max_size=n)
     param, out, temp = (np.array(draw(ints), dtype=float) for _ in range(3))
@@ -133,10 +134,9 @@ def test_single_device_fit_is_never_missed_nor_beaten(problem):
 
 
 @settings(max_examples=examples(25))
-@given(split_problems(max_nodes=5, max_devices=2, min_time=1, cap_scale=(20, 80), integral=True))
+@given(split_problems(max_nodes=5, max_devices=2, min_time=1, cap_scale=(20, 80), integral=True, constraints=False))
 def test_infeasible_claims_confirmed_by_brute_force(problem):
-    if problem.has_constraints:
-        return
+    assert not problem.has_constraints  # brute_force_peak knows no pins or groups: none are drawn
     r = optpart.solve(problem, "heuristic", memory_model="peak", effort=0.5)
     if r.status is Status.INFEASIBLE:
         assert brute_force_peak(problem) == float("inf"), r.message

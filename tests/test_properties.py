@@ -53,6 +53,13 @@ EXACT_BUDGET = {"cpsat": {"deterministic_time": 20.0}, "milp": {"max_nodes": MIL
 SAFETY_NET_S = 600
 
 
+def assert_fits_by_the_sweep(problem, result) -> None:
+    """A peak answer's schedule fits every device by tests/oracle.py's sweep, not optpart.memory."""
+    if result.memory_model == "peak":
+        used = sweep_peak(problem, result.placement, result.start, result.finish)
+        assert (used <= problem.device_memory * (1 + 1e-9) + 1e-9).all(), (result.solver, used)
+
+
 def solve(problem, solver, **kw):
     if solver in EXACT:
         kw.setdefault("time_limit", SAFETY_NET_S)
@@ -137,6 +144,7 @@ def test_every_fast_solver_result_passes_the_checker(solver, problem):
     if r.ok:
         assert violations(problem, r) == []
         assert (r.memory_static <= problem.device_memory * (1 + 1e-9)).all()
+        assert_fits_by_the_sweep(problem, r)
     else:
         assert r.placement is None and r.message
 
@@ -177,7 +185,7 @@ def test_lower_bounds_never_exceed_a_valid_makespan(data):
 @pytest.mark.parametrize(("solver", "scales"), [
     pytest.param(s, scaled, id=f"{s}-{'scaled' if scaled else 'unit'}")
     for s in EXACT for scaled in (False, True)])
-# No shrinking: the examples are tiny, and shrinking the known (xfail) failure costs minutes.
+# No shrinking: the examples are tiny, and shrinking a failure here once cost minutes.
 @settings(max_examples=examples(25), phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(data=st.data())
 def test_exact_solvers_agree_with_brute_force(solver, scales, data):
@@ -266,7 +274,8 @@ def _without_wall_times(result, problem) -> dict:
 
 
 #: Run in a fresh interpreter: every installed solver on one problem with pins (one on a
-#: colocated node), forbids and groups of three; prints each result without wall times.
+#: colocated node), forbids and groups of three, then the pipeline orders (gpipe, 1f1b) and the
+#: pipelined heuristic on two micro-batches; prints each result without wall times.
 _DETERMINISM_SCRIPT = """
 import json, sys
 import optpart
@@ -285,6 +294,16 @@ for name in optpart.available_solvers():
     for key in [k for k in stats if k.endswith("_seconds") and k != "deterministic_seconds"]:
         del stats[key]
     print(name, json.dumps(doc, sort_keys=True))
+# The pipeline orders and the pipelined heuristic, on two micro-batches of a generated step.
+from optpart.pipeline import PipelineStep
+step = training_graph(5, k=3, memory_slack=3.0, seed=0)
+for name in ("gpipe", "1f1b", "heuristic"):
+    r = optpart.solve(step, name, seed=0, micro_batches=2, **({"effort": 0.2} if name == "heuristic" else {}))
+    doc = json.loads(result_to_json(r, PipelineStep(step, 2).unrolled(), include_wall_time=False))
+    stats = doc.get("stats", {})
+    for key in [k for k in stats if k.endswith("_seconds") and k != "deterministic_seconds"]:
+        del stats[key]
+    print(name + "@2", json.dumps(doc, sort_keys=True))
 """
 
 
@@ -307,8 +326,8 @@ def test_every_solver_gives_byte_identical_results_across_processes_and_hash_see
         assert proc.returncode == 0, err.decode()
         outputs.append(out)
     lines = outputs[0].decode().splitlines()
-    assert [line.split(" ", 1)[0] for line in lines] == AVAILABLE
-    assert sum('"status": "optimal"' in line or '"status": "feasible"' in line for line in lines) == len(AVAILABLE), \
+    assert [line.split(" ", 1)[0] for line in lines] == AVAILABLE + ["gpipe@2", "1f1b@2", "heuristic@2"]
+    assert sum('"status": "optimal"' in line or '"status": "feasible"' in line for line in lines) == len(lines), \
         f"every solver must answer, or the comparison checks only an error message: {lines}"
     for a, b in zip(outputs[0].decode().splitlines(), outputs[1].decode().splitlines()):
         assert a == b, f"{a.split(' ', 1)[0]} differs between hash seeds"
@@ -337,7 +356,7 @@ def test_result_json_round_trip(tmp_path_factory, data):
 
 # ------------------------------------------------------------------ 7. arithmetic edge cases
 @pytest.mark.parametrize("solver", AVAILABLE)
-# No shrinking: the examples are already tiny, and shrinking a known (xfail) failure costs minutes.
+# No shrinking: the examples are already tiny, and shrinking a failure here once cost minutes.
 @settings(max_examples=examples(15), phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(problem=edge_case_problems())
 def test_every_solver_on_arithmetic_edge_cases(solver, problem):
@@ -349,6 +368,7 @@ def test_every_solver_on_arithmetic_edge_cases(solver, problem):
         assert r.memory_model == model
         if r.ok:
             optpart.check(problem, r)
+            assert_fits_by_the_sweep(problem, r)
         else:
             assert r.placement is None and r.message
             assert r.status is not Status.INFEASIBLE or problem.infeasibility(model) is not None \
