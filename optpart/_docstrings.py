@@ -45,6 +45,7 @@ PARAMS: dict[str, str] = {
                    "    The memory units (:func:`optpart.solvers.heuristic.memory.memory_units`): unit of\n"
                    "    each node, nodes of each unit, bytes of each unit.\n"
                    "capacity : list of float\n    Bytes usable per device (static model).",
+    "unit_group_move": "group : list of int\n    Memory units to move together.\nd : int\n    Their target device.",
     # the common signature of the construction baselines (optpart/solvers/: heft, etf, topo, single)
     "construction_args": "problem : Problem\n    The instance, with devices.\n"
                          "time_limit : float, optional\n"
