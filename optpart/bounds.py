@@ -27,6 +27,7 @@ import weakref
 
 import numpy as np
 
+from ._docstrings import fill_doc
 from .paths import bottom_levels_csr, top_levels_csr
 from .problem import Problem, best_allowed
 
@@ -202,13 +203,13 @@ def energetic_bound(problem: Problem) -> float:
     return window_energy(head, bottom - dur, dur, k)
 
 
+@fill_doc
 def all_bounds(problem: Problem) -> dict[str, float]:
     """Every bound by name.
 
     Parameters
     ----------
-    problem : Problem
-        The problem.
+    %(problem)s
 
     Returns
     -------

@@ -119,7 +119,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``optpart bench``."""
-    from .common import add_device_arguments, time_argument
+    from .common import add_device_arguments, add_run_arguments
 
     p.add_argument("instances", nargs="+", metavar="INSTANCE", help="problem files, or directories of them")
     p.add_argument("--solvers", "-s", default="heuristic", metavar="A,B",
@@ -137,12 +137,7 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--micro-batches", "-M", metavar="M[,M...]",
                    help="micro-batch counts to sweep: each run pipelines one step as M micro-batches through one "
                         "placement (docs/model.md section 7; solvers also gpipe, 1f1b); default 1")
-    p.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
-                   help="time each run may use: seconds, or with a unit (90s, 5m, 1h); default: none (each "
-                        "solver's own budget, see optpart solvers NAME)")
-    p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
-    p.add_argument("--option", action="append", metavar="SOLVER.KEY=VALUE",
-                   help="solver option, repeatable (default: none, each solver's own defaults)")
+    add_run_arguments(p, who="each run", option_metavar="SOLVER.KEY=VALUE")
     p.add_argument("--db", default="results.sqlite", help="results database (default results.sqlite)")
     p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--executor", default="local", metavar="local|inline|dask://HOST:PORT",

@@ -66,6 +66,28 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--latency", metavar="T", help=f"link latency, e.g. 10us (default: the file's, else {DEFAULT_LATENCY})")
 
 
+def add_run_arguments(parser: argparse.ArgumentParser, *, who: str = "the solver",
+                      option_metavar: str = "KEY=VALUE") -> None:
+    """``--time-limit/--seed/--option``: the budget, seed and options of the solves a command runs.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser; the flags are added to it (``args.time_limit``, ``args.seed``,
+        ``args.option``, the last read by :func:`parse_option`).
+    who : str
+        What the time limit is for, in the help (``"the solver"``, ``"each solve"``, ``"each run"``).
+    option_metavar : str
+        How an option is written (``SOLVER.KEY=VALUE`` where one command runs several solvers).
+    """
+    parser.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
+                        help=f"time {who} may use: seconds, or with a unit (90s, 5m, 1h); default: none (each "
+                             "solver's own budget, see optpart solvers NAME)")
+    parser.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
+    parser.add_argument("--option", action="append", metavar=option_metavar,
+                        help="solver option, repeatable (default: none, each solver's own defaults; optpart solvers NAME)")
+
+
 def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Problem:
     """The problem with the devices and links the command line asks for: the flags go to
     :func:`optpart.devices.resolve_devices` (the rules live there), and its errors name

@@ -26,11 +26,11 @@ from ..units import format_bytes
 from .common import (
     Command,
     add_device_arguments,
+    add_run_arguments,
     apply_device_arguments,
     check_sizes,
     format_summary,
     parse_option,
-    time_argument,
 )
 
 
@@ -108,11 +108,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-model", choices=MEMORY_MODELS, default=None,
                    help="memory model the placement must fit (default peak: liveness; equal to static on graphs "
                         "without the param/output/temp split; see docs/model.md)")
-    p.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
-                   help="time each solve may use: seconds, or with a unit (90s, 5m); default: none")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="solver option, repeatable (default: none, the solver's own defaults; optpart solvers NAME)")
+    add_run_arguments(p, who="each solve")
     p.add_argument("--out", "-o", metavar="FILE", help="write the placement found as optpart result JSON (default: not written)")
     p.add_argument("--json", action="store_true", help="print JSON (keys capacity, devices, lower_bound, result)")
 

@@ -11,7 +11,8 @@ from ..progress import progress, set_quiet
 from ..api import solve
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solver_names
 from ..solvers.spec import MEMORY_MODELS
-from .common import Command, add_device_arguments, apply_device_arguments, format_summary, parse_option, time_argument
+from .common import (Command, add_device_arguments, add_run_arguments, apply_device_arguments, format_summary,
+                     parse_option)
 from ..text import safe
 from ..pipeline import PipelineStep, add_micro_batch_argument, check_micro_batches
 
@@ -60,12 +61,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                         "equal to static on graphs without the param/output/temp split); see docs/model.md")
     add_device_arguments(p)
     add_micro_batch_argument(p)
-    p.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
-                   help="time the solver may use: seconds, or with a unit (90s, 5m, 1h); default: none (solver's own "
-                        "budget, see optpart solvers NAME)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="solver option, repeatable (default: none, the solver's own defaults; optpart solvers NAME)")
+    add_run_arguments(p)
     p.add_argument("--out", "-o", metavar="FILE", help="write the result as optpart JSON (default: not written)")
     p.add_argument("--json", action="store_true", help="print the result JSON instead of the table")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display on the terminal")

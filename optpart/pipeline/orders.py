@@ -27,6 +27,7 @@ import numpy as np
 
 from .._docstrings import fill_doc
 from ..evaluate import bottom_levels, canonical_schedule
+from ..schedule.replay import replay
 from .stages import anchors, forward_order
 from .step import PipelineStep
 
@@ -77,49 +78,47 @@ def sequence_schedule(step: PipelineStep, placement: np.ndarray, key: np.ndarray
     prob = step.unrolled()
     place = step.tile(placement)
     n, k = prob.n_nodes, prob.n_devices
-    dur = prob.duration(place).tolist()
-    comm = prob.transfer_times(place)
     tie = np.zeros(n) if tie is None else np.asarray(tie, dtype=np.float64)
     order = np.lexsort((np.arange(n), tie, np.asarray(key, dtype=np.float64), place))
     counts = np.bincount(place, minlength=k)
     bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
-    seq = order.tolist()
+    merged = _merge_sequences(prob, place.tolist(), order.tolist(), bounds)
+    if merged is None:
+        return None
+    dur = prob.duration(place)
+    start = np.asarray(replay(prob, place.tolist(), merged, dur.tolist(), prob.transfer_times(place).tolist()))
+    return start, start + dur
+
+
+def _merge_sequences(prob, place: list[int], seq: list[int], bounds: list[int]) -> list[int] | None:
+    """The device sequences (device ``d`` runs ``seq[bounds[d]:bounds[d + 1]]`` in order) as one
+    topological order that keeps each of them, or None when they wait on each other (deadlock).
+
+    A device's next task is taken once all its predecessors are; a device is looked at again
+    when a task it waits for becomes free, so each task and edge is seen once."""
+    k = len(bounds) - 1
     head = bounds[:-1].copy()
     missing = np.diff(prob.in_ptr).tolist()
     out_ptr = prob.out_ptr.tolist()
     succ = prob.edge_dst[prob.out_edges].tolist()
-    ecomm = comm[prob.out_edges].tolist()
-    pl = place.tolist()
-    ready = [0.0] * n
-    start = [0.0] * n
-    finish = [0.0] * n
-    free = [0.0] * k
+    merged: list[int] = []
     work = list(range(k))
-    done = 0
     while work:
         d = work.pop()
         while head[d] < bounds[d + 1]:
             v = seq[head[d]]
             if missing[v]:
                 break
-            s = free[d] if free[d] > ready[v] else ready[v]
-            f = s + dur[v]
-            start[v], finish[v], free[d] = s, f, f
+            merged.append(v)
             head[d] += 1
-            done += 1
             for i in range(out_ptr[v], out_ptr[v + 1]):
                 w = succ[i]
-                r = f + ecomm[i]
-                if r > ready[w]:
-                    ready[w] = r
                 missing[w] -= 1
                 if missing[w] == 0:
-                    e = pl[w]
+                    e = place[w]
                     if e != d and head[e] < bounds[e + 1] and seq[head[e]] == w:
                         work.append(e)
-    if done < n:
-        return None
-    return np.asarray(start), np.asarray(finish)
+    return merged if len(merged) == prob.n_nodes else None
 
 
 def _topo_key(step: PipelineStep) -> np.ndarray:

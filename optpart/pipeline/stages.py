@@ -41,15 +41,20 @@ def forward_order(step: PipelineStep) -> np.ndarray:
     p = step.base
     fwd = step.forward
     bl = np.zeros(p.n_nodes)
-    dst, out_edges, out_ptr = p.edge_dst, p.out_edges, p.out_ptr
     t = p.time
     for v in p.topo[::-1].tolist():
         if fwd[v]:
-            succ = dst[out_edges[out_ptr[v]:out_ptr[v + 1]]]
-            succ = succ[fwd[succ]]
+            succ = _forward_successors(step, v)
             bl[v] = t[v] + (bl[succ].max() if succ.size else 0.0)
     nodes = np.flatnonzero(fwd)
     return nodes[np.lexsort((p.topo_rank[nodes], -bl[nodes]))]
+
+
+def _forward_successors(step: PipelineStep, v: int) -> np.ndarray:
+    """The successors of base node ``v`` that are forward nodes."""
+    p = step.base
+    succ = p.edge_dst[p.out_edges[p.out_ptr[v]:p.out_ptr[v + 1]]]
+    return succ[step.forward[succ]]
 
 
 @fill_doc
@@ -76,8 +81,7 @@ def anchors(step: PipelineStep) -> np.ndarray:
     out_edges, out_ptr = p.out_edges, p.out_ptr
     for v in p.topo[::-1].tolist():  # forward sources (inputs, weight views) go with their readers
         if fwd[v] and in_ptr[v] == in_ptr[v + 1]:
-            succ = dst[out_edges[out_ptr[v]:out_ptr[v + 1]]]
-            succ = succ[fwd[succ]]
+            succ = _forward_successors(step, v)
             if succ.size:
                 anchor[v] = int(anchor[succ].min())
     for v in p.topo.tolist():

@@ -23,7 +23,7 @@ from typing import Sequence
 
 from .eft import EftSchedule, NoRoom, TimeUp
 from .etf_shared import etf_shared
-from .graph import Graph, no_gc, uniform_arrival
+from .graph import Graph, arrivals, no_gc, uniform_arrival
 from .policy import MemoryPolicy, StaticPolicy
 
 __all__ = ["etf_schedule"]
@@ -96,21 +96,14 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: fl
     released: list[int] = []
 
     def release(v: int) -> None:
-        lo, hi = in_ptr[v], in_ptr[v + 1]
         npv = neg_prio[v]
+        devs = policy.devices_for(v)
         if uniform:  # one link everywhere: one arrival on every device but d1, another on d1
             t1, d1, a1 = uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, bw_c)
-        for d in policy.devices_for(v):
-            if uniform:
-                r = a1 if d == d1 else t1
-            else:
-                r = 0.0
-                for i in range(lo, hi):
-                    u = pred[i]
-                    pu = place[u]
-                    x = finish[u] + (lat[pu][d] + ib[i] / bw[pu][d])
-                    if x > r:
-                        r = x
+        else:  # per-pair links: the one rule
+            general = arrivals(g, v, devs, place, finish)
+        for j, d in enumerate(devs):
+            r = (a1 if d == d1 else t1) if uniform else general[j]
             a = avail[d]
             if r <= a:  # its inputs are there already: straight into the ready heap (candidate()
                 push(ready[d], (npv, v))  # would move it there first thing, avail never decreases)

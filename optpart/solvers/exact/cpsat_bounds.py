@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from . import _exact_common as xc
 from . import cpsat_model as cm
 from . import cpsat_segments as sg
@@ -46,6 +47,7 @@ def meets(makespan: float, bound: float) -> bool:
     return makespan <= bound + CLAIM_TOL * max(makespan, 1e-12)
 
 
+@fill_doc
 def fork_join_bound(problem) -> float:
     """A lower bound for a fork-join graph: one source ``f``, one sink ``t``, every other node
     fed by ``f`` alone and feeding ``t`` alone (0 for any other graph).
@@ -64,8 +66,7 @@ def fork_join_bound(problem) -> float:
 
     Parameters
     ----------
-    problem : Problem
-        The problem.
+    %(problem)s
 
     Returns
     -------

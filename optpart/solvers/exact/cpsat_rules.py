@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...problem import Problem
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -33,6 +34,7 @@ __all__ = ["symmetry_order", "add_symmetry", "Twins", "twins", "add_twin_order",
            "add_search_strategy"]
 
 
+@fill_doc
 def symmetry_order(problem: Problem) -> np.ndarray:
     """The order of nodes along which devices are used for the first time.
 
@@ -45,8 +47,7 @@ def symmetry_order(problem: Problem) -> np.ndarray:
 
     Parameters
     ----------
-    problem : Problem
-        The problem (its DAG).
+    %(problem_dag)s
 
     Returns
     -------

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...evaluate import problem_lower_bound
 from ...problem import Constraints, Problem
 from . import _exact_common as xc
@@ -54,13 +55,13 @@ class Segments:
     lower_bound: float = 0.0
 
 
+@fill_doc
 def cut_nodes(problem: Problem) -> list[int]:
     """Nodes comparable to every other node, in topological order.
 
     Parameters
     ----------
-    problem : Problem
-        The problem (its DAG).
+    %(problem_dag)s
 
     Returns
     -------
@@ -79,6 +80,7 @@ def cut_nodes(problem: Problem) -> list[int]:
     return [v for v in problem.topo.tolist() if bin(desc[v]).count("1") + n_anc[v] == n - 1]
 
 
+@fill_doc
 def segments(problem: Problem) -> Segments:
     """The segments between consecutive cut nodes (with a prefix and a suffix when not empty).
 
@@ -87,8 +89,7 @@ def segments(problem: Problem) -> Segments:
 
     Parameters
     ----------
-    problem : Problem
-        The problem.
+    %(problem)s
 
     Returns
     -------

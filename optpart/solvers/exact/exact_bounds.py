@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...paths import bottom_levels_csr, top_levels_csr
 from ...problem import Problem
 from .exact_times import durations, transfer_table
@@ -24,6 +25,7 @@ __all__ = ["heads_tails", "min_transfer", "heads_tails_comm", "comm_lower_bound"
            "window_bound", "reachability"]
 
 
+@fill_doc
 def heads_tails(problem: Problem, min_dur: list) -> tuple[list, list]:
     """Longest path ending just before each node (head) and starting just after it (tail).
 
@@ -31,8 +33,7 @@ def heads_tails(problem: Problem, min_dur: list) -> tuple[list, list]:
 
     Parameters
     ----------
-    problem : Problem
-        The problem (its DAG).
+    %(problem_dag)s
     min_dur : list
         Each node's smallest duration, in the unit of the result.
 
@@ -102,6 +103,7 @@ def _comm_level(ready: list) -> float:
     return best
 
 
+@fill_doc
 def heads_tails_comm(problem: Problem, min_dur: list, min_comm: list) -> tuple[list, list]:
     """Heads and tails that count communication (any unit; valid lower bounds).
 
@@ -117,8 +119,7 @@ def heads_tails_comm(problem: Problem, min_dur: list, min_comm: list) -> tuple[l
 
     Parameters
     ----------
-    problem : Problem
-        The problem (its DAG).
+    %(problem_dag)s
     min_dur : list
         Each node's smallest duration (any unit).
     min_comm : list
@@ -275,13 +276,13 @@ def window_bound(head: list, tail: list, min_dur: list, k: int, lb: float) -> fl
     return max(float(lb), h + t + sum(max(0.0, d - x) for d, x in zip(min_dur, a)) / k)
 
 
+@fill_doc
 def reachability(problem: Problem) -> list[int]:
     """Descendants of every node as a Python-int bitset (bit ``w`` set when a path ``v -> w`` exists).
 
     Parameters
     ----------
-    problem : Problem
-        The problem (its DAG).
+    %(problem_dag)s
 
     Returns
     -------

@@ -45,11 +45,9 @@ class TimeGrid:
         Returns
         -------
         numpy.ndarray
-            The same shape, int64 units of ``1 / scale`` seconds.
+            The same shape, int64 units of ``1 / scale`` seconds, none below the real time.
         """
-        x = np.asarray(seconds, dtype=np.float64) * self.scale
-        r = np.rint(x)
-        return np.where(_close(x, r), r, np.ceil(x)).astype(np.int64)
+        return self._units(seconds, np.ceil)
 
     def down(self, seconds: np.ndarray) -> np.ndarray:
         """Seconds to units, rounded down (exact quantities are kept as they are).
@@ -66,11 +64,16 @@ class TimeGrid:
         Returns
         -------
         numpy.ndarray
-            The same shape, int64 units of ``1 / scale`` seconds.
+            The same shape, int64 units of ``1 / scale`` seconds, none above the real time.
         """
+        return self._units(seconds, np.floor)
+
+    def _units(self, seconds: np.ndarray, rounding) -> np.ndarray:
+        """Seconds to int64 units: a whole number of units (to float noise) as it is, any
+        other quantity by ``rounding`` (``np.ceil`` or ``np.floor``)."""
         x = np.asarray(seconds, dtype=np.float64) * self.scale
         r = np.rint(x)
-        return np.where(_close(x, r), r, np.floor(x)).astype(np.int64)
+        return np.where(_close(x, r), r, rounding(x)).astype(np.int64)
 
     def bound_seconds(self, bound_units: float) -> float:
         """A valid lower bound in seconds from a lower bound in units of the rounded-up model.

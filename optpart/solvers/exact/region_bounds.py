@@ -34,6 +34,7 @@ import math
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...problem import Problem
 from .exact_times import durations, transfer_table
 from .path_bounds import critical_path_nodes
@@ -52,14 +53,14 @@ REGION_DTIME = 0.2
 GRID_UNITS = 10**6
 
 
+@fill_doc
 def path_regions(problem: Problem, path: list, max_region: int = MAX_REGION,
                  max_span: int = MAX_SPAN, max_regions: int | None = None) -> list[tuple[int, int, list]]:
     """Regions ``(i, j, nodes)`` along ``path`` that hold positive work off the path.
 
     Parameters
     ----------
-    problem : Problem
-        The problem (its DAG).
+    %(problem_dag)s
     path : list of int
         A path of the DAG (consecutive nodes joined by edges).
     max_region, max_span : int

@@ -30,12 +30,14 @@ import time as _time
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...memory import fits as fits_memory
 from .schedule import Graph, bottom_levels, critical_chain, justify, list_schedule, priority_order
 
 __all__ = ["score", "local_search", "iterated_search"]
 
 
+@fill_doc
 def score(g: Graph, place: list[int], justified: bool = False, order: list[int] | None = None
           ) -> tuple[float, float, list[float], list[float]]:
     """(makespan, sum of finishes, start, finish) of the insertion schedule of ``place`` in
@@ -43,10 +45,7 @@ def score(g: Graph, place: list[int], justified: bool = False, order: list[int] 
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : list of int
-        Device of every node.
+    %(g_place)s
     justified : bool
         Double-justify the schedule (three replays instead of one).
     order : list of int, optional
@@ -97,6 +96,7 @@ class _Budget:
         return True
 
 
+@fill_doc
 def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[int],
                  members: list[list[int]], unit_mem: list[float], capacity: list[float],
                  max_evals: int, deadline: float | None = None, mode: str = "all",
@@ -116,17 +116,7 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : list of int
-        The starting placement (not modified).
-    allowed : numpy.ndarray
-        ``(n, k)`` bool: may node ``v`` use device ``d``.
-    unit_of, members, unit_mem : list
-        The memory units (:func:`.memory.memory_units`): unit of each node, nodes of each
-        unit, bytes of each unit.
-    capacity : list of float
-        Bytes usable per device (static model).
+    %(unit_search)s
     max_evals : int
         Schedule evaluations at most (the deterministic budget).
     deadline : float, optional
@@ -231,6 +221,52 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
             move(u, a)
         return False
 
+    def first_kept(candidates) -> bool | None:
+        """:func:`attempt` each move list in turn (first improvement): True at the first one
+        kept, False when none pays, None when the budget ran out."""
+        for moves in candidates:
+            kept = attempt(moves)
+            if kept is not False:
+                return kept
+        return False
+
+    # The neighbourhoods, generated lazily: a candidate is checked (constraints, memory)
+    # after the previous one was scored and undone, so it sees the incumbent's state.
+    def gather_moves(chain: list[int]):
+        for group, d in _gather_moves(g, chain, place, unit_of):
+            if not all(ok(u, d) for u in group):
+                continue
+            add = sum(unit_mem[u] for u in group if unit_dev[u] != d)
+            if fits_memory(used[d] + add, capacity[d]):
+                yield [(u, d) for u in group if unit_dev[u] != d]
+
+    def unit_moves(units: list[int]):
+        for u in units:
+            a = unit_dev[u]
+            if mode == "neighbors":
+                targets = set()
+                for v in members[u]:
+                    for i in range(g.in_ptr[v], g.in_ptr[v + 1]):
+                        targets.add(place[g.pred[i]])
+                    for i in range(g.out_ptr[v], g.out_ptr[v + 1]):
+                        targets.add(place[g.succ[i]])
+                targets = sorted(targets)
+            else:
+                targets = range(k)
+            for d in targets:
+                if d != a and ok(u, d) and fits(u, d):
+                    yield [(u, d)]
+
+    def swap_moves(units: list[int]):
+        for u in units:
+            a = unit_dev[u]
+            for w in range(n_units):
+                b = unit_dev[w]
+                if b == a or not ok(u, b) or not ok(w, a):
+                    continue
+                if fits(u, b, unit_mem[w]) and fits(w, a, unit_mem[u]):
+                    yield [(u, b), (w, a)]
+
     while budget.left > 0 and (max_accepts is None or accepts[0] < max_accepts):
         chain = critical_chain(g, place, s, f)
         chain_units: list[int] = []
@@ -249,41 +285,14 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
             trial_lists.append([])
         for li, units in enumerate(trial_lists):
             if li == 1:  # no single chain move pays: gather tasks first (see _gather_moves)
-                for group, d in _gather_moves(g, chain, place, unit_of):
-                    if not all(ok(u, d) for u in group):
-                        continue
-                    add = sum(unit_mem[u] for u in group if unit_dev[u] != d)
-                    if not fits_memory(used[d] + add, capacity[d]):
-                        continue
-                    accepted = attempt([(u, d) for u in group if unit_dev[u] != d])
-                    if accepted is None:
-                        return done()
-                    if accepted:
-                        break
+                accepted = first_kept(gather_moves(chain))
+                if accepted is None:
+                    return done()
                 if accepted:
                     break
-            for u in units:
-                a = unit_dev[u]
-                if mode == "neighbors":
-                    targets = set()
-                    for v in members[u]:
-                        for i in range(g.in_ptr[v], g.in_ptr[v + 1]):
-                            targets.add(place[g.pred[i]])
-                        for i in range(g.out_ptr[v], g.out_ptr[v + 1]):
-                            targets.add(place[g.succ[i]])
-                    targets = sorted(targets)
-                else:
-                    targets = range(k)
-                for d in targets:
-                    if d == a or not ok(u, d) or not fits(u, d):
-                        continue
-                    accepted = attempt([(u, d)])
-                    if accepted is None:
-                        return done()
-                    if accepted:
-                        break
-                if accepted:
-                    break
+            accepted = first_kept(unit_moves(units))
+            if accepted is None:
+                return done()
             if accepted:
                 break
         if accepted:
@@ -293,21 +302,9 @@ def local_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[
         # Swaps: a chain unit (then, on small graphs, any unit) with a unit on another device,
         # when neither move alone fits or pays.
         swap_units = chain_units + ([u for u in range(n_units) if u not in seen] if n_units <= 60 else [])
-        for u in swap_units:
-            a = unit_dev[u]
-            for w in range(n_units):
-                b = unit_dev[w]
-                if b == a or not ok(u, b) or not ok(w, a):
-                    continue
-                if not (fits(u, b, unit_mem[w]) and fits(w, a, unit_mem[u])):
-                    continue
-                accepted = attempt([(u, b), (w, a)])
-                if accepted is None:
-                    return done()
-                if accepted:
-                    break
-            if accepted:
-                break
+        accepted = first_kept(swap_moves(swap_units))
+        if accepted is None:
+            return done()
         if not accepted:
             break
     return done()
@@ -348,6 +345,7 @@ def _gather_moves(g: Graph, chain: list[int], place: list[int], unit_of: list[in
             yield group, d
 
 
+@fill_doc
 def iterated_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: list[int],
                     members: list[list[int]], unit_mem: list[float], capacity: list[float],
                     max_evals: int, deadline: float | None = None, seed: int = 0,
@@ -358,16 +356,7 @@ def iterated_search(g: Graph, place: list[int], allowed: np.ndarray, unit_of: li
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : list of int
-        The starting placement (not modified).
-    allowed : numpy.ndarray
-        ``(n, k)`` bool: may node ``v`` use device ``d``.
-    unit_of, members, unit_mem : list
-        The memory units (:func:`.memory.memory_units`).
-    capacity : list of float
-        Bytes usable per device (static model).
+    %(unit_search)s
     max_evals : int
         Schedule evaluations at most, every round's hill climb and score included.
     deadline : float, optional

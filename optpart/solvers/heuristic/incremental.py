@@ -39,7 +39,9 @@ from itertools import islice
 
 import numpy as np
 
+from ..._docstrings import fill_doc
 from ...evaluate import time_tolerance
+from ...schedule.graph import arrival
 from .schedule import Graph
 
 __all__ = ["SequenceSchedule"]
@@ -47,15 +49,13 @@ __all__ = ["SequenceSchedule"]
 _GAPS_LOOKED_AT = 16   # idle gaps after its ready time tried for a moved node
 
 
+@fill_doc
 class SequenceSchedule:
     """Device sequences, start and finish times of a placement (see the module docstring).
 
     Parameters
     ----------
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    place : list of int
-        Device of every node.
+    %(g_place)s
     start : list of float
         A valid schedule of ``place``: its start order (ties by finish, then topological
         position) gives the keys, so the sequence schedule starts no node later than it.
@@ -99,16 +99,7 @@ class SequenceSchedule:
 
     def _ready(self, v: int, d: int) -> float:
         """Latest input arrival of ``v`` on ``d`` (the arrival rule, current finishes)."""
-        g, place, finish = self.g, self.place, self.finish
-        lat, bw, pred, ib = g.lat, g.bw, g.pred, g.in_bytes
-        ready = 0.0
-        for i in range(g.in_ptr[v], g.in_ptr[v + 1]):
-            u = pred[i]
-            pu = place[u]
-            r = finish[u] + (lat[pu][d] + ib[i] / bw[pu][d])
-            if r > ready:
-                ready = r
-        return ready
+        return arrival(self.g, v, d, self.place, self.finish)
 
     def _full(self, order: list[int]) -> None:
         """Every node's times in key order (O(V + E))."""
@@ -231,7 +222,7 @@ class SequenceSchedule:
         first seed, recomputing only marked nodes, until no marked node is left."""
         g, key, place, start, finish = self.g, self.key, self.place, self.start, self.finish
         succ, out_ptr, pred, in_ptr, ib = g.succ, g.out_ptr, g.pred, g.in_ptr, g.in_bytes
-        lat, bw, time, speed = g.lat, g.bw, g.time, g.speed
+        time, speed = g.time, g.speed
         prev, nxt = self.prev, self.next
         times = self._log["times"]
         self._epoch += 1
@@ -265,12 +256,7 @@ class SequenceSchedule:
                     if r > s:
                         s = r
             else:
-                for i in range(in_ptr[v], in_ptr[v + 1]):
-                    u = pred[i]
-                    pu = place[u]
-                    r = finish[u] + (lat[pu][d] + ib[i] / bw[pu][d])
-                    if r > s:
-                        s = r
+                s = arrival(g, v, d, place, finish)
             p = prev[v]
             if p >= 0 and finish[p] > s:
                 s = finish[p]

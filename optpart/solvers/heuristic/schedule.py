@@ -5,9 +5,10 @@ Everything that turns a placement into a schedule lives in :mod:`optpart.schedul
 heuristic's phases short names for it:
 
 * :class:`Graph`: a problem as plain lists (:class:`optpart.schedule.graph.Graph`);
-* :func:`bottom_levels`: bottom levels under a placement (:mod:`optpart.paths`);
+* :func:`bottom_levels`: bottom levels under a placement
+  (:func:`optpart.schedule.insertion.placement_levels`, the engine's function itself);
 * :func:`list_schedule`: insertion replay of a placement in an order, forward or on the
-  reversed graph (:func:`optpart.schedule.insertion.insertion_times`);
+  reversed graph (:func:`optpart.schedule.insertion.insertion_times`, likewise);
 * :func:`justify`, :func:`schedule_placement`: double justification (Valls et al.,
   EJOR 2005) and the heuristic's schedule of a placement;
 * :func:`critical_chain`: the nodes that determine the makespan, traced backward from
@@ -21,28 +22,12 @@ import numpy as np
 from ..._docstrings import fill_doc
 from ...evaluate import time_tolerance
 from ...schedule.graph import Graph
-from ...schedule.insertion import insertion_times, justify, placement_levels, schedule_placement
+from ...schedule.insertion import insertion_times as list_schedule
+from ...schedule.insertion import justify, schedule_placement
+from ...schedule.insertion import placement_levels as bottom_levels
 
 __all__ = ["Graph", "bottom_levels", "priority_order", "list_schedule", "schedule_placement", "justify",
            "critical_chain"]
-
-
-@fill_doc
-def bottom_levels(g: Graph, place: list[int]) -> list[float]:
-    """Bottom level of every node under ``place`` (the canonical priority).
-
-    Parameters
-    ----------
-    %(g)s
-    place : list of int
-        Device of every node.
-
-    Returns
-    -------
-    list of float
-        Seconds per node.
-    """
-    return placement_levels(g, place)
 
 
 @fill_doc
@@ -63,28 +48,6 @@ def priority_order(g: Graph, priority, descending: bool = True) -> list[int]:
     """
     pr = np.asarray(priority, dtype=np.float64)
     return np.lexsort((g.rank, -pr if descending else pr)).tolist()
-
-
-@fill_doc
-def list_schedule(g: Graph, place: list[int], order: list[int], reverse: bool = False
-                  ) -> tuple[list[float], list[float]]:
-    """Insertion schedule of ``place`` in ``order``; ``(start, finish)`` lists (see the module docstring).
-
-    Parameters
-    ----------
-    %(g)s
-    place : list of int
-        Device of every node.
-    order : list of int
-        A topological order (reverse topological with ``reverse``).
-    reverse : bool
-        Schedule the reversed graph.
-
-    Returns
-    -------
-    tuple of list of float
-    """
-    return insertion_times(g, place, order, reverse)
 
 
 @fill_doc

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+from ..._docstrings import fill_doc
 from ...memory import fits as fits_memory
 
 __all__ = ["ChainMoves", "Scan"]
@@ -36,6 +37,7 @@ _EJECT_WINDOW = 32      # nodes on each side of the group's time on the full dev
 _TIERS = 4
 
 
+@fill_doc
 class ChainMoves:
     """The moves and the room-making of the incremental level, mixed into the search's state
     (which provides ``g``, ``ss``, ``unit_of``, ``members``, ``unit_mem``, ``capacity``,
@@ -86,10 +88,7 @@ class ChainMoves:
 
         Parameters
         ----------
-        group : list of int
-            Memory units to move together.
-        d : int
-            Their target device.
+        %(unit_group_move)s
 
         Yields
         ------
@@ -113,10 +112,7 @@ class ChainMoves:
 
         Parameters
         ----------
-        group : list of int
-            Memory units to move together.
-        d : int
-            Their target device.
+        %(unit_group_move)s
 
         Returns
         -------
