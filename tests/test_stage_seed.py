@@ -1,4 +1,4 @@
-"""Pipeline-stage placements (``solvers/exact/stage_seed.py``), the start of ``cpsat``'s windows.
+"""Pipeline-stage placements (``solvers/heuristic/stage_seed.py``), the start of ``cpsat``'s windows.
 
 Budgets are evaluation counts (``MAX_EVALS``), never wall time. Every placement returned is
 checked by the evaluator under the memory model asked for, with its colocation groups.
@@ -13,7 +13,7 @@ import optpart
 from optpart import Device, Status
 from optpart.generators import training_graph
 from optpart.problem import Links
-from optpart.solvers.exact import stage_seed as ss
+from optpart.solvers.heuristic import stage_seed as ss
 
 
 def _valid(problem: optpart.Problem, got, memory_model: str) -> float:

@@ -48,8 +48,8 @@ import numpy as np
 
 from ...evaluate import canonical_schedule
 from ...memory import fits, peak_memory, static_memory
+from ...model.paths import critical_path_nodes
 from ...problem import Problem
-from .path_bounds import critical_path_nodes
 
 __all__ = ["forward_set", "stage_anchors", "stage_seed", "parameter_units"]
 
