@@ -82,7 +82,7 @@ def test_stage_seed_keeps_memory_and_colocation_on_generated_training_steps(seed
 
 def test_chain_moves_only_keep_improvements():
     p = training_graph(8, width=2, k=3, memory_slack=3.5, seed=4)
-    score = ss._Scorer(p, "static", float("inf"))
+    score = ss._Scorer(p, "static", None)
     first = score(np.zeros(p.n_nodes, dtype=np.int64))
     assert first[0][0] == 0  # one device holds it
     better = ss._chain_moves(score, first)
