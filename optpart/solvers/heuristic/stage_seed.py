@@ -51,11 +51,29 @@ from ...memory import fits, peak_memory, static_memory
 from ...model.paths import critical_path_nodes
 from ...problem import Problem
 
-__all__ = ["forward_set", "stage_anchors", "stage_seed", "parameter_units"]
+__all__ = ["forward_set", "phase_forward", "stage_anchors", "stage_seed", "parameter_units"]
 
 #: Canonical-schedule evaluations of one :func:`stage_seed` call at most: for the cuts, and
 #: as many again for the moves along the critical chain (:func:`_chain_moves`).
 MAX_EVALS = 240
+def phase_forward(problem: Problem) -> np.ndarray | None:
+    """The ``phase == "forward"`` mask when every node has a ``phase`` (the importers write it).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+
+    Returns
+    -------
+    ndarray of bool or None
+        The mask, or None when some node has no ``phase``.
+    """
+    meta = problem.node_meta or ()
+    n = problem.n_nodes
+    if n and len(meta) == n and all(isinstance(m, Mapping) and "phase" in m for m in meta):
+        return np.array([m["phase"] == "forward" for m in meta], dtype=bool)
+    return None
 
 
 def forward_set(problem: Problem) -> list[np.ndarray]:
@@ -72,11 +90,8 @@ def forward_set(problem: Problem) -> list[np.ndarray]:
         One or two masks over the nodes (the metadata's first when every node has a
         ``phase``; the liveness split second when it differs).
     """
-    n = problem.n_nodes
-    out = []
-    meta = problem.node_meta or ()
-    if n and len(meta) == n and all(isinstance(m, Mapping) and "phase" in m for m in meta):
-        out.append(np.array([m["phase"] == "forward" for m in meta], dtype=bool))
+    declared = phase_forward(problem)
+    out = [] if declared is None else [declared]
     live_split = _liveness_split(problem)
     if not any(np.array_equal(live_split, f) for f in out):
         out.append(live_split)
