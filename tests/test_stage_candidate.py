@@ -64,7 +64,7 @@ def _makespan(p: optpart.Problem, got) -> float:
 @pytest.mark.parametrize("model", ["static", "peak"])
 def test_the_heuristic_is_never_worse_than_the_stage_placement_on_generated_steps(model):
     p = _declared(5, 3, 1.3, 0)
-    assert sc.declares_phases(p)
+    assert ss.phase_forward(p).any() and not ss.phase_forward(p).all()
     r = optpart.solve(p, "heuristic", memory_model=model)
     optpart.check(p, r)  # within memory under ``model``, every constraint kept
     stage = sc.stage_candidate(p, model, 1.0)
@@ -103,7 +103,7 @@ def test_the_budget_is_evaluations_and_skips_only_when_it_does_not_pay(monkeypat
 
 def test_undeclared_steps_keep_the_static_heuristic_as_it_was():
     p = training_graph(6, width=2, k=3, memory_slack=1.3, seed=0)
-    assert not sc.declares_phases(p)
+    assert ss.phase_forward(p) is None
     g = optpart.solvers.heuristic.Graph(p)
     assert sc.static_stage_candidate(p, g, p.device_memory.tolist(), 1.0, None, 1) is None
 

@@ -7,7 +7,8 @@ bundled training graphs while the search from the other constructions went furth
 (densenet121 under peak: 0.128264 s from the stage placement against 0.128203 s; docs/heuristic.md).
 So the heuristic's answer is never worse than the stage placement, nor than without it.
 Under ``peak`` (graphs with the liveness split) it is offered on every graph; under
-``static`` on a training step that declares its phases (:func:`declares_phases`).
+``static`` on a training step that declares its phases (every node has a ``phase``, some
+``"forward"``, some not: :func:`.stage_seed.phase_forward`).
 """
 
 from __future__ import annotations
@@ -19,30 +20,13 @@ from ...problem import Problem
 from .schedule import Graph, justify
 from .stage_seed import MAX_EVALS, phase_forward, stage_seed
 
-__all__ = ["STAGE_WORK", "MIN_EVALS", "declares_phases", "stage_candidate", "static_stage_candidate"]
+__all__ = ["STAGE_WORK", "MIN_EVALS", "stage_candidate", "static_stage_candidate"]
 
 #: The heuristic's budget for it: (nodes + edges) x evaluations per round, per unit of effort
 #: (the bundled training graphs of 2,400-11,000 nodes + edges get 55-240 at effort 1).
 STAGE_WORK = 600_000
 #: Fewer evaluations per round do not pay: the cut descent (4 stages, 2 forward sets) could not try each cut once.
 MIN_EVALS = 16
-
-
-def declares_phases(problem: Problem) -> bool:
-    """Whether the problem says it is a training step: every node has a ``phase``, some forward, some not.
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem.
-
-    Returns
-    -------
-    bool
-        True for a declared forward/backward structure (the static model's stage placements).
-    """
-    f = phase_forward(problem)
-    return f is not None and bool(f.any()) and not bool(f.all())
 
 
 def stage_candidate(problem: Problem, memory_model: str, effort: float, deadline: float | None = None
@@ -100,7 +84,8 @@ def static_stage_candidate(problem: Problem, g: Graph, capacity: list[float], ef
         ``(makespan, place, start, finish)`` as lists, or None (no declared phases, skipped
         by the budget, or nothing within ``capacity``).
     """
-    if not declares_phases(problem):
+    declared = phase_forward(problem)
+    if declared is None or declared.all() or not declared.any():  # not a declared forward/backward step
         return None
     got = stage_candidate(problem, "static", effort, deadline)
     if got is None:

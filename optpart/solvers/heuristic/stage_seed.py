@@ -62,7 +62,7 @@ def phase_forward(problem: Problem) -> np.ndarray | None:
     Parameters
     ----------
     problem : Problem
-        The problem.
+        The problem; its ``node_meta`` is read.
 
     Returns
     -------
