@@ -16,7 +16,7 @@ import optpart
 from optpart import Device
 from optpart.generators import planted_dag
 from optpart.problem import Links
-from optpart.solvers.exact.path_bounds import critical_path_nodes
+from optpart.model.paths import critical_path_nodes
 from optpart.solvers.exact.region_bounds import path_regions, region_path_bound
 
 from conftest import shared_data

@@ -1,4 +1,4 @@
-"""Pipeline-stage placements (``solvers/exact/stage_seed.py``), the start of ``cpsat``'s windows.
+"""Pipeline-stage placements (``solvers/heuristic/stage_seed.py``), the start of ``cpsat``'s windows.
 
 Budgets are evaluation counts (``MAX_EVALS``), never wall time. Every placement returned is
 checked by the evaluator under the memory model asked for, with its colocation groups.
@@ -13,7 +13,7 @@ import optpart
 from optpart import Device, Status
 from optpart.generators import training_graph
 from optpart.problem import Links
-from optpart.solvers.exact import stage_seed as ss
+from optpart.solvers.heuristic import stage_seed as ss
 
 
 def _valid(problem: optpart.Problem, got, memory_model: str) -> float:
@@ -82,7 +82,7 @@ def test_stage_seed_keeps_memory_and_colocation_on_generated_training_steps(seed
 
 def test_chain_moves_only_keep_improvements():
     p = training_graph(8, width=2, k=3, memory_slack=3.5, seed=4)
-    score = ss._Scorer(p, "static", float("inf"))
+    score = ss._Scorer(p, "static", None)
     first = score(np.zeros(p.n_nodes, dtype=np.int64))
     assert first[0][0] == 0  # one device holds it
     better = ss._chain_moves(score, first)

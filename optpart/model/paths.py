@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .problem import Problem
 
 __all__ = ["bottom_levels_csr", "bottom_levels_by_edge", "top_levels_csr", "mean_costs", "upward_rank",
-           "priority_order"]
+           "priority_order", "critical_path_nodes"]
 
 
 def bottom_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequence[int],
@@ -192,3 +192,44 @@ def priority_order(problem: Problem, priority: np.ndarray) -> np.ndarray:
         Node indices, highest priority first.
     """
     return np.lexsort((problem.topo_rank, -np.asarray(priority, dtype=np.float64)))
+
+
+def critical_path_nodes(problem: Problem, min_dur: np.ndarray) -> tuple[list, list]:
+    """The longest path by ``min_dur`` (communication 0): its nodes and the edges between them.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its DAG).
+    min_dur : ndarray
+        Each node's duration (any unit; seconds here).
+
+    Returns
+    -------
+    tuple of (list of int, list of int)
+        The path's node ids in order and the ids of its ``L - 1`` edges.
+    """
+    n = problem.n_nodes
+    if n == 0:
+        return [], []
+    md = np.asarray(min_dur, dtype=np.float64).tolist()
+    in_ptr = problem.in_ptr.tolist()
+    in_edges = problem.in_edges.tolist()
+    src = problem.edge_src.tolist()
+    top = [0.0] * n
+    via = [-1] * n  # the in-edge that gives the top level
+    for v in problem.topo.tolist():
+        best, arg = 0.0, -1
+        for i in range(in_ptr[v], in_ptr[v + 1]):
+            e = in_edges[i]
+            val = top[src[e]] + md[src[e]]
+            if val > best or arg < 0 and val >= best:
+                best, arg = val, e
+        top[v], via[v] = best, arg
+    end = max(range(n), key=lambda v: (top[v] + md[v], -v))
+    nodes, edges = [end], []
+    while via[nodes[-1]] >= 0:
+        e = via[nodes[-1]]
+        edges.append(e)
+        nodes.append(src[e])
+    return nodes[::-1], edges[::-1]

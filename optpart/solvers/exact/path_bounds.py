@@ -29,52 +29,12 @@ from collections import deque
 
 import numpy as np
 
+from ...model.paths import critical_path_nodes
 from ...problem import Problem
 from .exact_bounds import min_transfer
 from .exact_times import durations, transfer_table
 
-__all__ = ["critical_path_nodes", "memory_path_bound"]
-
-
-def critical_path_nodes(problem: Problem, min_dur: np.ndarray) -> tuple[list, list]:
-    """The longest path by ``min_dur`` (communication 0): its nodes and the edges between them.
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem (its DAG).
-    min_dur : ndarray
-        Each node's duration (any unit; seconds here).
-
-    Returns
-    -------
-    tuple of (list of int, list of int)
-        The path's node ids in order and the ids of its ``L - 1`` edges.
-    """
-    n = problem.n_nodes
-    if n == 0:
-        return [], []
-    md = np.asarray(min_dur, dtype=np.float64).tolist()
-    in_ptr = problem.in_ptr.tolist()
-    in_edges = problem.in_edges.tolist()
-    src = problem.edge_src.tolist()
-    top = [0.0] * n
-    via = [-1] * n  # the in-edge that gives the top level
-    for v in problem.topo.tolist():
-        best, arg = 0.0, -1
-        for i in range(in_ptr[v], in_ptr[v + 1]):
-            e = in_edges[i]
-            val = top[src[e]] + md[src[e]]
-            if val > best or arg < 0 and val >= best:
-                best, arg = val, e
-        top[v], via[v] = best, arg
-    end = max(range(n), key=lambda v: (top[v] + md[v], -v))
-    nodes, edges = [end], []
-    while via[nodes[-1]] >= 0:
-        e = via[nodes[-1]]
-        edges.append(e)
-        nodes.append(src[e])
-    return nodes[::-1], edges[::-1]
+__all__ = ["memory_path_bound"]
 
 
 def _run_fits(problem: Problem, nodes: list, memory_model: str, cap: float):

@@ -37,7 +37,7 @@ import numpy as np
 from ..._docstrings import fill_doc
 from ...problem import Problem
 from .exact_times import durations, transfer_table
-from .path_bounds import critical_path_nodes
+from ...model.paths import critical_path_nodes
 
 __all__ = ["region_path_bound", "path_regions", "region_span_bound"]
 

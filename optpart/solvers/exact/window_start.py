@@ -6,10 +6,10 @@ evaluator under the requested memory model, and the shortest kept:
 
 1. the ``heuristic`` solver's answer (``cpsat``'s incumbent, run before this at effort 1:
    the answer is never worse than it);
-2. the pipeline-stage placement of :mod:`optpart.solvers.exact.stage_seed` (forward stages, each
+2. the pipeline-stage placement of :mod:`optpart.solvers.heuristic.stage_seed` (forward stages, each
    backward node beside the activations it reads, then single moves along the critical
-   chain): on the memory-bound training graphs of ``instances/`` it is much shorter than
-   the heuristic's schedule (measured in docs/exact.md);
+   chain) at its full evaluation cap (the heuristic offers it too, within its own smaller
+   budget; docs/heuristic.md);
 3. when the time left affords ``effort`` 2 or more, the heuristic again with more effort
    (one unit per :data:`DEEP_SECONDS_PER_EFFORT` s of :data:`DEEP_SHARE` of the time left,
    up to :data:`MAX_DEEP_EFFORT`, hinted with its first placement): on graphs whose
@@ -28,7 +28,7 @@ from ...problem import Problem
 from ...result import Status
 from . import _exact_common as xc
 from ..base import Solution
-from .stage_seed import stage_seed
+from ..heuristic.stage_seed import stage_seed
 
 __all__ = ["best_start", "SEED_SHARE", "DEEP_SHARE", "MAX_DEEP_EFFORT"]
 

@@ -22,6 +22,7 @@ shortest kept (ties: the earlier candidate):
    fastest device that holds it" (so never worse than ``single``).
 6. The other baselines' answers (``topo``, ``metis``, the ``pardnn`` solver;
    :mod:`.baseline_candidates`) while the variants' budget allows.
+7. After the search, a training step's pipeline-stage placement (:mod:`.stage_candidate`).
 
 Only the best candidate keeps its placement and schedule (at 10^6 nodes each list is tens
 of MiB). Then :mod:`.search` improves the best schedule: a critical-path-driven search
@@ -69,6 +70,7 @@ from .packing import pack_units
 from .refine import refine
 from .schedule import Graph, justify, schedule_placement
 from .slicing import levels, slice_paths
+from .stage_candidate import static_stage_candidate
 
 __all__ = ["solve", "pardnn_placement", "SPEC"]
 
@@ -327,6 +329,11 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             late("the end of the improvement budget")
     stats["search_work"] = used
     stats["search_budget"] = work
+    # 7. a declared training step's pipeline-stage placement, a finished answer (:mod:`.stage_candidate`)
+    got = None if not baselines or ms <= lower + time_tolerance(lower) or late("the stage placement") \
+        else static_stage_candidate(problem, g, capacity, effort, deadline, jr)
+    if got is not None and got[0] < ms:
+        (ms, place, s, f), stats["construction"] = got, "stage-seed"
     return ms, place, s, f
 
 
@@ -366,9 +373,8 @@ def _busiest(problem: Problem, g: Graph, place: list[int]) -> float:
 def _may_win(bound: float, found: list) -> bool:
     """Whether a candidate whose makespan is at least ``bound`` may beat or tie the best found.
 
-    A device runs its nodes one after another, so a schedule is no shorter than its busiest
-    device's run time (up to rounding of the sums, far below the 1e-6 margin): a candidate
-    whose bound is clearly above the best makespan cannot win, and is not scheduled.
+    A device runs its nodes one after another, so a schedule is no shorter than its busiest device's
+    run time (rounding far below the 1e-6 margin): a candidate clearly above the best is not scheduled.
     """
     return not found or bound <= min(x[0] for x in found) * (1.0 + 1e-6)
 

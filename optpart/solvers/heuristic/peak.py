@@ -57,6 +57,7 @@ from .memory import (
 from ...model.screening import infeasibility, live_at_start, running_need  # re-exported (old path)
 from .peak_stages import chunk_placements
 from .schedule import Graph, critical_chain, justify
+from .stage_candidate import stage_candidate
 
 __all__ = ["eft_peak", "live_at_start", "peak_infeasibility", "running_need", "solve_peak"]
 
@@ -400,6 +401,11 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
     # 5. improvement under peak
     evals = min(effort * _MAX_EVALS_PER_EFFORT, effort * _WORK_PER_EFFORT / size)
     used = _improve(problem, g, pool, units, int(evals * _EVAL_WORK * size), deadline, jr, seed)
+    # 5b. the pipeline-stage placement, a finished answer offered after the search (:mod:`.stage_candidate`)
+    stage = None if late("the stage placement") else stage_candidate(problem, "peak", effort, deadline)
+    if stage is not None:
+        pool.offer("stage-seed", stage[0].tolist(), stage[1].tolist(),
+                   (stage[1] + problem.duration(stage[0])).tolist(), justify_rounds=jr)
     stats = {"candidates": len(pool.tried), "improve_work": used}
     if pool.best is None and pool.closest is not None and g.k >= 2 and not late("the overflow search"):
         # 6. no construction fits: search on the overflow itself, from the closest one

@@ -35,8 +35,8 @@ largest first, and places the rest by stages as before. Then a first-improvement
 moves single nodes of the schedule's critical chain to other devices (weight gradients
 queued behind the critical path on their stage's device go where a device waits). Every
 candidate is scored by that one evaluator under the requested memory model; the best that
-fits is returned. Deterministic: an evaluation cap, and a wall-clock deadline only as a
-safety stop.
+fits is returned. Deterministic: an evaluation cap (``max_evals``); a wall-clock deadline
+only when the caller has a time limit.
 """
 
 from __future__ import annotations
@@ -48,14 +48,32 @@ import numpy as np
 
 from ...evaluate import canonical_schedule
 from ...memory import fits, peak_memory, static_memory
+from ...model.paths import critical_path_nodes
 from ...problem import Problem
-from .path_bounds import critical_path_nodes
 
-__all__ = ["forward_set", "stage_anchors", "stage_seed", "parameter_units"]
+__all__ = ["forward_set", "phase_forward", "stage_anchors", "stage_seed", "parameter_units"]
 
 #: Canonical-schedule evaluations of one :func:`stage_seed` call at most: for the cuts, and
 #: as many again for the moves along the critical chain (:func:`_chain_moves`).
 MAX_EVALS = 240
+def phase_forward(problem: Problem) -> np.ndarray | None:
+    """The ``phase == "forward"`` mask when every node has a ``phase`` (the importers write it).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem; its ``node_meta`` is read.
+
+    Returns
+    -------
+    ndarray of bool or None
+        The mask, or None when some node has no ``phase``.
+    """
+    meta = problem.node_meta or ()
+    n = problem.n_nodes
+    if n and len(meta) == n and all(isinstance(m, Mapping) and "phase" in m for m in meta):
+        return np.array([m["phase"] == "forward" for m in meta], dtype=bool)
+    return None
 
 
 def forward_set(problem: Problem) -> list[np.ndarray]:
@@ -72,11 +90,8 @@ def forward_set(problem: Problem) -> list[np.ndarray]:
         One or two masks over the nodes (the metadata's first when every node has a
         ``phase``; the liveness split second when it differs).
     """
-    n = problem.n_nodes
-    out = []
-    meta = problem.node_meta or ()
-    if n and len(meta) == n and all(isinstance(m, Mapping) and "phase" in m for m in meta):
-        out.append(np.array([m["phase"] == "forward" for m in meta], dtype=bool))
+    declared = phase_forward(problem)
+    out = [] if declared is None else [declared]
     live_split = _liveness_split(problem)
     if not any(np.array_equal(live_split, f) for f in out):
         out.append(live_split)
@@ -158,45 +173,63 @@ def stage_anchors(problem: Problem, forward: np.ndarray) -> np.ndarray:
     return np.asarray(anc, dtype=np.int64)
 
 
-def _repair(problem: Problem, place: np.ndarray) -> np.ndarray | None:
-    """Pins, forbidden devices and colocation groups kept (None when this simple repair fails)."""
+def _group_view(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The grouped nodes, their group ids and each group's allowed devices (the rows of
+    :attr:`Problem.allowed` are the same for every member of a group)."""
+    grouped = np.flatnonzero(problem.group_of >= 0)
+    gid = problem.group_of[grouped]
+    first = np.full(len(problem.groups), -1, dtype=np.int64)
+    first[gid[::-1]] = grouped[::-1]  # each group's lowest member
+    return grouped, gid, problem.allowed[first] if first.size else np.zeros((0, problem.n_devices), dtype=bool)
+
+
+def _repair(problem: Problem, place: np.ndarray, view: tuple | None = None) -> np.ndarray | None:
+    """Pins, forbidden devices and colocation groups kept (None when this simple repair fails):
+    a node on a device it may not use goes to the nearest allowed index, then each group to
+    the allowed device most of its members are on (ties: the lower index). O(V k), vectorised."""
     if not problem.has_constraints:
         return place
     allowed = problem.allowed
+    n, k = problem.n_nodes, problem.n_devices
     place = place.copy()
-    for v in np.flatnonzero(~allowed[np.arange(problem.n_nodes), place]).tolist():
-        ok = np.flatnonzero(allowed[v])
-        if ok.size == 0:
+    bad = np.flatnonzero(~allowed[np.arange(n), place])
+    if bad.size:
+        ok = allowed[bad]
+        if not ok.any(axis=1).all():
             return None
-        place[v] = int(ok[np.argmin(np.abs(ok - place[v]))])
-    for members in problem.groups:
-        common = np.flatnonzero(allowed[members].all(axis=0))
-        if common.size == 0:
+        dist = np.where(ok, np.abs(np.arange(k)[None, :] - place[bad, None]), k + 1)
+        place[bad] = np.argmin(dist, axis=1)  # ties: the lower index
+    grouped, gid, common = view if view is not None else _group_view(problem)
+    if grouped.size:
+        if not common.any(axis=1).all():
             return None
-        counts = np.bincount(place[members], minlength=problem.n_devices)[common]
-        place[members] = int(common[int(np.argmax(counts))])
-    return place if problem.respects_constraints(place) else None
+        counts = np.zeros(common.shape, dtype=np.int64)
+        np.add.at(counts, (gid, place[grouped]), 1)
+        place[grouped] = np.argmax(np.where(common, counts, -1), axis=1)[gid]
+    return place if bool(allowed[np.arange(n), place].all()) else None
 
 
 class _Scorer:
     """Canonical schedule and memory of a stage placement, with an evaluation count."""
 
-    def __init__(self, problem: Problem, memory_model: str, deadline: float) -> None:
+    def __init__(self, problem: Problem, memory_model: str, deadline: float | None, max_evals: int = MAX_EVALS) -> None:
         self.problem = problem
         self.peak = memory_model == "peak" and problem.has_split
         self.deadline = deadline
         self.evals = 0
-        self.limit = MAX_EVALS
+        self.limit = self.per_round = max_evals
+        self.groups = _group_view(problem) if problem.has_constraints else None
 
     def spent(self) -> bool:
-        return self.evals >= self.limit or time.perf_counter() > self.deadline
+        """The evaluation cap reached, or the deadline (when one was given) passed."""
+        return self.evals >= self.limit or self.deadline is not None and time.perf_counter() > self.deadline
 
     def __call__(self, place: np.ndarray):
         """``(key, place, start)`` of the canonical schedule: key ``(0, makespan)`` when it fits,
         ``(1, worst overflow ratio)`` when it does not, ``(2, 0)`` when the constraints cannot be kept."""
         self.evals += 1
         p = self.problem
-        place = _repair(p, place)
+        place = _repair(p, place, self.groups)
         if place is None:
             return (2, 0.0), None, None
         start, finish = canonical_schedule(p, place)
@@ -275,9 +308,14 @@ def _descend(score: _Scorer, anchor: np.ndarray, devices: np.ndarray, cuts: np.n
     return best[0]
 
 
-def stage_seed(problem: Problem, memory_model: str, *, deadline: float | None = None
-               ) -> tuple[np.ndarray, np.ndarray] | None:
+def stage_seed(problem: Problem, memory_model: str, *, deadline: float | None = None,
+               max_evals: int = MAX_EVALS) -> tuple[np.ndarray, np.ndarray] | None:
     """The best pipeline-stage placement that fits, with its canonical schedule.
+
+    Cost: at most ``3 * max_evals`` evaluations (``max_evals`` for the cuts, as many again
+    for the packed cuts when no stage placement fits, and for the chain moves), each one
+    canonical schedule and its memory check, O((V + E) log V); plus O(V + E) per forward
+    set for the anchors and once for the critical path. So O(max_evals (V + E) log V).
 
     Parameters
     ----------
@@ -286,8 +324,11 @@ def stage_seed(problem: Problem, memory_model: str, *, deadline: float | None = 
     memory_model : {"static", "peak"}
         The model the returned placement fits.
     deadline : float, optional
-        ``time.perf_counter()`` value after which no further evaluation starts (a safety
-        stop; the evaluation cap :data:`MAX_EVALS` ends the search first on the bundled graphs).
+        ``time.perf_counter()`` value after which no further evaluation starts (a user's
+        time limit). Without it the clock is never read: the result depends on the
+        input and ``max_evals`` only.
+    max_evals : int
+        The evaluation cap of each of the three rounds (default :data:`MAX_EVALS`).
 
     Returns
     -------
@@ -298,7 +339,7 @@ def stage_seed(problem: Problem, memory_model: str, *, deadline: float | None = 
     n, k = problem.n_nodes, problem.n_devices
     if n == 0 or k == 0:
         return None
-    score = _Scorer(problem, memory_model, float("inf") if deadline is None else deadline)
+    score = _Scorer(problem, memory_model, deadline, max(1, int(max_evals)))
     # Devices by capacity (largest first, then index): stage s runs on by_cap[s].
     by_cap = np.lexsort((np.arange(k), -problem.device_memory))
     best = None
@@ -308,11 +349,11 @@ def stage_seed(problem: Problem, memory_model: str, *, deadline: float | None = 
             break
         units = parameter_units(problem) if packed else None
         if packed:
-            score.limit = score.evals + MAX_EVALS
+            score.limit = score.evals + score.per_round
         best = _stages(problem, score, candidates, by_cap, units)
     if best is None:
         return None
-    score.limit = score.evals + MAX_EVALS
+    score.limit = score.evals + score.per_round
     got = _chain_moves(score, best)
     return got[1], got[2]
 
