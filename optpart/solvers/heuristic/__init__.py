@@ -71,6 +71,7 @@ from .refine import refine
 from .schedule import Graph, justify, schedule_placement
 from .slicing import levels, slice_paths
 from .stage_candidate import static_stage_candidate
+from .candidates import Candidates, busiest_device_time, may_win
 
 __all__ = ["solve", "pardnn_placement", "SPEC"]
 
@@ -178,7 +179,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             cache["units"] = memory_units(problem)
         return cache["units"]
 
-    found = _Candidates()  # (makespan, tag, place, start, finish); only the best keeps its lists
+    found = Candidates()  # (makespan, tag, place, start, finish); only the best keeps its lists
     jr = 1 if effort > 0 else 0
     justify_all = jr and effort * _JUSTIFY_ALL_SIZE >= size
 
@@ -257,8 +258,8 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         place = pardnn_placement(problem, g, capacity, refine_evals=refine_evals, deadline=deadline,
                                  units=units())
         if place is not None:  # justified here only when every candidate is (else: the winner, below)
-            busy = _busiest(problem, g, place)
-            if _may_win(busy, found):
+            busy = busiest_device_time(problem, place, g.speed)
+            if may_win(busy, found):
                 s, f, ms = schedule_placement(g, place, jr if justify_all else 0)
                 found.append((ms, 0, place, s, f))
             else:
@@ -284,7 +285,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         # run times there (up to rounding, <= n ulps): when that sum is clearly above the best
         # candidate it cannot win, and its O((V + E) log V) schedule is not built.
         busy = float(np.sum(problem.time)) / g.speed[d]
-        if _may_win(busy, found):
+        if may_win(busy, found):
             p1 = [d] * g.n
             s1, f1, ms1 = schedule_placement(g, p1, 0)
             found.append((ms1, 4, p1, s1, f1))
@@ -346,37 +347,6 @@ def _variant_orders(g: Graph, seed: int):
     rng = np.random.default_rng(seed)
     while True:
         yield base * rng.uniform(0.9, 1.1, size=g.n)
-
-
-class _Candidates(list):
-    """The candidates as ``(makespan, tag, place, start, finish)``; only the best, by
-    (makespan, tag) as the final choice ranks them, keeps its placement and schedule: the others
-    keep their makespan only (three lists of 10^6 entries are about 70 MiB each)."""
-
-    def append(self, item: tuple) -> None:
-        """Add a candidate and drop the lists of whichever of it and the best so far loses."""
-        if self:
-            best = min(range(len(self)), key=lambda i: self[i][:2])
-            if item[:2] < self[best][:2]:
-                self[best] = self[best][:2] + (None, None, None)
-            else:
-                item = item[:2] + (None, None, None)
-        super().append(item)
-
-
-def _busiest(problem: Problem, g: Graph, place: list[int]) -> float:
-    """The busiest device's summed run time under ``place``: a lower bound on any schedule's makespan."""
-    busy = np.bincount(np.asarray(place, dtype=np.int64), weights=problem.time, minlength=g.k)
-    return float(np.max(busy / np.asarray(g.speed, dtype=np.float64)))
-
-
-def _may_win(bound: float, found: list) -> bool:
-    """Whether a candidate whose makespan is at least ``bound`` may beat or tie the best found.
-
-    A device runs its nodes one after another, so a schedule is no shorter than its busiest device's
-    run time (rounding far below the 1e-6 margin): a candidate clearly above the best is not scheduled.
-    """
-    return not found or bound <= min(x[0] for x in found) * (1.0 + 1e-6)
 
 
 _BASELINE_TAGS = {"topo": 6, "metis": 7, "pardnn": 8}
