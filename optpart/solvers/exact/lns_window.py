@@ -56,7 +56,7 @@ __all__ = ["improve_windows", "schedule_tails"]
 #: of the bundled graphs finds as many or more real improvements in the same budget.
 RESOLUTION = 10**5
 #: Wall seconds a window of ``WINDOW_DTIME`` may take at most (in proportion for larger
-#: budgets); its deterministic budget usually ends it first.
+#: budgets) without a deterministic budget; its deterministic budget usually ends it first.
 WINDOW_WALL_S = 3.0
 #: CP-SAT deterministic seconds per window at first; after a pass without gain at the largest
 #: window size, windows start small again with four times the budget, up to the maximum.
@@ -135,7 +135,7 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
         if not crit[win].any():
             continue
         got = _solve_window(problem, place, start, end, tail, win, dur_s, comm_s, ms, budget, reserve,
-                            memory_model, seed + stats["window_solves"], window_dtime)
+                            memory_model, seed + stats["window_solves"], window_dtime, wall_cap=max_windows is None)
         stats["window_solves"] += 1
         if got is None:
             continue
@@ -168,8 +168,12 @@ def _fits_memory(problem: Problem, place: np.ndarray, start: np.ndarray, memory_
 
 
 def _solve_window(problem: Problem, place, start, end, tail, win, dur_s, comm_s, ms, budget, reserve,
-                  memory_model, seed, dtime):
-    """One window's CP-SAT sub-solve: ``(placement, key, key_end)`` in seconds, or None."""
+                  memory_model, seed, dtime, wall_cap: bool = True):
+    """One window's CP-SAT sub-solve: ``(placement, key, key_end)`` in seconds, or None.
+
+    ``wall_cap``: also stop the window after :data:`WINDOW_WALL_S` per ``WINDOW_DTIME``
+    deterministic seconds; off under a deterministic budget, where only the call's own time
+    limit may cut a window short, so that the answer does not depend on the machine's speed."""
     from ortools.sat.python import cp_model
 
     n, k = problem.n_nodes, problem.n_devices
@@ -276,7 +280,8 @@ def _solve_window(problem: Problem, place, start, end, tail, win, dur_s, comm_s,
     prm.max_deterministic_time = float(dtime)
     prm.presolve_inclusion_work_limit = 0  # google/or-tools#5293
     prm.cp_model_presolve = False  # measured: as good or better per window without it (docs/exact.md)
-    code = xc.solve_within(solver, m, min(budget.left() - reserve, WINDOW_WALL_S * dtime / WINDOW_DTIME))
+    wall = budget.left() - reserve
+    code = xc.solve_within(solver, m, min(wall, WINDOW_WALL_S * dtime / WINDOW_DTIME) if wall_cap else wall)
     if solver.status_name(code) not in ("OPTIMAL", "FEASIBLE"):
         return None
     new_place = place.copy()
