@@ -103,7 +103,9 @@ def best_start(problem: Problem, incumbent: Solution | None, memory_model: str, 
     effort = min(MAX_DEEP_EFFORT, basis / DEEP_SECONDS_PER_EFFORT)
     if effort >= 2.0 and incumbent is not None and incumbent.placement is not None:
         from .. import heuristic as pardnn
-        deep = pardnn.solve(problem, time_limit=share, seed=seed, hint=incumbent.placement,
+        # under a deterministic budget its effort bounds its work; the time left is only a safety stop
+        cap = share if deterministic_time is None else max(0.0, budget.left() - reserve)
+        deep = pardnn.solve(problem, time_limit=cap, seed=seed, hint=incumbent.placement,
                             memory_model=memory_model, effort=effort)
         ms = _makespan(problem, deep)
         if np.isfinite(ms):
