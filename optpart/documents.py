@@ -278,8 +278,11 @@ def result_json_pieces(result: Any, problem: Problem, include_wall_time: bool = 
         ("solver", result.solver), ("status", result.status.value),
     ]
     has = result.status.has_solution
+    # an ``invalid`` result keeps its placement and schedule, for inspection (see Status)
+    carries = has or (result.status.value == "invalid" and result.placement is not None
+                      and result.start is not None and len(result.placement) == problem.n_nodes)
     header += [
-        ("makespan", result.makespan if has else None),
+        ("makespan", result.makespan if carries else None),
         ("lower_bound", result.lower_bound),
         ("gap", result.gap if has else None),
         ("memory_model", result.memory_model),
@@ -287,7 +290,7 @@ def result_json_pieces(result: Any, problem: Problem, include_wall_time: bool = 
     if result.message:
         header.append(("message", result.message))
     lists = []
-    if has:
+    if carries:
         # The same bytes as json.dumps per entry, built from the C string encoder and float
         # repr (what json.dumps uses) without a dumps call per node: 10^6 nodes in about a second.
         names = list(map(_encode_str, problem.node_ids))

@@ -173,7 +173,9 @@ def result_from_dict(doc: Mapping[str, Any], problem: Problem) -> Result:
     message = doc.get("message", "")
     if not isinstance(message, str):
         raise FormatError(f"result field 'message' must be a string, got {_short(message)}")
-    if not status.has_solution:
+    if status is Status.INVALID and isinstance(doc.get("placement"), dict):
+        status = Status.FEASIBLE  # what it claims is re-judged: the evaluator says invalid again, or not
+    elif not status.has_solution:
         return Result(problem=str(doc.get("problem", problem.name)), solver=doc["solver"], status=status,
                       lower_bound=lower_bound, message=message)
     if "placement" not in doc or not isinstance(doc["placement"], dict):
