@@ -61,6 +61,24 @@ def _times(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.choice([0.0, 1.0, 1.0, 2.0, 2.0, 3.0], size=n) * scale
 
 
+def _random_problem(rng: np.random.Generator, n: int, edges: list[tuple[int, int]], byte_choices: list[float],
+                    k_low: int, tight_p: float, name: str, bytes_in_time_units: bool = False) -> optpart.Problem:
+    """Random run times, memory, transfers, devices (1-3 or 2-3), links and constraints on
+    ``edges``, drawn in one fixed order; ``bytes_in_time_units`` scales transfers by the
+    longest run time."""
+    time_s = _times(rng, n)
+    memory = rng.integers(1, 10, size=n).astype(float)
+    nbytes = rng.choice(byte_choices, size=len(edges))
+    if bytes_in_time_units:
+        nbytes = nbytes * float(time_s.max() or 1.0)
+    k = int(rng.integers(k_low, 4))
+    devices, links = _devices(rng, k, float(memory.sum()), rng.random() < tight_p)
+    ids = [f"v{i}" for i in range(n)]
+    return optpart.Problem.from_arrays(ids, time_s, memory, [u for u, _ in edges], [w for _, w in edges], nbytes,
+                                       devices=devices, links=links, constraints=_constraints(rng, ids, k),
+                                       name=name)
+
+
 def twin_problem(seed: int) -> optpart.Problem:
     """A fork, 2-4 branches with run times from a small set, a join; sometimes a node before
     the fork or after the join."""
@@ -74,15 +92,7 @@ def twin_problem(seed: int) -> optpart.Problem:
         edges.append((0, 1))
     if post:
         edges.append((join, join + 1))
-    time_s = _times(rng, n)
-    memory = rng.integers(1, 10, size=n).astype(float)
-    nbytes = rng.choice([0.0, 5.0, 10.0, 20.0], size=len(edges))
-    k = int(rng.integers(1, 4))
-    devices, links = _devices(rng, k, float(memory.sum()), rng.random() < 0.5)
-    ids = [f"v{i}" for i in range(n)]
-    return optpart.Problem.from_arrays(ids, time_s, memory, [u for u, _ in edges], [w for _, w in edges], nbytes,
-                                       devices=devices, links=links, constraints=_constraints(rng, ids, k),
-                                       name=f"twins-{seed}")
+    return _random_problem(rng, n, edges, [0.0, 5.0, 10.0, 20.0], 1, 0.5, f"twins-{seed}")
 
 
 def stage_problem(seed: int) -> optpart.Problem:
@@ -99,15 +109,7 @@ def stage_problem(seed: int) -> optpart.Problem:
     if rng.random() < 0.3:  # an edge across a cut node (a skip connection)
         edges.append((0, node))
     n = node + 1
-    time_s = _times(rng, n)
-    memory = rng.integers(1, 10, size=n).astype(float)
-    nbytes = rng.choice([0.0, 5.0, 20.0], size=len(edges))
-    k = int(rng.integers(2, 4))
-    devices, links = _devices(rng, k, float(memory.sum()), rng.random() < 0.6)
-    ids = [f"v{i}" for i in range(n)]
-    return optpart.Problem.from_arrays(ids, time_s, memory, [u for u, _ in edges], [w for _, w in edges], nbytes,
-                                       devices=devices, links=links, constraints=_constraints(rng, ids, k),
-                                       name=f"stages-{seed}")
+    return _random_problem(rng, n, edges, [0.0, 5.0, 20.0], 2, 0.6, f"stages-{seed}")
 
 
 def _agrees(p: optpart.Problem) -> optpart.Result:
@@ -236,15 +238,8 @@ def fork_join_problem(seed: int) -> optpart.Problem:
     edges = [(0, 1 + i) for i in range(width)] + [(1 + i, n - 1) for i in range(width)]
     if rng.random() < 0.2:
         edges.append((0, n - 1))
-    time_s = _times(rng, n)
-    memory = rng.integers(1, 10, size=n).astype(float)
-    nbytes = rng.choice([0.0, 5.0, 10.0, 30.0], size=len(edges)) * float(time_s.max() or 1.0)
-    k = int(rng.integers(1, 4))
-    devices, links = _devices(rng, k, float(memory.sum()), rng.random() < 0.4)
-    ids = [f"v{i}" for i in range(n)]
-    return optpart.Problem.from_arrays(ids, time_s, memory, [u for u, _ in edges], [w for _, w in edges], nbytes,
-                                       devices=devices, links=links, constraints=_constraints(rng, ids, k),
-                                       name=f"forkjoin-{seed}")
+    return _random_problem(rng, n, edges, [0.0, 5.0, 10.0, 30.0], 1, 0.4, f"forkjoin-{seed}",
+                           bytes_in_time_units=True)
 
 
 @pytest.mark.parametrize("seed", range(40))
