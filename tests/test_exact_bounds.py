@@ -19,7 +19,6 @@ from optpart.generators import planted_dag
 from optpart.solvers import _exact_common as xc
 from optpart.solvers.path_bounds import memory_path_bound
 
-from conftest import shared_data
 from oracle import brute_force
 from test_cpsat_peak import _random_split, brute_force_peak
 from test_exact import feasible_random_problem
@@ -125,12 +124,9 @@ def test_memory_path_bound_counts_an_activation_held_across_the_run_under_peak()
 @pytest.mark.parametrize("p", [2, 16])
 def test_memory_path_bound_stays_below_published_stg_optima(p):
     # Every proven instance of the STG set (skipped, saying so, without ../shared/data).
-    from optpart.formats.stg import read_stg
-    from test_exact import _stg_cases
-    root = shared_data("stg")
-    cases = _stg_cases(p, 10_000)
+    from test_exact import stg_problems
+    cases = stg_problems(p, 10_000)
     assert cases
-    for rel, opt in cases:
-        problem = read_stg(root / rel).with_devices(p)
+    for rel, problem, opt in cases:
         for model in ("static", "peak"):
             assert memory_path_bound(problem, model) <= opt * (1 + 1e-9), (rel, model)

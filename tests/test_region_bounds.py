@@ -19,10 +19,9 @@ from optpart.problem import Links
 from optpart.model.paths import critical_path_nodes
 from optpart.solvers.exact.region_bounds import path_regions, region_path_bound
 
-from conftest import shared_data
 from oracle import brute_force
 from test_cpsat_peak import _random_split, brute_force_peak
-from test_exact import _stg_cases, feasible_random_problem
+from test_exact import feasible_random_problem, stg_problems
 
 EPS = 1e-9
 
@@ -99,10 +98,7 @@ def test_region_bound_stays_below_planted_optima(seed):
 
 @pytest.mark.parametrize("procs", [2, 16])
 def test_region_bound_stays_below_published_stg_optima(procs):
-    from optpart.formats.stg import read_stg
-    root = shared_data("stg")
-    cases = _stg_cases(procs, 40)
+    cases = stg_problems(procs, 40)
     assert cases
-    for rel, opt in cases:
-        problem = read_stg(root / rel).with_devices(procs)
+    for rel, problem, opt in cases:
         assert region_path_bound(problem) <= opt * (1 + EPS), rel
