@@ -67,6 +67,16 @@ def _solve(problem, solver: str, repeat: int = 1) -> tuple[float, float]:
     return (float(r.makespan) if r.status.has_solution else float("inf")), min(times)
 
 
+def _behind_best(res: dict, where: str) -> int:
+    """1 (said on stderr) when the heuristic's makespan in ``res`` is above the best baseline's, else 0."""
+    h = res["heuristic"][0]
+    best = min(v[0] for s, v in res.items() if s != "heuristic")
+    if h > best * (1 + 1e-9):
+        print(f"  worse: {where}: heuristic {h:.6g}, best baseline {best:.6g}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _row(n: int, seeds: list[int], ks, ccrs, all_baselines: bool, repeat: int) -> list:
     extra = ["topo", "metis", "pardnn"] if all_baselines else []
     gaps: dict[str, list[float]] = {s: [] for s in ["heuristic", "heft", "etf", *extra]}
@@ -87,11 +97,7 @@ def _row(n: int, seeds: list[int], ks, ccrs, all_baselines: bool, repeat: int) -
                     for s in gaps:
                         gaps[s].append(res[s][0] / opt - 1.0)
                     h = res["heuristic"][0]
-                    best = min(v[0] for s, v in res.items() if s != "heuristic")
-                    if h > best * (1 + 1e-9):
-                        worse += 1
-                        print(f"  worse: n={n} {shape} k={k} ccr={ccr} seed={seed}: heuristic {h:.6g}, "
-                              f"best baseline {best:.6g}", file=sys.stderr)
+                    worse += _behind_best(res, f"n={n} {shape} k={k} ccr={ccr} seed={seed}")
                     t_ratio[shape].append(res["heuristic"][1] / max(res["heft"][1], 1e-9))
                     print(f"  done: n={n} {shape} k={k} ccr={ccr} seed={seed}: gap {h / opt - 1:.4%}, "
                           f"time / heft {t_ratio[shape][-1]:.2f}x", file=sys.stderr)
@@ -147,12 +153,7 @@ def _generator_row(kind: str, n: int, seeds: list[int], ks, ccrs) -> list:
                 nodes.append(p.n_nodes)
                 for s in solvers:
                     gaps[s].append(res[s][0] / lb - 1.0 if lb > 0 else 0.0)
-                h = res["heuristic"][0]
-                best = min(v[0] for s, v in res.items() if s != "heuristic")
-                if h > best * (1 + 1e-9):
-                    worse += 1
-                    print(f"  worse: {kind} n={p.n_nodes} k={k} ccr={ccr} seed={seed}: heuristic {h:.6g}, "
-                          f"best baseline {best:.6g}", file=sys.stderr)
+                worse += _behind_best(res, f"{kind} n={p.n_nodes} k={k} ccr={ccr} seed={seed}")
                 t_ratio.append(res["heuristic"][1] / max(res["heft"][1], 1e-9))
                 print(f"  done: {kind} n={p.n_nodes} k={k} ccr={ccr} seed={seed}", file=sys.stderr)
 
