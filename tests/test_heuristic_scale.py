@@ -176,3 +176,47 @@ def test_every_construction_runs_where_the_search_budget_does_not_and_the_result
     assert "pardnn_bound" in r.stats or r.stats["constructions_tried"] >= 3, r.stats  # the seed method ran
     again = optpart.solve(p, "heuristic", effort=0.2)
     assert np.array_equal(r.placement, again.placement) and np.array_equal(r.start, again.start)
+
+
+@pytest.mark.parametrize("model", ["static", "peak"])
+def test_the_baselines_stay_candidates_where_the_variants_budget_ends(monkeypatch, model):
+    # A training step of 2*10^4 operators (n + m just above the variants' budget) is where the
+    # seed method alone beat every other construction by 22%: the baselines must stay candidates
+    # there. Emulated on a small step by shrinking the variants' and orders' budgets to nothing:
+    # the baselines are still offered (the work budget pays for them) and the answer is no
+    # slower than any of them.
+    import importlib
+
+    from optpart.solvers import heuristic as H
+    from optpart.solvers.heuristic import peak as P
+    B = importlib.import_module("optpart.solvers.heuristic.baseline_candidates")
+    from optpart import generators as gen
+
+    monkeypatch.setattr(H, "_VARIANT_WORK", 1)
+    monkeypatch.setattr(P, "_ORDER_WORK", 1)
+    offered = []
+    real = B.baseline_candidates
+
+    def spy(problem, memory_model, seed=0):
+        out = real(problem, memory_model, seed)
+        offered.extend(name for name, _, _ in out)
+        return out
+    monkeypatch.setattr(B, "baseline_candidates", spy)
+    monkeypatch.setattr(H, "baseline_candidates", spy)
+    p = gen.training_graph(30, width=2, ccr=0.1, k=2, memory_slack=1.1, seed=7)
+    assert B.pays_for_baselines(1.0, p.n_nodes + p.n_edges)
+    h = optpart.solve(p, "heuristic", memory_model=model)
+    assert "pardnn" in offered and "topo" in offered, offered
+    for base in KEPT:
+        b = optpart.solve(p, base, memory_model=model)
+        if b.status.has_solution:
+            assert h.makespan <= b.makespan * (1 + 1e-9), (base, h.makespan, b.makespan)
+
+
+def test_the_baselines_budget_grows_with_effort_and_is_nothing_at_effort_zero():
+    from optpart.solvers.heuristic.baseline_candidates import pays_for_baselines
+
+    assert pays_for_baselines(1.0, 50_003)          # the 2*10^4-operator training steps
+    assert not pays_for_baselines(0.0, 10)          # effort 0: constructions only
+    assert not pays_for_baselines(1.0, 3_000_000)   # 10^6 operators: beyond the default budget
+    assert pays_for_baselines(40.0, 3_000_000)      # ... which effort buys

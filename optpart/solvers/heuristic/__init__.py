@@ -62,7 +62,7 @@ from ...units import format_bytes
 from ..base import Solution
 from ..spec import Option, SolverSpec
 from .eft import eft_schedule, heft_order, topological_priority, upward_rank
-from .baseline_candidates import baseline_candidates
+from .baseline_candidates import baseline_candidates, pays_for_baselines
 from .search import improve_schedule
 from .mapping import map_clusters
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
@@ -264,9 +264,10 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
                 found.append((ms, 0, place, s, f))
             else:
                 stats["pardnn_bound"] = busy  # its makespan is at least this, above the best candidate
-    # 6. the other baselines' answers (topo, metis, the seed method alone), as the budget of the
-    #    variants allows: never worse than them
-    if baselines and count > 0 and not (found and (proven() or late("the other baselines", 2.0))):
+    # 6. the other baselines' answers (topo, metis, the seed method alone), as the work budget
+    #    allows (the variants' or the search's): never worse than them
+    if baselines and (count > 0 or pays_for_baselines(effort, size)) \
+            and not (found and (proven() or late("the other baselines", 2.0))):
         for name, place, s in baseline_candidates(problem, "static", seed):
             if fits(np.bincount(place, weights=problem.memory, minlength=g.k), np.asarray(capacity)).all():
                 f = [s[v] + g.time[v] / g.speed[place[v]] for v in range(n)]

@@ -18,7 +18,35 @@ from ...errors import SolverError
 from ...evaluate import canonical_schedule
 from ...problem import Problem
 
-__all__ = ["baseline_candidates"]
+__all__ = ["baseline_candidates", "pays_for_baselines"]
+
+#: The heuristic's work budget per unit of effort, in replay visits of nodes and edges (as its
+#: search's, :data:`optpart.solvers.heuristic._SEARCH_WORK`).
+BASELINE_BUDGET = 1_200_000
+#: What the three baselines cost together per node and edge, in the same units: the seed
+#: method's slicing, mapping, refinement and memory step (about six schedules' worth on 2*10^4
+#: node graphs), topo's and metis's placements and schedules.
+BASELINE_COST = 12
+
+
+def pays_for_baselines(effort: float, size: int) -> bool:
+    """Whether the work budget of ``effort`` pays for the baselines on a graph of ``size``
+    nodes + edges (at the default effort up to 10^5: the graphs where the seed method
+    alone beat the other constructions by up to 22%, training steps of 2*10^4 operators,
+    are inside it).
+
+    Parameters
+    ----------
+    effort : float
+        The heuristic's effort (0: constructions only, never the baselines).
+    size : int
+        Nodes plus edges.
+
+    Returns
+    -------
+    bool
+    """
+    return effort > 0 and effort * BASELINE_BUDGET >= BASELINE_COST * max(1, size)
 
 
 def baseline_candidates(problem: Problem, memory_model: str, seed: int = 0

@@ -340,9 +340,9 @@ def solve_peak(problem: Problem, g: Graph, *, time_limit: float | None = None, s
     except NoRoom:
         pass
     # the other baselines' answers (topo, metis, the seed method under peak), when the budget
-    # pays for priority orders: kept when their schedules fit, so never slower than them
-    if n_orders > 1:
-        from .baseline_candidates import baseline_candidates
+    # pays for priority orders or for them: kept when their schedules fit, so never slower than them
+    from .baseline_candidates import baseline_candidates, pays_for_baselines
+    if n_orders > 1 or pays_for_baselines(effort, size):
         for name, place, s in baseline_candidates(problem, "peak", seed):
             pool.offer(name, place, s, [s[v] + g.time[v] / g.speed[place[v]] for v in range(g.n)],
                        justify_rounds=jr)
