@@ -41,6 +41,7 @@ from ..._docstrings import fill_doc
 from ...memory import fits, memory_timeline, peak_memory
 from ...problem import Problem
 from .schedule import Graph, schedule_placement
+from .interval_sums import OverlapSums
 
 __all__ = ["static_memory_step", "peak_memory_step"]
 
@@ -111,7 +112,8 @@ class _Busy:
             o = on[np.argsort(s[on], kind="stable")]
             b, e = s[o], f[o]
             self.lines.append((b, e, np.concatenate([[0.0], np.cumsum(e - b)])))
-        self.extra: list[list[tuple[float, float]]] = [[] for _ in range(g.k)]
+        coords = np.concatenate([s, f])
+        self.extra = [OverlapSums(coords) for _ in range(g.k)]  # the slots moved onto each device
 
     def _busy(self, d: int, lo: float, hi: float) -> float:
         """Busy time of device ``d`` within ``[lo, hi]``."""
@@ -121,14 +123,14 @@ class _Busy:
         total = 0.0
         if j > i:
             total = cum[j] - cum[i] - max(0.0, lo - b[i]) - max(0.0, e[j - 1] - hi)
-        for a, z in self.extra[d]:
-            total += max(0.0, min(hi, z) - max(lo, a))
+        total += self.extra[d].overlap(lo, hi)
         return min(max(0.0, total), hi - lo)
 
     def moved(self, nodes: Sequence[int], d: int) -> None:
         """``nodes`` now also run on ``d`` (in their old slots)."""
-        self.extra[d].extend((float(self.start[v]), float(self.finish[v])) for v in nodes
-                             if self.finish[v] > self.start[v])
+        for v in nodes:
+            if self.finish[v] > self.start[v]:
+                self.extra[d].add(float(self.start[v]), float(self.finish[v]))
 
     def cost(self, nodes: Sequence[int]) -> np.ndarray:
         """Per device: the run time ``nodes`` would add there, weighted by how busy it is then."""
