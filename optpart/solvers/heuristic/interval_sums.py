@@ -39,7 +39,17 @@ class OverlapSums:
         self.empty = True
 
     def index(self, x: float) -> int:
-        """The 1-based tree position of coordinate ``x`` (one of ``coords``)."""
+        """The 1-based tree position of coordinate ``x``.
+
+        Parameters
+        ----------
+        x : float
+            One of ``coords``.
+
+        Returns
+        -------
+        int
+        """
         return int(np.searchsorted(self.coords, x)) + 1
 
     def _update(self, i: int, dc: float, ds: float) -> None:
@@ -50,13 +60,31 @@ class OverlapSums:
             i += i & -i
 
     def add(self, a: float, z: float) -> None:
-        """Add the interval ``[a, z]`` (``a <= z``, both among ``coords``)."""
+        """Add the interval ``[a, z]``.
+
+        Parameters
+        ----------
+        a, z : float
+            Its ends, ``a <= z``, both among ``coords``.
+        """
         self._update(self.index(a), 1.0, -a)
         self._update(self.index(z), -1.0, z)
         self.empty = False
 
     def below(self, x: float, i: int | None = None) -> float:
-        """``F(x)``: the intervals' total overlap with ``(-inf, x]`` (``i``: ``x``'s position)."""
+        """``F(x)``: the intervals' total overlap with ``(-inf, x]``.
+
+        Parameters
+        ----------
+        x : float
+            One of ``coords``.
+        i : int, optional
+            ``x``'s tree position (:meth:`index`), when known.
+
+        Returns
+        -------
+        float
+        """
         i = self.index(x) if i is None else i
         c = s = 0.0
         cnt, sm = self._cnt, self._sum
