@@ -77,7 +77,9 @@ __all__ = ["solve", "pardnn_placement", "SPEC"]
 
 SPEC = SolverSpec(
     options=(Option("effort", float, 1.0, "0: constructions only; 1: default; higher: more improvement", min=0.0,
-                    finite=True),),
+                    finite=True),
+             Option("gap", float, 1e-4, "skip the later stages once a candidate is within this fraction of the "
+                    "proven lower bound (0: only at the bound)", min=0.0, finite=True)),
     memory_models=("static", "peak"), uses_hint=True, uses_time_limit=True)
 
 _SEARCH_WORK = 1_200_000   # search budget per unit of effort, in replay visits of nodes and edges
@@ -155,11 +157,13 @@ def _pinned_overflow(problem: Problem, capacity: list[float]) -> str | None:
 
 def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float, hint, deadline,
                seed: int = 0, stats: dict | None = None, lower: float = 0.0, search: bool = True,
-               baselines: bool = True):
+               baselines: bool = True, gap: float = 0.0):
     """Every construction within ``capacity`` (static), improved; (makespan, place, start, finish) or None.
 
     ``lower`` is a proven lower bound on the makespan: once a candidate meets it, the later
-    stages (priority variants, the seed method, the search) cannot beat it and are skipped.
+    stages (priority variants, the seed method, the search) cannot beat it and are skipped; once
+    one is within ``gap`` of it (a fraction), they could beat it by less than that and are
+    skipped too.
     ``search=False`` leaves the search out and ``baselines=False`` the other baselines (the
     peak model's starting points: its own search pays more for the time, and it offers the
     baselines' peak answers itself)."""
@@ -194,9 +198,19 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         return False
 
     def proven() -> bool:
-        """True (and say so) when a candidate already meets the lower bound: optimal."""
-        if found and lower > 0 and min(x[0] for x in found) <= lower + time_tolerance(lower):
+        """True (and say so) when a candidate already meets the lower bound (optimal) or is
+        within ``gap`` of it."""
+        return bool(found) and close_enough(min(x[0] for x in found))
+
+    def close_enough(ms: float) -> bool:
+        if lower <= 0:
+            return False
+        if ms <= lower + time_tolerance(lower):
             stats.setdefault("proven_optimal", "a construction meets the lower bound; later stages skipped")
+            return True
+        if ms <= lower * (1.0 + gap):
+            stats.setdefault("within_gap", f"a candidate is within {gap:g} of the lower bound "
+                                           f"({ms / lower - 1:.3g}); later stages skipped")
             return True
         return False
 
@@ -332,7 +346,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
     stats["search_work"] = used
     stats["search_budget"] = work
     # 7. a declared training step's pipeline-stage placement, a finished answer (:mod:`.stage_candidate`)
-    got = None if not baselines or ms <= lower + time_tolerance(lower) or late("the stage placement") \
+    got = None if not baselines or close_enough(ms) or late("the stage placement") \
         else static_stage_candidate(problem, g, capacity, effort, deadline, jr)
     if got is not None and got[0] < ms:
         (ms, place, s, f), stats["construction"] = got, "stage-seed"
@@ -372,7 +386,7 @@ def _single_device(problem: Problem, g: Graph):
 
 @SPEC.checked("heuristic")
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, hint=None,
-          memory_model: str = "static", effort: float = 1.0) -> Solution:
+          memory_model: str = "static", effort: float = 1.0, gap: float = 1e-4) -> Solution:
     """Place and schedule ``problem`` (see the module docstring).
 
     Parameters
@@ -394,6 +408,11 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     time_limit : float, optional
         Wall-clock cap (makes the result depend on timing); the call returns within
         about ``time_limit`` plus the time of the first construction.
+    gap : float
+        Once a candidate is within this fraction of the proven lower bound, the later stages
+        (variants, the seed method, the other baselines, the search) are skipped: none could
+        shorten the answer by more than that. Default 1e-4 (as a MIP solver's relative gap);
+        0 skips them only at the bound (``stats["within_gap"]`` says when it applied).
 
     Returns
     -------
@@ -410,7 +429,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     if reason is not None:
         return Solution(Status.INFEASIBLE, message=reason, memory_model=memory_model)
     g = Graph(problem)
-    sol = _solve_at(problem, g, capacity, memory_model, effort, hint, seed, time_limit, deadline)
+    sol = _solve_at(problem, g, capacity, memory_model, effort, hint, seed, time_limit, deadline, gap)
     # more effort never returns a worse answer than less: above the default the default's
     # answer is a candidate, and above 0 the constructions' alone (effort 0). Under the static
     # model every effort-0 construction is a candidate of any effort's own run (_construct), so
@@ -422,7 +441,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         if low_effort == 0.0 and not peak and sol.status.has_solution:
             continue
         low = _solve_at(problem, g, problem.device_memory.astype(float).tolist(), memory_model, low_effort,
-                        hint, seed, time_limit, deadline)
+                        hint, seed, time_limit, deadline, gap)
         if _makespan(g, low) < _makespan(g, sol):
             low.stats["kept"] = f"the answer at effort {low_effort:g} (shorter than at effort {effort:g})"
             low.stats["effort_makespan"] = _makespan(g, sol)
@@ -440,7 +459,7 @@ def _makespan(g: Graph, sol: Solution) -> float:
 
 
 def _solve_at(problem: Problem, g: Graph, capacity: list[float], memory_model: str, effort: float, hint,
-              seed: int, time_limit, deadline) -> Solution:
+              seed: int, time_limit, deadline, gap: float = 0.0) -> Solution:
     """The heuristic at one effort (:func:`solve` after its checks)."""
     if memory_model == "peak" and problem.has_split:
         try:
@@ -457,7 +476,7 @@ def _solve_at(problem: Problem, g: Graph, capacity: list[float], memory_model: s
     rounds = 6 if memory_model == "peak" else 1
     for _ in range(rounds):
         with no_gc():  # millions of small lists and tuples at 10^6 nodes: cyclic passes were 7x memory_units
-            best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats, lower=lb)
+            best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats, lower=lb, gap=gap)
         if best is None or memory_model == "static":
             break
         _, place, s, f = best

@@ -23,17 +23,16 @@ __all__ = ["baseline_candidates", "pays_for_baselines"]
 #: The heuristic's work budget per unit of effort, in replay visits of nodes and edges (as its
 #: search's, :data:`optpart.solvers.heuristic._SEARCH_WORK`).
 BASELINE_BUDGET = 1_200_000
-#: What the three baselines cost together per node and edge, in the same units: the seed
-#: method's slicing, mapping, refinement and memory step (about six schedules' worth on 2*10^4
-#: node graphs), topo's and metis's placements and schedules.
-BASELINE_COST = 12
+#: What the three baselines are charged per node and edge, in the same units: at the default
+#: effort they run up to 4*10^5 nodes + edges, the training steps of 10^5 operators where the
+#: seed method alone was up to 23% shorter than every other construction (the seed method costs
+#: about ten schedules' worth there; the heuristic's search does not run at that size).
+BASELINE_COST = 3
 
 
 def pays_for_baselines(effort: float, size: int) -> bool:
     """Whether the work budget of ``effort`` pays for the baselines on a graph of ``size``
-    nodes + edges (at the default effort up to 10^5: the graphs where the seed method
-    alone beat the other constructions by up to 22%, training steps of 2*10^4 operators,
-    are inside it).
+    nodes + edges (at the default effort up to 4*10^5).
 
     Parameters
     ----------
