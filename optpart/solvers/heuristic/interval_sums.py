@@ -15,6 +15,7 @@ and query uses, known in advance.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,7 +33,7 @@ class OverlapSums:
     """
 
     def __init__(self, coords: Sequence[float]) -> None:
-        self.coords = np.unique(np.asarray(coords, dtype=np.float64))
+        self.coords = np.unique(np.asarray(coords, dtype=np.float64)).tolist()  # a list: bisect per query
         m = len(self.coords) + 1
         self._cnt = [0.0] * m   # starts minus ends at or below a coordinate (a Fenwick tree)
         self._sum = [0.0] * m   # sum of the ends minus sum of the starts there
@@ -50,7 +51,7 @@ class OverlapSums:
         -------
         int
         """
-        return int(np.searchsorted(self.coords, x)) + 1
+        return bisect_left(self.coords, x) + 1
 
     def _update(self, i: int, dc: float, ds: float) -> None:
         cnt, sm, m = self._cnt, self._sum, len(self._cnt)
