@@ -242,7 +242,7 @@ def static_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, 
         cand = np.flatnonzero((pl[un.first] == d) & un.movable & (un.mem > 0))
 
         def move(u: int, e: int, d: int = d) -> bool:
-            if not fits(used[e] + un.mem[u], cap[e]):
+            if not fits(float(used[e] + un.mem[u]), float(cap[e])):  # Python floats: fits' scalar path
                 return False
             pl[un.members[u]] = e
             used[d] -= un.mem[u]
@@ -251,8 +251,8 @@ def static_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, 
 
         busy = _Busy(g, pl, *schedule_placement(g, pl.tolist(), 0)[:2])
         fill = None if target == "comm" else (lambda e: float(used[e]) / max(cap[e], 1.0))
-        _relieve(un, adj, busy, pl, d, k, cand, _Fixed(un.mem), lambda d=d: bool(fits(used[d], cap[d])), move, left,
-                 fill)
+        _relieve(un, adj, busy, pl, d, k, cand, _Fixed(un.mem), lambda d=d: fits(float(used[d]), float(cap[d])),
+                 move, left, fill)
         if not fits(used[d], cap[d]):
             return None
     return pl.tolist()
