@@ -77,7 +77,8 @@ def test_the_heuristic_is_never_worse_than_any_baseline_it_keeps(problem, model)
     # every shape (chains, joins, layers, series-parallel, training steps), zero, equal, tiny
     # and huge times: the heuristic's answer is valid within memory under the model, and no
     # baseline it keeps finds a shorter one
-    # (gap=0: strictly; the default gap of 1e-4 may stop within that fraction of the bound)
+    # (gap=0: strictly; the default gap of 1e-4 may skip the stages after heft's and etf's
+    # constructions within that fraction of the bound)
     h = optpart.solve(problem, "heuristic", memory_model=model, effort=0.1, gap=0)
     d = optpart.solve(problem, "heuristic", memory_model=model, effort=0.1)
     for r in (h, d):
@@ -88,7 +89,8 @@ def test_the_heuristic_is_never_worse_than_any_baseline_it_keeps(problem, model)
         if b.status.has_solution:
             assert h.status.has_solution and d.status.has_solution, (base, model, b.makespan)
             assert h.makespan <= b.makespan * (1 + 1e-9) + 1e-9, (base, model, h.makespan, b.makespan)
-            assert d.makespan <= b.makespan * (1 + 1e-4) + 1e-9, (base, model, d.makespan, b.makespan)
+            within = 1e-9 if base in ("heft", "etf") else 1e-4   # heft and etf always run
+            assert d.makespan <= b.makespan * (1 + within) + 1e-9, (base, model, d.makespan, b.makespan)
 
 
 def test_the_etf_construction_runs_on_large_graphs_even_at_effort_zero():

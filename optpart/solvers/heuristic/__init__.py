@@ -197,18 +197,18 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             return True
         return False
 
-    def proven() -> bool:
-        """True (and say so) when a candidate already meets the lower bound (optimal) or is
-        within ``gap`` of it."""
-        return bool(found) and close_enough(min(x[0] for x in found))
+    def proven(gap_too: bool = True) -> bool:
+        """True (and say so) when a candidate already meets the lower bound (optimal) or, with
+        ``gap_too``, is within ``gap`` of it."""
+        return bool(found) and close_enough(min(x[0] for x in found), gap_too)
 
-    def close_enough(ms: float) -> bool:
+    def close_enough(ms: float, gap_too: bool = True) -> bool:
         if lower <= 0:
             return False
         if ms <= lower + time_tolerance(lower):
             stats.setdefault("proven_optimal", "a construction meets the lower bound; later stages skipped")
             return True
-        if ms <= lower * (1.0 + gap):
+        if gap_too and ms <= lower * (1.0 + gap):
             stats.setdefault("within_gap", f"a candidate is within {gap:g} of the lower bound "
                                            f"({ms / lower - 1:.3g}); later stages skipped")
             return True
@@ -234,7 +234,9 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         add(1, *res)
     res = None  # the candidate list holds what is kept
     unit[0] = _time.perf_counter() - t0
-    if full and near_pays and effort > 0 and not (found and (proven() or late("HEFT's near construction", 1.0))):
+    # (HEFT's near variant and m-ETF, the ``etf`` baseline, run unless HEFT meets the bound: the
+    # heuristic is never worse than heft or etf, whatever the gap)
+    if full and near_pays and effort > 0 and not (found and (proven(False) or late("HEFT's near construction", 1.0))):
         # effort 0 builds HEFT with the ``near`` candidates: one candidate here too, so that with
         # the other constructions (effort 0's, justified, refined) no effort loses what effort 0
         # finds, and :func:`solve` need not run effort 0 again on the static model
@@ -243,7 +245,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             add(9, *res)
         res = None
     # 2. m-ETF's earliest-start construction (the ``etf`` baseline's schedule: never worse than it)
-    if not (found and (proven() or late("the ETF construction", 1.0))):
+    if not (found and (proven(False) or late("the ETF construction", 1.0))):
         try:
             r = etf_schedule(g, upward_rank(g),
                              StaticPolicy(problem, capacity=capacity, solver="heuristic"), deadline=deadline)
