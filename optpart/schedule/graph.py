@@ -42,7 +42,6 @@ class Graph:
         self.succ = problem.edge_dst[problem.out_edges].tolist()
         self.in_ptr = problem.in_ptr.tolist()
         self.pred = problem.edge_src[problem.in_edges].tolist()
-        self.in_bytes = problem.edge_bytes[problem.in_edges].tolist()
         self.time = problem.time.tolist()
         self.speed = problem.device_speed.tolist()
         lat = problem.latency.astype(np.float64).copy()
@@ -84,6 +83,20 @@ class Graph:
     def mean_top(self) -> list[float]:
         """Top level of every node under mean costs (longest path ending just before it), seconds; do not mutate."""
         return top_levels_csr(self.topo.tolist(), self.out_ptr, self.succ, self.mean_time, self.out_comm_mean)
+
+    @cached_property
+    def in_bytes(self) -> list[float]:
+        """Bytes of each in-edge position (CSR order of ``pred``); built on first use (under uniform
+        links the constructions read :attr:`in_link` instead)."""
+        return self.problem.edge_bytes[self.problem.in_edges].tolist()
+
+    @cached_property
+    def in_link(self) -> list[float]:
+        """Per in-edge position, the transfer time over the one link when ``uniform``:
+        ``mean_lat + bytes / link_bw``, seconds (numpy adds and divides as Python does, so these
+        are the engines' per-edge sums to the last bit; read only under uniform links)."""
+        eb = self.problem.edge_bytes[self.problem.in_edges]
+        return (self.mean_lat + eb / self.link_bw).tolist()
 
     # Read only by the ParDNN seed method's phases, built on first use (not by every EFT run).
     @cached_property
@@ -182,29 +195,29 @@ def arrival(g: Graph, v: int, d: int, place: Sequence[int], finish: Sequence[flo
     return arrivals(g, v, (d,), place, finish)[0]
 
 
-def uniform_arrival(v: int, in_ptr: Sequence[int], pred: Sequence[int], in_bytes: Sequence[float],
-                    place: Sequence[int], finish: Sequence[float], lat: float, bw: float
-                    ) -> tuple[float, int, float]:
+def uniform_arrival(v: int, in_ptr: Sequence[int], pred: Sequence[int], link: Sequence[float],
+                    place: Sequence[int], finish: Sequence[float]) -> tuple[float, int, float]:
     """When ``v``'s inputs are on each device under one uniform link: ``(r, home, a)``.
 
-    Every input sent over the link arrives at ``finish + (lat + bytes / bw)``; ``r`` is the
-    latest of those, sent from device ``home``. On every device but ``home`` the inputs are
-    there at ``r`` (an input made on that device finishes before it could have arrived from
-    elsewhere, and ``r`` is at least that arrival); on ``home``, at ``a <= r``: the latest
-    arrival from the other devices or the latest finish of an input made on ``home``.
+    Every input sent over the link arrives at ``finish + link`` (``link``: the edge's
+    ``lat + bytes / bw``, :attr:`Graph.in_link`); ``r`` is the latest of those, sent from
+    device ``home``. On every device but ``home`` the inputs are there at ``r`` (an input made
+    on that device finishes before it could have arrived from elsewhere, and ``r`` is at least
+    that arrival); on ``home``, at ``a <= r``: the latest arrival from the other devices or the
+    latest finish of an input made on ``home``.
 
     Parameters
     ----------
     v : int
         Node index (every predecessor placed).
-    in_ptr, pred, in_bytes : sequence
-        The in-adjacency of :class:`Graph` (CSR) and the bytes of each in-edge.
+    in_ptr, pred : sequence of int
+        The in-adjacency of :class:`Graph` (CSR).
+    link : sequence of float
+        Transfer time of each in-edge over the link (seconds; :attr:`Graph.in_link`).
     place : sequence of int
         Device index of every node.
     finish : sequence of float
         Finish time of every node, seconds.
-    lat, bw : float
-        The link's latency (s) and bandwidth (bytes/s; ``inf``: free).
 
     Returns
     -------
@@ -215,8 +228,9 @@ def uniform_arrival(v: int, in_ptr: Sequence[int], pred: Sequence[int], in_bytes
     d1 = -1
     lo, hi = in_ptr[v], in_ptr[v + 1]
     for i in range(lo, hi):  # the best remote arrival (device d1) and the best from elsewhere
-        pu = place[pred[i]]
-        x = finish[pred[i]] + (lat + in_bytes[i] / bw)  # the model's F(u) + c(u, v)
+        u = pred[i]
+        pu = place[u]
+        x = finish[u] + link[i]  # the model's F(u) + c(u, v)
         if pu == d1:
             if x > t1:
                 t1 = x
