@@ -264,6 +264,10 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
                 found.append((ms, 0, place, s, f))
             else:
                 stats["pardnn_bound"] = busy  # its makespan is at least this, above the best candidate
+        place = None
+        # the units are rebuilt if a later stage needs them (same lists): at 10^6 nodes they are
+        # 90 MiB that the winner's justification would otherwise hold on to
+        cache.pop("units", None)
     # 6. the other baselines' answers (topo, metis, the seed method alone), as the budget of the
     #    variants allows: never worse than them
     if baselines and count > 0 and not (found and (proven() or late("the other baselines", 2.0))):
