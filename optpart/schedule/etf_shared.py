@@ -36,7 +36,7 @@ operations.
 from __future__ import annotations
 
 from bisect import insort
-from heapq import heappop, heappush
+from heapq import heappop, heappush, heappushpop
 from time import perf_counter
 from typing import Sequence
 
@@ -93,7 +93,7 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
     mem, room = (policy.mem, policy.room) if aware else ([0.0] * n, [float("inf")] * k)
     used = policy.used
     everywhere, group_of, allowed = policy.all_devices, policy.group_of, policy.allowed_list
-    push, pop = heappush, heappop
+    push, pop, pushpop = heappush, heappop, heappushpop
 
     place = [-1] * n
     start = [0.0] * n
@@ -250,10 +250,12 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
                     push(pend[d1], (a, rw))
             released.append(w)
         if f > t:
-            idle.remove(d)
-            push(busy, (f, d))
-            if not idle:  # every device busy: nothing starts before the first frees up
-                t = busy[0][0]
+            if len(idle) == 1:  # idle == [d]: every device busy, nothing starts before the first
+                t, d = pushpop(busy, (f, d))  # frees up (push, then pop the first: one heap call)
+                idle = [d]
                 while busy and busy[0][0] <= t:
                     insort(idle, pop(busy)[1])
+            else:
+                idle.remove(d)
+                push(busy, (f, d))
     return EftSchedule(place, start, finish)
