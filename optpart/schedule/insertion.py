@@ -103,20 +103,21 @@ def _replay_loop(order, place, dur, ptr, nbr, comm, n: int, k: int, link: bool =
                     ready = r
         line = lines[pv]
         d = dur[v]
-        if ready >= line.end and d > 0.0:  # the common case, inlined: start at once after the end
-            if ready > line.end:
-                line.reserve(ready, ready + d)
-            else:
-                line.end = ready + d
+        end = line.end
+        if ready >= end and d > 0.0:  # the common case, inlined: start at once after the end
             s = ready
+            f = line.end = ready + d
+            if ready > end:
+                line.add_gap(end, ready)  # what reserve(ready, f) does past the end
         elif d > 0.0 and (not line.bend or ready >= line.bend[-1]):
-            s = line.end  # inside the last busy stretch, no gap ahead: at the end (earliest_start's answer)
-            line.end = s + d
+            s = end  # inside the last busy stretch, no gap ahead: at the end (earliest_start's answer)
+            f = line.end = end + d
         else:
             s = line.earliest_start(ready, d)
-            line.reserve(s, s + d)
+            f = s + d
+            line.reserve(s, f)
         start[v] = s
-        finish[v] = s + d
+        finish[v] = f
     return start, finish
 
 
