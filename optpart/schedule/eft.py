@@ -139,7 +139,8 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
         tv = time[v]
         best_f = best_s = 0.0
         best_d = -1
-        if uniform and len(devs) > 3:
+        split = uniform and len(devs) > 3
+        if split:
             r1 = r2 = 0.0   # best remote arrival (from device d1) and best from another device
             d1 = -1
             for i in range(lo, hi):
@@ -166,52 +167,38 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
             # it and d1 has been seen, no later device can win (ties go to the earlier one).
             floor = r1 + tv / max_speed
             d1_left = d1 >= 0 and d1 in devs
-            for d in devs:
+        general = None if uniform else arrivals(g, v, devs, place, finish)  # per-pair links: the one rule
+        for j, d in enumerate(devs):
+            if split:
                 if d == d1:
                     ready = a1
                     d1_left = False
                 else:
                     ready = r1
-                dur = tv / one_speed if one_speed else tv / speed[d]
-                end = ends[d]
-                if ready >= end:
-                    s = ready
+            elif uniform:  # arrivals()'s sums: lat[pu][d] is lat0 off the diagonal, 0 on it
+                ready = 0.0
+                for i in range(lo, hi):
+                    u = pred[i]
+                    r = finish[u] if place[u] == d else finish[u] + link[i]
+                    if r > ready:
+                        ready = r
+            else:
+                ready = general[j]
+            dur = tv / one_speed if one_speed else tv / speed[d]
+            end = ends[d]
+            if ready >= end:
+                s = ready
+            else:
+                line = lines[d]
+                if dur > 0.0 and (not line.bend or ready >= line.bend[-1]):
+                    s = end  # inside the last busy stretch: no gap ahead (earliest_start's answer)
                 else:
-                    line = lines[d]
-                    if dur > 0.0 and (not line.bend or ready >= line.bend[-1]):
-                        s = end  # inside the last busy stretch: no gap ahead (earliest_start's answer)
-                    else:
-                        s = line.earliest_start(ready, dur)
-                f = s + dur
-                if best_d < 0 or f < best_f:
-                    best_f, best_s, best_d = f, s, d
-                if best_f <= floor and not d1_left:
-                    break
-        else:
-            general = None if uniform else arrivals(g, v, devs, place, finish)  # per-pair links: the one rule
-            for j, d in enumerate(devs):
-                if uniform:  # arrivals()'s sums: lat[pu][d] is lat0 off the diagonal, 0 on it
-                    ready = 0.0
-                    for i in range(lo, hi):
-                        u = pred[i]
-                        r = finish[u] if place[u] == d else finish[u] + link[i]
-                        if r > ready:
-                            ready = r
-                else:
-                    ready = general[j]
-                dur = tv / speed[d]
-                end = ends[d]
-                if ready >= end:
-                    s = ready
-                else:
-                    line = lines[d]
-                    if dur > 0.0 and (not line.bend or ready >= line.bend[-1]):
-                        s = end  # inside the last busy stretch: no gap ahead (earliest_start's answer)
-                    else:
-                        s = line.earliest_start(ready, dur)
-                f = s + dur
-                if best_d < 0 or f < best_f:
-                    best_f, best_s, best_d = f, s, d
+                    s = line.earliest_start(ready, dur)
+            f = s + dur
+            if best_d < 0 or f < best_f:
+                best_f, best_s, best_d = f, s, d
+            if split and best_f <= floor and not d1_left:
+                break
         if check_slots and not admits(v, best_d, best_s, best_f):
             slots = []
             for d in devs:

@@ -214,30 +214,11 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
             indeg[w] = c
             if c:
                 continue
-            # release(w), inlined with :func:`uniform_arrival`'s two passes (the common case)
+            # release(w), inlined for a node that may use every device (the common case)
             if group_of[w] >= 0 or allowed[w] is not everywhere:
                 release(w)
                 continue
-            t1 = t2 = 0.0
-            d1 = -1
-            lo, hi = in_ptr[w], in_ptr[w + 1]
-            for j in range(lo, hi):
-                u = pred[j]
-                pu = place[u]
-                x = finish[u] + link[j]
-                if pu == d1:
-                    if x > t1:
-                        t1 = x
-                elif x > t1:
-                    t1, t2, d1 = x, t1, pu
-                elif x > t2:
-                    t2 = x
-            a = t2
-            if d1 >= 0:
-                for j in range(lo, hi):
-                    u = pred[j]
-                    if place[u] == d1 and finish[u] > a:
-                        a = finish[u]
+            t1, d1, a = uniform_arrival(w, in_ptr, pred, link, place, finish)
             rw = rank_of[w]
             if t1 <= t:
                 push(sready, rw)
