@@ -349,6 +349,12 @@ def test_the_engine_computes_times_as_the_model_does_to_the_last_bit():
                          for e in p.in_edges[lo:hi]], default=0.0) for d in range(3)]
             assert arrivals(g, v, range(3), place.tolist(), finish) == want
     uniform = base.with_devices(3, speed=[1.0, 0.7, 1.3], links=Links(latency=1e-3 / 3, bandwidth=7.3e6))
+    # the per-edge link times the engines share under uniform links are the model's transfers, bit for bit
+    place = rng.integers(0, 3, size=uniform.n_nodes)
+    ie = uniform.in_edges
+    cross = place[uniform.edge_src[ie]] != place[uniform.edge_dst[ie]]
+    assert cross.any() and np.array_equal(np.asarray(Graph(uniform).in_link)[cross],
+                                          uniform.transfer_times(place)[ie][cross])
     for q in (p, uniform):  # per-pair links, and the uniform link's own path through the engines
         order = priority_order(q, upward_rank(q)).tolist()
         for res in (eft_schedule(Graph(q), order, StaticPolicy(q)),

@@ -30,7 +30,7 @@ from typing import Sequence
 
 from .gaps import GapLine
 from .graph import Graph, arrivals, no_gc
-from .policy import MemoryPolicy
+from .policy import MemoryPolicy, StaticPolicy
 
 __all__ = ["NoRoom", "TimeUp", "EftSchedule", "eft_schedule"]
 
@@ -100,45 +100,58 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
     start = [0.0] * n
     finish = [0.0] * n
     time, speed = g.time, g.speed
-    in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
-    admits, record = policy.admits, policy.place
+    in_ptr, pred = g.in_ptr, g.pred
+    admits, record, devices_for = policy.admits, policy.place, policy.devices_for
     check_slots = not getattr(policy, "admits_everything", False)  # optional: skip a no-op call
     free_heap = [(0.0, d) for d in range(k)]   # (end, device), stale entries skipped lazily
-    ends = [0.0] * k                           # lines[d].end, as a list (for min with a C key)
+    ends = [0.0] * k                           # lines[d].end, as a list (read without an attribute lookup)
     # uniform links: one transfer formula for every device pair, so a node's arrival on
     # each device comes from its inputs' local maxima and the two best remote arrivals
     uniform = g.uniform and k > 1
-    lat0 = g.mean_lat if uniform else 0.0
-    bw0 = g.link_bw
+    link = g.in_link if uniform else None      # per in-edge: lat + bytes / bw, the model's sum
     max_speed = max(speed) if k else 1.0
+    one_speed = speed[0] if k and speed.count(speed[0]) == k else 0.0  # equal speeds: one division per node
     # near mode asks a policy that has one for its filter rather than the full device list
     memory_filter = getattr(policy, "memory_filter", None) if near else None
     any_room = [0.0] * k  # a room list for the plain path's filter (need -inf: all qualify)
+    # The static policy's common case inlined (as :mod:`.etf_shared` does): a node outside any
+    # colocation group whose bytes fit the device with the least room may use its allowed list
+    # (what ``devices_for`` returns then), and placing it charges its bytes to the device.
+    static = type(policy) is StaticPolicy
+    static_devs = static and memory_filter is None
+    if static:
+        group_of, mem, room, used, allowed = policy.group_of, policy.mem, policy.room, policy.used, policy.allowed_list
+        aware = policy.memory_aware
     for v in order:
         lo, hi = in_ptr[v], in_ptr[v + 1]
-        if memory_filter is not None:
+        if static_devs and group_of[v] < 0 and (not aware or mem[v] <= policy.min_room) and allowed[v]:
+            devs = allowed[v]
+        elif memory_filter is not None:
             devs = _near_devices(v, memory_filter(v), k, lo, hi, pred, place, free_heap, ends)
             if devs is None:
                 raise NoRoom(v, policy.no_room_message(v))
         else:
-            devs = policy.devices_for(v)
+            devs = devices_for(v)
             if not devs:
                 raise NoRoom(v, policy.no_room_message(v))
             if near:  # the same selection, with every device of the list qualifying
                 devs = _near_devices(v, (devs, _NEG_INF, any_room), k, lo, hi, pred, place, free_heap, ends)
+        tv = time[v]
+        best_f = best_s = 0.0
+        best_d = -1
         split = uniform and len(devs) > 3
         if split:
             r1 = r2 = 0.0   # best remote arrival (from device d1) and best from another device
             d1 = -1
             for i in range(lo, hi):
                 u = pred[i]
-                pu = place[u]
-                x = finish[u] + (lat0 + ib[i] / bw0)
+                x = finish[u] + link[i]
                 if x > r1:
+                    pu = place[u]
                     if pu != d1:
                         r2 = r1
                     r1, d1 = x, pu
-                elif x > r2 and pu != d1:
+                elif x > r2 and place[u] != d1:
                     r2 = x
             # On every device but d1 the inputs are there at r1 (an input made there finishes
             # before it could have arrived from elsewhere, and r1 is the latest such arrival);
@@ -149,10 +162,6 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                     u = pred[i]
                     if place[u] == d1 and finish[u] > a1:
                         a1 = finish[u]
-        tv = time[v]
-        best_f = best_s = 0.0
-        best_d = -1
-        if split:
             # Early exit (same answer, fewer devices scanned): every device but d1 has
             # ready >= r1, so finishes no earlier than `floor`; once the best so far reaches
             # it and d1 has been seen, no later device can win (ties go to the earlier one).
@@ -170,19 +179,21 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                 ready = 0.0
                 for i in range(lo, hi):
                     u = pred[i]
-                    r = finish[u] if place[u] == d else finish[u] + (lat0 + ib[i] / bw0)
+                    r = finish[u] if place[u] == d else finish[u] + link[i]
                     if r > ready:
                         ready = r
             else:
                 ready = general[j]
-            dur = tv / speed[d]
-            line = lines[d]
-            if ready >= line.end:
+            dur = tv / one_speed if one_speed else tv / speed[d]
+            end = ends[d]
+            if ready >= end:
                 s = ready
-            elif dur > 0.0 and (not line.bend or ready >= line.bend[-1]):
-                s = line.end  # inside the last busy stretch: no gap ahead (earliest_start's answer)
             else:
-                s = line.earliest_start(ready, dur)
+                line = lines[d]
+                if dur > 0.0 and (not line.bend or ready >= line.bend[-1]):
+                    s = end  # inside the last busy stretch: no gap ahead (earliest_start's answer)
+                else:
+                    s = line.earliest_start(ready, dur)
             f = s + dur
             if best_d < 0 or f < best_f:
                 best_f, best_s, best_d = f, s, d
@@ -202,19 +213,28 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                     break
             else:
                 raise NoRoom(v, policy.no_room_message(v))
-        line = lines[best_d]
-        if best_s == line.end:  # the common case, inlined: appended at the end, no new gap
-            line.end = best_f
+        end = ends[best_d]
+        if best_s == end:  # the common case, inlined: appended at the end, no new gap
+            lines[best_d].end = ends[best_d] = best_f
         else:
+            line = lines[best_d]
             line.reserve(best_s, best_f)
-        if near and line.end != ends[best_d]:
             ends[best_d] = line.end
+        if near and ends[best_d] != end:
             if len(free_heap) > 8 * k:  # drop the stale entries: memory O(k), not O(n)
                 free_heap = [(e, d) for d, e in enumerate(ends)]
                 heapify(free_heap)
             else:
-                heappush(free_heap, (line.end, best_d))
-        record(v, best_d, best_s, best_f)
+                heappush(free_heap, (ends[best_d], best_d))
+        if static and group_of[v] < 0:  # policy.place inlined for a node outside any group
+            b = mem[v]
+            used[best_d] += b
+            r = room[best_d] - b
+            room[best_d] = r
+            if r < policy.min_room:
+                policy.min_room = r
+        else:
+            record(v, best_d, best_s, best_f)
         place[v], start[v], finish[v] = best_d, best_s, best_f
     return EftSchedule(place, start, finish)
 

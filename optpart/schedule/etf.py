@@ -77,8 +77,8 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: fl
     lat, bw = g.lat, g.bw
     # uniform finite links: arrival on d = the best remote arrival unless it comes from d itself
     uniform = k > 1 and g.uniform and math.isfinite(lat[0][1])
-    lat_c, bw_c = (lat[0][1], bw[0][1]) if uniform else (0.0, math.inf)
-    in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
+    link = g.in_link if uniform else None  # per in-edge: lat + bytes / bw over the one link
+    in_ptr, pred = g.in_ptr, g.pred
     out_ptr, succ = g.out_ptr, g.succ
     indeg = [in_ptr[v + 1] - in_ptr[v] for v in range(n)]
     fits = getattr(policy, "fits", None)
@@ -99,7 +99,7 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: fl
         npv = neg_prio[v]
         devs = policy.devices_for(v)
         if uniform:  # one link everywhere: one arrival on every device but d1, another on d1
-            t1, d1, a1 = uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, bw_c)
+            t1, d1, a1 = uniform_arrival(v, in_ptr, pred, link, place, finish)
         else:  # per-pair links: the one rule
             general = arrivals(g, v, devs, place, finish)
         for j, d in enumerate(devs):

@@ -36,7 +36,7 @@ operations.
 from __future__ import annotations
 
 from bisect import insort
-from heapq import heappop, heappush
+from heapq import heappop, heappush, heappushpop
 from time import perf_counter
 from typing import Sequence
 
@@ -78,10 +78,9 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
     """
     n, k = g.n, g.k
     time, speed = g.time, g.speed
-    lat_c, bw_c = g.lat[0][1], g.bw[0][1]
-    in_ptr, pred, ib = g.in_ptr, g.pred, g.in_bytes
+    in_ptr, pred, link = g.in_ptr, g.pred, g.in_link  # link[i]: lat + bytes / bw of in-edge i
     out_ptr, succ = g.out_ptr, g.succ
-    indeg = [in_ptr[v + 1] - in_ptr[v] for v in range(n)]
+    indeg = np.diff(np.asarray(in_ptr, dtype=np.int64)).tolist() if n else []
     # the tie order (-priority, node) as one int per node: heaps of ints, not of tuples
     node_at = np.lexsort((np.arange(n), -np.asarray(priority, dtype=np.float64))) if n else np.zeros(0, int)
     rank_of = np.empty(n, dtype=np.int64)
@@ -94,12 +93,12 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
     mem, room = (policy.mem, policy.room) if aware else ([0.0] * n, [float("inf")] * k)
     used = policy.used
     everywhere, group_of, allowed = policy.all_devices, policy.group_of, policy.allowed_list
-    push, pop = heappush, heappop
+    push, pop, pushpop = heappush, heappop, heappushpop
 
     place = [-1] * n
     start = [0.0] * n
     finish = [0.0] * n
-    state = [0] * n              # 0: shared entries (unplaced), 1: per-device entries only, 2: placed
+    state = [0] * n              # per rank: 0 shared entries (unplaced), 1 per-device entries only, 2 placed
     spend: list[tuple] = []      # shared: (R, rank), inputs arrive after t
     sready: list[int] = []       # shared: rank, inputs there by t on every device
     pend: list[list] = [[] for _ in range(k)]   # per device: (arrival there, rank)
@@ -108,10 +107,6 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
     busy: list[tuple] = []       # (free time, device) of the others
     released: list[int] = []
     t = 0.0
-
-    def arrival(v: int) -> tuple[float, int, float]:
-        """(R, home, a): arrival on every device but ``home``, and on ``home`` (-1: none)."""
-        return uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, bw_c)
 
     def per_device(v: int, r_all: float, home: int, a: float) -> None:
         """One entry per device ``v`` fits now (the general engine's bookkeeping)."""
@@ -124,7 +119,8 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
                 push(pend[d], (r, rv))
 
     def release(v: int) -> None:
-        r_all, home, a = uniform_arrival(v, in_ptr, pred, ib, place, finish, lat_c, bw_c)
+        """``v``'s inputs are all placed: its entries (the placing loop below inlines this)."""
+        r_all, home, a = uniform_arrival(v, in_ptr, pred, link, place, finish)
         if group_of[v] < 0 and allowed[v] is everywhere:  # optimistic: every device fits
             rv = rank_of[v]
             if r_all <= t:
@@ -137,7 +133,7 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
                 else:
                     push(pend[home], (a, rv))
         else:
-            state[v] = 1
+            state[rank_of[v]] = 1
             per_device(v, r_all, home, a)
         released.append(v)
 
@@ -149,9 +145,9 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
     while placed < n:
         while spend and spend[0][0] <= t:
             rv = pop(spend)[1]
-            if not state[node_at[rv]]:
+            if not state[rv]:
                 push(sready, rv)
-        while sready and state[node_at[sready[0]]]:
+        while sready and state[sready[0]]:
             pop(sready)
         # the best pair starting at t: (rank, device) smallest; src: the device whose ready
         # heap holds it, -1 when it is the shared heap's top on the lowest free device
@@ -163,9 +159,9 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
             pd, rd = pend[d], rdy[d]
             while pd and pd[0][0] <= t:
                 rv = pop(pd)[1]
-                if state[node_at[rv]] < 2:
+                if state[rv] < 2:
                     push(rd, rv)
-            while rd and state[node_at[rd[0]]] == 2:
+            while rd and state[rd[0]] == 2:
                 pop(rd)
             if rd and (br < 0 or rd[0] < br or (rd[0] == br and d <= bd)):
                 br, bd, src = rd[0], d, d
@@ -186,12 +182,13 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
                 insort(idle, pop(busy)[1])
             continue
         v, d = node_at[br], bd
-        if not (mem[v] <= room[d] if not state[v] else fits(v, d)):
+        shared = not state[br]
+        if not (mem[v] <= room[d] if shared else fits(v, d)):
             # an optimistic pair: dropped for good (static fits never return); v has per-device
             # entries from now on
-            if not state[v]:
-                state[v] = 1
-                per_device(v, *arrival(v))
+            if shared:
+                state[br] = 1
+                per_device(v, *uniform_arrival(v, in_ptr, pred, link, place, finish))
             if src >= 0:
                 pop(rdy[d])
             continue
@@ -202,7 +199,7 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
             raise TimeUp(f"deadline passed after {placed} of {n} nodes")
         f = t + time[v] / speed[d]
         place[v], start[v], finish[v] = d, t, f
-        if state[v] or not aware:
+        if not shared or not aware:
             policy.place(v, d, t, f)
         else:  # policy.place inlined for a node outside any group (the common case)
             b = mem[v]
@@ -210,17 +207,36 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
             room[d] -= b
             if room[d] < policy.min_room:
                 policy.min_room = room[d]
-        state[v] = 2
+        state[br] = 2
         for i in range(out_ptr[v], out_ptr[v + 1]):
             w = succ[i]
-            indeg[w] -= 1
-            if indeg[w] == 0:
+            c = indeg[w] - 1
+            indeg[w] = c
+            if c:
+                continue
+            # release(w), inlined for a node that may use every device (the common case)
+            if group_of[w] >= 0 or allowed[w] is not everywhere:
                 release(w)
+                continue
+            t1, d1, a = uniform_arrival(w, in_ptr, pred, link, place, finish)
+            rw = rank_of[w]
+            if t1 <= t:
+                push(sready, rw)
+            else:
+                push(spend, (t1, rw))
+            if d1 >= 0 and a < t1:
+                if a <= t:
+                    push(rdy[d1], rw)
+                else:
+                    push(pend[d1], (a, rw))
+            released.append(w)
         if f > t:
-            idle.remove(d)
-            push(busy, (f, d))
-            if not idle:  # every device busy: nothing starts before the first frees up
-                t = busy[0][0]
+            if len(idle) == 1:  # idle == [d]: every device busy, nothing starts before the first
+                t, d = pushpop(busy, (f, d))  # frees up (push, then pop the first: one heap call)
+                idle = [d]
                 while busy and busy[0][0] <= t:
                     insort(idle, pop(busy)[1])
+            else:
+                idle.remove(d)
+                push(busy, (f, d))
     return EftSchedule(place, start, finish)

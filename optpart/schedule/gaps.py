@@ -150,7 +150,7 @@ class GapLine:
         end = self.end
         if start >= end:
             if start > end:
-                self._append(end, start)
+                self.add_gap(end, start)
             self.end = finish if finish > start else start
             return
         bend = self.bend
@@ -186,8 +186,16 @@ class GapLine:
                 return
         raise ValueError(f"slot [{start!r}, {finish!r}] is not idle on this device")
 
-    # ----------------------------------------------------------------- internals
-    def _append(self, a: float, b: float) -> None:
+    def add_gap(self, a: float, b: float) -> None:
+        """Record the idle gap ``[a, b]`` after the last busy interval (``a`` is :attr:`end`,
+        ``a < b``); the caller then sets :attr:`end` to the new interval's finish. Together
+        that is :meth:`reserve` of a slot starting after the end, for loops that inline it.
+
+        Parameters
+        ----------
+        a, b : float
+            The gap (seconds): the old end and the start of the new busy interval.
+        """
         gs = self.gs
         if not gs or len(gs[-1]) >= BLOCK:
             gs.append([a])

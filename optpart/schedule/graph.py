@@ -42,7 +42,6 @@ class Graph:
         self.succ = problem.edge_dst[problem.out_edges].tolist()
         self.in_ptr = problem.in_ptr.tolist()
         self.pred = problem.edge_src[problem.in_edges].tolist()
-        self.in_bytes = problem.edge_bytes[problem.in_edges].tolist()
         self.time = problem.time.tolist()
         self.speed = problem.device_speed.tolist()
         lat = problem.latency.astype(np.float64).copy()
@@ -69,21 +68,47 @@ class Graph:
         else:
             self.uniform, self.mean_lat, self.mean_inv_bw, self.link_bw = True, 0.0, 0.0, np.inf
         wbar, cbar = mean_costs(problem)
-        #: mean run time per node (HEFT's w-bar) and mean transfer per out-edge position (c-bar)
-        self.mean_time = wbar.tolist()
-        self.out_comm_mean = cbar[problem.out_edges].tolist()
+        #: mean run time per node (HEFT's w-bar); the ``time`` list itself when the numbers are the
+        #: same to the bit (equal speeds, no restriction: 32 MiB less at 10^6 nodes)
+        self.mean_time = self.time if _same_bits(wbar, problem.time) else wbar.tolist()
+        #: mean transfer per out-edge position (c-bar) as an array: the levels and the slicing read
+        #: it once each, so the list (:attr:`out_comm_mean`) is built only for the code that indexes it
+        self.out_comm_mean_array = cbar[problem.out_edges]
 
     # Levels under mean costs: HEFT's order, m-ETF's priority and the seed method's slicing all
     # read them, so they are computed once per graph (callers get copies).
     @cached_property
     def mean_bottom(self) -> list[float]:
         """Bottom level of every node under mean costs (HEFT's upward rank), seconds; do not mutate."""
-        return bottom_levels_csr(self.topo.tolist(), self.out_ptr, self.succ, self.mean_time, self.out_comm_mean)
+        return bottom_levels_csr(self.topo.tolist(), self.out_ptr, self.succ, self.mean_time, self._out_comm_mean())
 
     @cached_property
     def mean_top(self) -> list[float]:
         """Top level of every node under mean costs (longest path ending just before it), seconds; do not mutate."""
-        return top_levels_csr(self.topo.tolist(), self.out_ptr, self.succ, self.mean_time, self.out_comm_mean)
+        return top_levels_csr(self.topo.tolist(), self.out_ptr, self.succ, self.mean_time, self._out_comm_mean())
+
+    @cached_property
+    def out_comm_mean(self) -> list[float]:
+        """Mean transfer time per out-edge position (HEFT's c-bar), seconds; built on first use."""
+        return self.out_comm_mean_array.tolist()
+
+    def _out_comm_mean(self) -> list[float]:
+        """:attr:`out_comm_mean` when built, else a list for one pass (not kept)."""
+        return self.__dict__.get("out_comm_mean") or self.out_comm_mean_array.tolist()
+
+    @cached_property
+    def in_bytes(self) -> list[float]:
+        """Bytes of each in-edge position (CSR order of ``pred``); built on first use (under uniform
+        links the constructions read :attr:`in_link` instead)."""
+        return self.problem.edge_bytes[self.problem.in_edges].tolist()
+
+    @cached_property
+    def in_link(self) -> list[float]:
+        """Per in-edge position, the transfer time over the one link when ``uniform``:
+        ``mean_lat + bytes / link_bw``, seconds (numpy adds and divides as Python does, so these
+        are the engines' per-edge sums to the last bit; read only under uniform links)."""
+        eb = self.problem.edge_bytes[self.problem.in_edges]
+        return (self.mean_lat + eb / self.link_bw).tolist()
 
     # Read only by the ParDNN seed method's phases, built on first use (not by every EFT run).
     @cached_property
@@ -121,6 +146,12 @@ class Graph:
             ``time[v] / speed[d]`` in seconds.
         """
         return self.time[v] / self.speed[d]
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two float arrays hold the same numbers to the bit (so one list may stand for both)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and bool(np.array_equal(a.view(np.int64), b.view(np.int64)))
 
 
 @fill_doc
@@ -182,29 +213,29 @@ def arrival(g: Graph, v: int, d: int, place: Sequence[int], finish: Sequence[flo
     return arrivals(g, v, (d,), place, finish)[0]
 
 
-def uniform_arrival(v: int, in_ptr: Sequence[int], pred: Sequence[int], in_bytes: Sequence[float],
-                    place: Sequence[int], finish: Sequence[float], lat: float, bw: float
-                    ) -> tuple[float, int, float]:
+def uniform_arrival(v: int, in_ptr: Sequence[int], pred: Sequence[int], link: Sequence[float],
+                    place: Sequence[int], finish: Sequence[float]) -> tuple[float, int, float]:
     """When ``v``'s inputs are on each device under one uniform link: ``(r, home, a)``.
 
-    Every input sent over the link arrives at ``finish + (lat + bytes / bw)``; ``r`` is the
-    latest of those, sent from device ``home``. On every device but ``home`` the inputs are
-    there at ``r`` (an input made on that device finishes before it could have arrived from
-    elsewhere, and ``r`` is at least that arrival); on ``home``, at ``a <= r``: the latest
-    arrival from the other devices or the latest finish of an input made on ``home``.
+    Every input sent over the link arrives at ``finish + link`` (``link``: the edge's
+    ``lat + bytes / bw``, :attr:`Graph.in_link`); ``r`` is the latest of those, sent from
+    device ``home``. On every device but ``home`` the inputs are there at ``r`` (an input made
+    on that device finishes before it could have arrived from elsewhere, and ``r`` is at least
+    that arrival); on ``home``, at ``a <= r``: the latest arrival from the other devices or the
+    latest finish of an input made on ``home``.
 
     Parameters
     ----------
     v : int
         Node index (every predecessor placed).
-    in_ptr, pred, in_bytes : sequence
-        The in-adjacency of :class:`Graph` (CSR) and the bytes of each in-edge.
+    in_ptr, pred : sequence of int
+        The in-adjacency of :class:`Graph` (CSR).
+    link : sequence of float
+        Transfer time of each in-edge over the link (seconds; :attr:`Graph.in_link`).
     place : sequence of int
         Device index of every node.
     finish : sequence of float
         Finish time of every node, seconds.
-    lat, bw : float
-        The link's latency (s) and bandwidth (bytes/s; ``inf``: free).
 
     Returns
     -------
@@ -215,8 +246,9 @@ def uniform_arrival(v: int, in_ptr: Sequence[int], pred: Sequence[int], in_bytes
     d1 = -1
     lo, hi = in_ptr[v], in_ptr[v + 1]
     for i in range(lo, hi):  # the best remote arrival (device d1) and the best from elsewhere
-        pu = place[pred[i]]
-        x = finish[pred[i]] + (lat + in_bytes[i] / bw)  # the model's F(u) + c(u, v)
+        u = pred[i]
+        pu = place[u]
+        x = finish[u] + link[i]  # the model's F(u) + c(u, v)
         if pu == d1:
             if x > t1:
                 t1 = x

@@ -118,8 +118,9 @@ def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_e
         Schedule evaluations for phase 3 (0: no refinement).
     deadline : float, optional
         ``time.perf_counter()`` value after which refinement stops.
-    units : tuple, optional
-        ``(unit_of, members, unit_memory)`` from :func:`memory_units` (built when None).
+    units : tuple or callable, optional
+        ``(unit_of, members, unit_memory)`` from :func:`memory_units`, or a function that
+        returns it (asked only when the memory step needs the units); built when None.
 
     Returns
     -------
@@ -130,15 +131,22 @@ def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_e
     cluster_of, paths = slice_paths(g, bottom)
     place = map_clusters(g, top, paths, problem.allowed, problem.memory.tolist(), capacity, cluster_of=cluster_of)
     place = project_constraints(problem, g, place)
-    units = units if units is not None else memory_units(problem)
-    unit_of, members, unit_mem = units
-    fixed = repair_memory(problem, g, place, capacity, units)
+    built: list = []
+
+    def get_units():
+        """The memory units, on first use (a mapping within memory needs none: 90 MiB at 10^6 nodes)."""
+        if not built:
+            built.append(units() if callable(units) else units if units is not None else memory_units(problem))
+        return built[0]
+
+    fixed = repair_memory(problem, g, place, capacity, get_units)
     if fixed is None:
-        fixed = greedy_fill(problem, place, capacity, units)
+        fixed = greedy_fill(problem, place, capacity, get_units())
         if fixed is None:
             return None
     if refine_evals <= 0:  # no evaluations to spend: refinement would only score the start twice
         return fixed
+    unit_of, members, unit_mem = get_units()
     place, _ = refine(g, fixed, problem.allowed, unit_of, members, unit_mem, capacity, refine_evals, deadline)
     return place
 
@@ -272,7 +280,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         if refine_evals < _MIN_EVALS:  # as for the search: fewer evaluations are not worth a
             refine_evals = 0           # refinement (2 of them cost 3x the mapping at 2e4 nodes)
         place = pardnn_placement(problem, g, capacity, refine_evals=refine_evals, deadline=deadline,
-                                 units=units())
+                                 units=units)
         if place is not None:  # justified here only when every candidate is (else: the winner, below)
             busy = busiest_device_time(problem, place, g.speed)
             if may_win(busy, found):
@@ -280,6 +288,10 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
                 found.append((ms, 0, place, s, f))
             else:
                 stats["pardnn_bound"] = busy  # its makespan is at least this, above the best candidate
+        place = None
+        # the units are rebuilt if a later stage needs them (same lists): at 10^6 nodes they are
+        # 90 MiB that the winner's justification would otherwise hold on to
+        cache.pop("units", None)
     # 6. the other baselines' answers (topo, metis, the seed method alone), as the work budget
     #    allows (the variants' or the search's): never worse than them
     if baselines and (count > 0 or pays_for_baselines(effort, size)) \

@@ -118,8 +118,9 @@ def repair_memory(problem: Problem, g: Graph, place: list[int], capacity: list[f
         Device of every node (not modified).
     capacity : list of float
         Bytes usable per device (static model).
-    units : tuple, optional
-        ``(unit_of, members, unit_memory)`` from :func:`memory_units` (built when None).
+    units : tuple or callable, optional
+        ``(unit_of, members, unit_memory)`` from :func:`memory_units`, or a function returning
+        it (called only when a device is over full); built when None.
 
     Returns
     -------
@@ -127,12 +128,13 @@ def repair_memory(problem: Problem, g: Graph, place: list[int], capacity: list[f
         A placement within ``capacity``, or None.
     """
     k = g.k
-    unit_of, members, unit_mem = units if units is not None else memory_units(problem)
     place = list(place)
     used = np.bincount(np.asarray(place, dtype=np.int64), weights=problem.memory, minlength=k).tolist()
     over = [d for d in range(k) if not _fits(used[d], 0.0, capacity[d])]
     if not over:
         return place
+    units = units() if callable(units) else units
+    unit_of, members, unit_mem = units if units is not None else memory_units(problem)
     allowed = problem.allowed
     pinned = problem.pin >= 0
     # Communication a unit adds when it leaves its device: transfers of its edges that are now local.

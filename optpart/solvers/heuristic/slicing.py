@@ -67,7 +67,8 @@ def slice_paths(g: Graph, bottom: list[float] | None = None) -> tuple[list[int],
     n = g.n
     if bottom is None:
         bottom = levels(g)[1]
-    out_ptr, succ, cm = g.out_ptr, g.succ, g.out_comm_mean
+    out_ptr, succ = g.out_ptr, g.succ
+    cm = g.out_comm_mean_array.tolist()  # read for a pass, not kept (61 MiB at 10^6 nodes)
     cluster = [-1] * n
     paths: list[list[int]] = []
     order = np.lexsort((g.rank, -np.asarray(bottom, dtype=np.float64))).tolist() if n else []
@@ -110,7 +111,7 @@ def _heaviest_successor(g: Graph, bottom: list[float]) -> list[int]:
     if m == 0:
         return out.tolist()
     succ = p.edge_dst[p.out_edges]
-    x = np.asarray(g.out_comm_mean, dtype=np.float64) + np.asarray(bottom, dtype=np.float64)[succ]
+    x = g.out_comm_mean_array + np.asarray(bottom, dtype=np.float64)[succ]
     ptr = p.out_ptr
     deg = np.diff(ptr)
     has = np.flatnonzero(deg > 0)
