@@ -64,14 +64,17 @@ from ..spec import Option, SolverSpec
 from .eft import eft_schedule, heft_order, topological_priority, upward_rank
 from .baseline_candidates import baseline_candidates, pays_for_baselines
 from .search import improve_schedule
-from .mapping import map_clusters
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
 from .packing import pack_units
-from .refine import refine
 from .schedule import Graph, justify, schedule_placement
-from .slicing import levels, slice_paths
+from .slicing import levels
 from .stage_candidate import static_stage_candidate
 from .candidates import Candidates, busiest_device_time, may_win
+from .seed_variant import pardnn_placement
+# the phases' entry points, as the old ``optpart.solvers.pardnn`` path exposed them (one release)
+from .mapping import map_clusters  # noqa: F401
+from .refine import refine  # noqa: F401
+from .slicing import slice_paths  # noqa: F401
 
 __all__ = ["solve", "pardnn_placement", "SPEC"]
 
@@ -101,54 +104,6 @@ _PACK_EVALS = 2_000_000     # packing-search evaluations (O(1) each) per unit of
 _DEFAULT_EFFORT = 1.0      # more effort keeps this effort's answer (and effort 0's) as a candidate
 _DEADLINE_SHARE = 0.5      # share of the time limit the search may use (the rest: an overrunning
                            # stage, the final check, output)
-
-
-def pardnn_placement(problem: Problem, g: Graph, capacity: list[float], refine_evals: int = 20,
-                     deadline: float | None = None, units=None) -> list[int] | None:
-    """Phases 1-4: slicing, merging and mapping, refinement, memory step. None if stuck.
-
-    Parameters
-    ----------
-    problem : Problem
-    g : Graph
-        The problem as plain lists (:class:`optpart.schedule.graph.Graph`).
-    capacity : list of float
-        Bytes usable per device (static model).
-    refine_evals : int
-        Schedule evaluations for phase 3 (0: no refinement).
-    deadline : float, optional
-        ``time.perf_counter()`` value after which refinement stops.
-    units : tuple or callable, optional
-        ``(unit_of, members, unit_memory)`` from :func:`memory_units`, or a function that
-        returns it (asked only when the memory step needs the units); built when None.
-
-    Returns
-    -------
-    list of int or None
-        Device of every node within ``capacity``, or None when the memory step is stuck.
-    """
-    top, bottom = levels(g)
-    cluster_of, paths = slice_paths(g, bottom)
-    place = map_clusters(g, top, paths, problem.allowed, problem.memory.tolist(), capacity, cluster_of=cluster_of)
-    place = project_constraints(problem, g, place)
-    built: list = []
-
-    def get_units():
-        """The memory units, on first use (a mapping within memory needs none: 90 MiB at 10^6 nodes)."""
-        if not built:
-            built.append(units() if callable(units) else units if units is not None else memory_units(problem))
-        return built[0]
-
-    fixed = repair_memory(problem, g, place, capacity, get_units)
-    if fixed is None:
-        fixed = greedy_fill(problem, place, capacity, get_units())
-        if fixed is None:
-            return None
-    if refine_evals <= 0:  # no evaluations to spend: refinement would only score the start twice
-        return fixed
-    unit_of, members, unit_mem = get_units()
-    place, _ = refine(g, fixed, problem.allowed, unit_of, members, unit_mem, capacity, refine_evals, deadline)
-    return place
 
 
 def _pinned_overflow(problem: Problem, capacity: list[float]) -> str | None:
