@@ -20,6 +20,7 @@ times = st.sampled_from([0.0, 1e-9, 0.5, 1.0, 1.0, 2.5, 3.0, 7.0, 1e6, 1e6 + 1.0
 def test_overlap_sums_equal_the_direct_sum_while_intervals_are_added(intervals, queries):
     coords = [x for ab in intervals + queries for x in ab]
     sums = OverlapSums(coords)
+    sibling = OverlapSums.empty_like(sums)  # shares the coordinates, not the intervals
     added = []
     for step in range(len(intervals) + len(queries)):
         if step < len(intervals):
@@ -29,3 +30,4 @@ def test_overlap_sums_equal_the_direct_sum_while_intervals_are_added(intervals, 
         lo, hi = sorted(queries[step % len(queries)])
         want = sum(max(0.0, min(hi, z) - max(lo, a)) for a, z in added)
         assert abs(sums.overlap(lo, hi) - want) <= 1e-9 * max(1.0, len(added) * abs(hi)), (added, lo, hi)
+        assert sibling.overlap(lo, hi) == 0.0

@@ -62,7 +62,7 @@ from ...units import format_bytes
 from ..base import Solution
 from ..spec import Option, SolverSpec
 from .eft import eft_schedule, heft_order, topological_priority, upward_rank
-from .baseline_candidates import baseline_candidates, pays_for_baselines
+from .baseline_candidates import WORK_PER_EFFORT, baseline_candidates, pays_for_baselines
 from .search import improve_schedule
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
 from .packing import pack_units
@@ -85,7 +85,7 @@ SPEC = SolverSpec(
                     "proven lower bound (0: only at the bound)", min=0.0, finite=True)),
     memory_models=("static", "peak"), uses_hint=True, uses_time_limit=True)
 
-_SEARCH_WORK = 1_200_000   # search budget per unit of effort, in replay visits of nodes and edges
+_SEARCH_WORK = WORK_PER_EFFORT  # search budget per unit of effort, in replay visits of nodes and edges
 _SEARCH_PER_SIZE = 6_000   # ... at most this many per node and edge (small graphs)
 _SEARCH_FROM = 600_000     # the search runs when effort x this pays for _MIN_EVALS reschedules (two
                            # replays each): up to 30,000 nodes + edges at effort 1

@@ -20,9 +20,9 @@ from ...problem import Problem
 
 __all__ = ["baseline_candidates", "pays_for_baselines"]
 
-#: The heuristic's work budget per unit of effort, in replay visits of nodes and edges (as its
-#: search's, :data:`optpart.solvers.heuristic._SEARCH_WORK`).
-BASELINE_BUDGET = 1_200_000
+#: The heuristic's work budget per unit of effort, in replay visits of nodes and edges: its
+#: search's (``optpart.solvers.heuristic._SEARCH_WORK`` is this) and the baselines'.
+WORK_PER_EFFORT = 1_200_000
 #: What the three baselines are charged per node and edge, in the same units: at the default
 #: effort they run up to 4*10^5 nodes + edges, the training steps of 10^5 operators where the
 #: seed method alone was up to 23% shorter than every other construction (the seed method costs
@@ -45,7 +45,7 @@ def pays_for_baselines(effort: float, size: int) -> bool:
     -------
     bool
     """
-    return effort > 0 and effort * BASELINE_BUDGET >= BASELINE_COST * max(1, size)
+    return effort > 0 and effort * WORK_PER_EFFORT >= BASELINE_COST * max(1, size)
 
 
 def baseline_candidates(problem: Problem, memory_model: str, seed: int = 0

@@ -33,8 +33,27 @@ class OverlapSums:
     """
 
     def __init__(self, coords: Sequence[float]) -> None:
-        self.coords = np.unique(np.asarray(coords, dtype=np.float64)).tolist()  # a list: bisect per query
-        m = len(self.coords) + 1
+        self._start(np.unique(np.asarray(coords, dtype=np.float64)).tolist())  # a list: bisect per query
+
+    @classmethod
+    def empty_like(cls, other: "OverlapSums") -> "OverlapSums":
+        """An empty set over ``other``'s coordinates (shared, not sorted again).
+
+        Parameters
+        ----------
+        other : OverlapSums
+
+        Returns
+        -------
+        OverlapSums
+        """
+        new = cls.__new__(cls)
+        new._start(other.coords)
+        return new
+
+    def _start(self, coords: list) -> None:
+        self.coords = coords
+        m = len(coords) + 1
         self._cnt = [0.0] * m   # starts minus ends at or below a coordinate (a Fenwick tree)
         self._sum = [0.0] * m   # sum of the ends minus sum of the starts there
         self.empty = True
@@ -72,21 +91,19 @@ class OverlapSums:
         self._update(self.index(z), -1.0, z)
         self.empty = False
 
-    def below(self, x: float, i: int | None = None) -> float:
+    def below(self, x: float) -> float:
         """``F(x)``: the intervals' total overlap with ``(-inf, x]``.
 
         Parameters
         ----------
         x : float
             One of ``coords``.
-        i : int, optional
-            ``x``'s tree position (:meth:`index`), when known.
 
         Returns
         -------
         float
         """
-        i = self.index(x) if i is None else i
+        i = self.index(x)
         c = s = 0.0
         cnt, sm = self._cnt, self._sum
         while i > 0:

@@ -113,8 +113,8 @@ class _Busy:
             o = on[np.argsort(s[on], kind="stable")]
             b, e = s[o], f[o]   # as lists: scalar reads and bisect are ~10x numpy's per call
             self.lines.append((b.tolist(), e.tolist(), np.concatenate([[0.0], np.cumsum(e - b)]).tolist()))
-        coords = np.concatenate([s, f])
-        self.extra = [OverlapSums(coords) for _ in range(g.k)]  # the slots moved onto each device
+        first = OverlapSums(np.concatenate([s, f]))  # the slots moved onto each device, one coordinate list
+        self.extra = [first] + [OverlapSums.empty_like(first) for _ in range(g.k - 1)]
 
     def _busy(self, d: int, lo: float, hi: float) -> float:
         """Busy time of device ``d`` within ``[lo, hi]``."""
