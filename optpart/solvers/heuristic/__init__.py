@@ -61,7 +61,7 @@ from ...units import format_bytes
 from ..base import Solution
 from ..spec import Option, SolverSpec
 from .eft import eft_schedule, heft_order, topological_priority
-from .first_constructions import first_constructions
+from .baseline_constructions import first_constructions
 from .baseline_candidates import WORK_PER_EFFORT, baseline_candidates, pays_for_baselines
 from .search import improve_schedule
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
@@ -186,7 +186,7 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
         found.append((ms, tag, place, s, f))
 
     # 1-2. HEFT's own construction, its ``near`` variant (many devices) and m-ETF's earliest-start
-    #      construction (:mod:`.first_constructions`): never worse than heft or etf
+    #      construction (:mod:`.baseline_constructions`): never worse than heft or etf
     # ``near`` tests about (mean in-degree + 1) devices per node instead of k: it pays only when
     # that is well below k (at k = 4 its bookkeeping made it twice as slow as every device)
     near_pays = g.k > 2 * (problem.n_edges / max(1, g.n) + 1)
