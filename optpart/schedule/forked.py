@@ -30,7 +30,13 @@ __all__ = ["Forked", "cpus_available"]
 
 
 def cpus_available() -> int:
-    """How many CPUs this process may run on (1 when unknown)."""
+    """How many CPUs this process may run on.
+
+    Returns
+    -------
+    int
+        The CPUs of its affinity mask (``os.cpu_count()`` where there is none; 1 when unknown).
+    """
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux

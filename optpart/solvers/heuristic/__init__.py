@@ -362,6 +362,10 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         (variants, the seed method, the other baselines, the search) are skipped: none could
         shorten the answer by more than that. Default 1e-4 (as a MIP solver's relative gap);
         0 skips them only at the bound (``stats["within_gap"]`` says when it applied).
+    workers : int
+        Processes the first constructions may use (default 2): from 2*10^5 nodes + edges, on
+        Linux with two CPUs or more, m-ETF's construction runs in a forked process beside HEFT's
+        (:mod:`.baseline_constructions`; ``stats["processes"]``). The answer is the same with 1.
 
     Returns
     -------
