@@ -14,13 +14,16 @@ One command prints both tables (issue 23):
    heuristic is worse than the best baseline run on it (0 is the promise); the median ratio of
    solve times heuristic / heft over all graphs and per shape (medians of per-graph ratios
    within this run; each time the fastest of ``--repeat`` runs, heft and heuristic alternating,
-   so that a burst of load on a shared machine does not land on one solver);
+   so that a burst of load on a shared machine does not land on one solver; wall time: from
+   2*10^5 nodes + edges the heuristic builds m-ETF's schedule in a second process beside HEFT's,
+   ``--workers 1`` keeps it to one);
 2. ``10^6`` nodes end to end through the command line, both shapes (K=4, CCR 1, seed 0): the
    graph written to ``.npz`` (a temp file, by a process of its own) and ``optpart solve FILE -o
-   OUT`` run in a fresh process (read, solve, check, write): wall seconds, CPU seconds and peak
-   RSS of that process (``os.wait4``, as ``/usr/bin/time -v``), and the gap to the planted
-   optimum. These run first, while this process is small (a child's peak RSS counts its
-   parent's at the exec).
+   OUT`` run in a fresh process (read, solve, check, write): wall seconds, CPU seconds of all its
+   processes, peak memory (the kernel's peak RSS, ``os.wait4`` as ``/usr/bin/time -v``, or when
+   the heuristic forks its second process the sum of both processes' PSS sampled every 50 ms,
+   which counts every page once: ``e2e_scale.cli``), and the gap to the planted optimum. These run
+   first, while this process is small (a child's peak RSS counts its parent's at the exec).
 
 ``--generators``: a second table on graphs nobody tuned on and with no planted optimum, the
 project's other generators (:func:`optpart.generators.layered_dag`, ``fork_join_dag``,
@@ -56,13 +59,17 @@ _BASELINES = ["heft", "etf", "topo", "metis", "pardnn"]
 _SHAPES = {"chains": {"chains": True}, "joins": {"chains": False, "window": 8}}
 
 
+_WORKERS = [2]  # the heuristic's workers option (--workers)
+
+
 def _solve(problem, solver: str, repeat: int = 1) -> tuple[float, float]:
     """(makespan, seconds) of ``optpart.solve``, the fastest of ``repeat`` runs (the same answer
     each time); inf when the solver finds no placement."""
     times = []
+    options = {"workers": _WORKERS[0]} if solver == "heuristic" else {}
     for _ in range(repeat):
         t0 = time.perf_counter()
-        r = optpart.solve(problem, solver)
+        r = optpart.solve(problem, solver, **options)
         times.append(time.perf_counter() - t0)
     return (float(r.makespan) if r.status.has_solution else float("inf")), min(times)
 
@@ -189,11 +196,12 @@ def _million(k: int = 4) -> list:
             optimum = float(made.stdout.strip().splitlines()[-1])
             for solver in ("heft", "heuristic"):
                 out = Path(tmp) / f"out-{solver}.json"
-                r = cli(str(path), solver, None, str(out))
+                r = cli(str(path), solver, None, str(out),
+                        [f"workers={_WORKERS[0]}"] if solver == "heuristic" else [])
                 doc = json.loads(out.read_text())
                 gap = f"{100 * (doc['makespan'] / optimum - 1):.2f}%" if doc.get("makespan") is not None else "-"
                 rows.append([shape, "1,000,000", k, solver, f"{r['wall']:.1f}", f"{r['cpu']:.1f}",
-                             f"{r['rss_mib']:.0f}", gap, doc.get("stats", {}).get("construction", "-")])
+                             f"{r['rss_mib']:.0f}", r["processes"], gap, doc.get("stats", {}).get("construction", "-")])
                 print(f"  done: 1e6 {shape} {solver}: {r['wall']:.1f} s, {r['rss_mib']:.0f} MiB", file=sys.stderr)
     return rows
 
@@ -215,7 +223,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-million", dest="million", action="store_false",
                     help="skip the 10^6-node CLI runs")
     ap.add_argument("--million-only", action="store_true", help="only the 10^6-node CLI runs")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="the heuristic's workers option (default 2; 1: one process at every size)")
     args = ap.parse_args(argv)
+    _WORKERS[0] = args.workers
     sizes = [] if args.million_only else args.sizes
     # the 10^6-node CLI runs first, while this process is small (see _million)
     million = _million() if args.million or args.million_only else []
@@ -234,7 +245,8 @@ def main(argv: list[str] | None = None) -> None:
     if million:
         print()
         print(table(million, ["shape", "nodes", "k", "solver", "CLI wall s (read, solve, check, write)",
-                              "CLI CPU s", "peak RSS MiB", "gap to optimum", "construction"]))
+                              "CLI CPU s (all processes)", "peak memory MiB (RSS; summed PSS of 2)", "processes",
+                              "gap to optimum", "construction"]))
 
 
 if __name__ == "__main__":

@@ -56,12 +56,12 @@ from ...evaluate import peak_memory, problem_lower_bound, time_tolerance
 from ...memory import fits
 from ...problem import Problem
 from ...result import Status
-from ...schedule import NoRoom, StaticPolicy, TimeUp, etf_schedule
 from ..._gc import no_gc
 from ...units import format_bytes
 from ..base import Solution
 from ..spec import Option, SolverSpec
-from .eft import eft_schedule, heft_order, topological_priority, upward_rank
+from .eft import eft_schedule, heft_order, topological_priority
+from .baseline_constructions import first_constructions
 from .baseline_candidates import WORK_PER_EFFORT, baseline_candidates, pays_for_baselines
 from .search import improve_schedule
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
@@ -82,7 +82,8 @@ SPEC = SolverSpec(
     options=(Option("effort", float, 1.0, "0: constructions only; 1: default; higher: more improvement", min=0.0,
                     finite=True),
              Option("gap", float, 1e-4, "skip the later stages once a candidate is within this fraction of the "
-                    "proven lower bound (0: only at the bound)", min=0.0, finite=True)),
+                    "proven lower bound (0: only at the bound)", min=0.0, finite=True),
+             Option("workers", int, 2, "processes for the first constructions (1: one process)", min=1)),
     memory_models=("static", "peak"), uses_hint=True, uses_time_limit=True)
 
 _SEARCH_WORK = WORK_PER_EFFORT  # search budget per unit of effort, in replay visits of nodes and edges
@@ -120,7 +121,7 @@ def _pinned_overflow(problem: Problem, capacity: list[float]) -> str | None:
 
 def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float, hint, deadline,
                seed: int = 0, stats: dict | None = None, lower: float = 0.0, search: bool = True,
-               baselines: bool = True, gap: float = 0.0):
+               baselines: bool = True, gap: float = 0.0, workers: int = 1):
     """Every construction within ``capacity`` (static), improved; (makespan, place, start, finish) or None.
 
     ``lower`` is a proven lower bound on the makespan: once a candidate meets it, the later
@@ -184,40 +185,19 @@ def _construct(problem: Problem, g: Graph, capacity: list[float], effort: float,
             ms = max(f) if f else 0.0
         found.append((ms, tag, place, s, f))
 
-    # 1. HEFT's own construction: the heuristic is never worse than heft
-    t0 = _time.perf_counter()
+    # 1-2. HEFT's own construction, its ``near`` variant (many devices) and m-ETF's earliest-start
+    #      construction (:mod:`.baseline_constructions`): never worse than heft or etf
     # ``near`` tests about (mean in-degree + 1) devices per node instead of k: it pays only when
     # that is well below k (at k = 4 its bookkeeping made it twice as slow as every device)
     near_pays = g.k > 2 * (problem.n_edges / max(1, g.n) + 1)
     full = effort * _FULL_CANDIDATES >= g.n * g.k or not near_pays
     stats["candidates"] = "all devices" if full else "predecessors' devices + the first free"
     order = heft_order(g)
-    res = eft_schedule(g, capacity, order, candidates="all" if full else "near")
-    if res is not None:
-        add(1, *res)
-    res = None  # the candidate list holds what is kept
-    unit[0] = _time.perf_counter() - t0
-    # (HEFT's near variant and m-ETF, the ``etf`` baseline, run unless HEFT meets the bound: the
-    # heuristic is never worse than heft or etf, whatever the gap)
-    if full and near_pays and effort > 0 and not (found and (proven(False) or late("HEFT's near construction", 1.0))):
-        # effort 0 builds HEFT with the ``near`` candidates: one candidate here too, so that with
-        # the other constructions (effort 0's, justified, refined) no effort loses what effort 0
-        # finds, and :func:`solve` need not run effort 0 again on the static model
-        res = eft_schedule(g, capacity, order, candidates="near")
-        if res is not None:
-            add(9, *res)
-        res = None
-    # 2. m-ETF's earliest-start construction (the ``etf`` baseline's schedule: never worse than it)
-    if not (found and (proven(False) or late("the ETF construction", 1.0))):
-        try:
-            r = etf_schedule(g, upward_rank(g),
-                             StaticPolicy(problem, capacity=capacity, solver="heuristic"), deadline=deadline)
-            add(5, r.place, r.start, r.finish)
-            r = None
-        except NoRoom:
-            pass
-        except TimeUp:  # stopped part-way: nothing kept, and the later stages are past the deadline too
-            stats.setdefault("stopped", "time limit reached during the ETF construction")
+    # effort 0 builds HEFT with the ``near`` candidates: one candidate here too (the near variant),
+    # so that with the other constructions (effort 0's, justified, refined) no effort loses what
+    # effort 0 finds, and :func:`solve` need not run effort 0 again on the static model
+    unit[0] = first_constructions(problem, g, capacity, order, full, full and near_pays and effort > 0, deadline,
+                                  workers, add, lambda: proven(False), late, stats)
     # 3. other EFT priority orders, as many as the work budget pays for: rank_u + rank_d,
     #    then seeded noisy rank_u
     count = int(min(_NOISY_ORDERS * max(1.0, effort) + 1, _MAX_NOISY_ORDERS, effort * _VARIANT_WORK / size))
@@ -355,7 +335,7 @@ def _single_device(problem: Problem, g: Graph):
 
 @SPEC.checked("heuristic")
 def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, hint=None,
-          memory_model: str = "static", effort: float = 1.0, gap: float = 1e-4) -> Solution:
+          memory_model: str = "static", effort: float = 1.0, gap: float = 1e-4, workers: int = 2) -> Solution:
     """Place and schedule ``problem`` (see the module docstring).
 
     Parameters
@@ -382,6 +362,10 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         (variants, the seed method, the other baselines, the search) are skipped: none could
         shorten the answer by more than that. Default 1e-4 (as a MIP solver's relative gap);
         0 skips them only at the bound (``stats["within_gap"]`` says when it applied).
+    workers : int
+        Processes the first constructions may use (default 2): from 2*10^5 nodes + edges, on
+        Linux with two CPUs or more, m-ETF's construction runs in a forked process beside HEFT's
+        (:mod:`.baseline_constructions`; ``stats["processes"]``). The answer is the same with 1.
 
     Returns
     -------
@@ -398,7 +382,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
     if reason is not None:
         return Solution(Status.INFEASIBLE, message=reason, memory_model=memory_model)
     g = Graph(problem)
-    sol = _solve_at(problem, g, capacity, memory_model, effort, hint, seed, time_limit, deadline, gap)
+    sol = _solve_at(problem, g, capacity, memory_model, effort, hint, seed, time_limit, deadline, gap, workers)
     # more effort never returns a worse answer than less: above the default the default's
     # answer is a candidate, and above 0 the constructions' alone (effort 0). Under the static
     # model every effort-0 construction is a candidate of any effort's own run (_construct), so
@@ -410,7 +394,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0, h
         if low_effort == 0.0 and not peak and sol.status.has_solution:
             continue
         low = _solve_at(problem, g, problem.device_memory.astype(float).tolist(), memory_model, low_effort,
-                        hint, seed, time_limit, deadline, gap)
+                        hint, seed, time_limit, deadline, gap, workers)
         if _makespan(g, low) < _makespan(g, sol):
             low.stats["kept"] = f"the answer at effort {low_effort:g} (shorter than at effort {effort:g})"
             low.stats["effort_makespan"] = _makespan(g, sol)
@@ -428,7 +412,7 @@ def _makespan(g: Graph, sol: Solution) -> float:
 
 
 def _solve_at(problem: Problem, g: Graph, capacity: list[float], memory_model: str, effort: float, hint,
-              seed: int, time_limit, deadline, gap: float = 0.0) -> Solution:
+              seed: int, time_limit, deadline, gap: float = 0.0, workers: int = 1) -> Solution:
     """The heuristic at one effort (:func:`solve` after its checks)."""
     if memory_model == "peak" and problem.has_split:
         try:
@@ -445,7 +429,8 @@ def _solve_at(problem: Problem, g: Graph, capacity: list[float], memory_model: s
     rounds = 6 if memory_model == "peak" else 1
     for _ in range(rounds):
         with no_gc():  # millions of small lists and tuples at 10^6 nodes: cyclic passes were 7x memory_units
-            best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats, lower=lb, gap=gap)
+            best = _construct(problem, g, capacity, effort, hint, deadline, seed, stats, lower=lb, gap=gap,
+                              workers=workers)
         if best is None or memory_model == "static":
             break
         _, place, s, f = best
