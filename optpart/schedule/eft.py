@@ -168,11 +168,14 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
             floor = r1 + tv / max_speed
             d1_left = d1 >= 0 and d1 in devs
         general = None if uniform else arrivals(g, v, devs, place, finish)  # per-pair links: the one rule
+        dur = tv / one_speed if one_speed else 0.0
         for j, d in enumerate(devs):
             if split:
                 if d == d1:
                     ready = a1
                     d1_left = False
+                elif best_f <= floor and best_d >= 0:
+                    continue  # finishes at floor or later: cannot beat the best (ties go to the earlier)
                 else:
                     ready = r1
             elif uniform:  # arrivals()'s sums: lat[pu][d] is lat0 off the diagonal, 0 on it
@@ -184,7 +187,8 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
                         ready = r
             else:
                 ready = general[j]
-            dur = tv / one_speed if one_speed else tv / speed[d]
+            if not one_speed:
+                dur = tv / speed[d]
             end = ends[d]
             if ready >= end:
                 s = ready

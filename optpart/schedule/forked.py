@@ -20,6 +20,7 @@ import json
 import os
 import struct
 import sys
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -70,7 +71,13 @@ class Forked:
         except OSError:  # pragma: no cover - out of file descriptors
             return
         try:
-            pid = os.fork()
+            # Python 3.12+ warns when a process with threads forks (the CLI's progress line has
+            # one): a child could deadlock on a lock another thread held. This child only runs
+            # the construction and writes to its pipe (CPython resets the GIL and the import lock
+            # in it; it takes no other lock), so the warning does not apply.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*fork", category=DeprecationWarning)
+                pid = os.fork()
         except OSError:  # pragma: no cover - out of processes or memory
             os.close(r)
             os.close(w)
