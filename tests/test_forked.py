@@ -11,6 +11,8 @@ import sys
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import optpart
 from optpart.generators import planted_dag
@@ -19,6 +21,8 @@ from optpart.schedule import Graph, NoRoom, StaticPolicy, TimeUp, etf_schedule
 from optpart.schedule.forked import Forked, cpus_available
 from optpart.solvers.heuristic import baseline_constructions
 from optpart.solvers.heuristic.eft import eft_schedule, heft_order
+
+from strategies import examples, problems, zero_time_problems
 
 CAN_FORK = sys.platform.startswith("linux") and cpus_available() >= 2
 
@@ -121,3 +125,20 @@ def test_the_heuristic_with_two_processes_gives_the_one_process_answer(monkeypat
 def test_the_workers_option_is_checked():
     with pytest.raises(optpart.SolverError, match="workers"):
         optpart.solve(_problem(n=50), "heuristic", workers=0)
+
+
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(problems(max_nodes=16, max_devices=5, pins=True), zero_time_problems(max_nodes=14)))
+def test_two_processes_give_one_process_answer_on_random_problems(problem):
+    # every problem takes the two-process path (fork size 0): pins, groups, per-pair links (the
+    # general m-ETF engine in the child), tight memory (m-ETF finds no room there), zero times
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(baseline_constructions, "FORK_SIZE", 0)
+        one = optpart.solve(problem, "heuristic", memory_model="static", workers=1)
+        two = optpart.solve(problem, "heuristic", memory_model="static", workers=2)
+    assert two.status == one.status
+    if one.status.has_solution:
+        if problem.n_nodes:
+            assert two.stats["processes"] == (2 if CAN_FORK else 1)
+        assert two.makespan == one.makespan
+        assert (two.placement == one.placement).all() and (two.start == one.start).all()
