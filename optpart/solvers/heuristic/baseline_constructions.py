@@ -11,8 +11,9 @@ wall time of the longer of the two instead of their sum (at 10^6 nodes each is s
 pure-Python loop). Meanwhile both read the graph as arrays (:meth:`Graph.compact`): reading a
 list's items writes their reference counts, so every page of list items either process
 touched would be copied, hundreds of MiB at 10^6 nodes; pages of arrays are only read and stay
-shared. CPU time is unchanged; the memory both hold is measured by
-``benchmarks/heuristic_planted_scale.py --million-only`` (summed PSS).
+shared. The CPU time of both is somewhat above one process's (page faults after the fork); the
+memory both hold is measured by ``benchmarks/heuristic_planted_scale.py --million-only``
+(summed PSS; docs/heuristic.md, stop 38).
 """
 
 from __future__ import annotations
@@ -72,8 +73,6 @@ def first_constructions(problem: Problem, g: Graph, capacity: list[float], order
     float
         Seconds HEFT's construction took (the yardstick of the later stages).
     """
-    t0 = time.perf_counter()
-
     def etf_construction(graph: Graph = g, priority=None):
         return etf_schedule(graph, upward_rank(g) if priority is None else priority,
                             StaticPolicy(problem, capacity=capacity, solver="heuristic"), deadline=deadline)
@@ -86,6 +85,7 @@ def first_constructions(problem: Problem, g: Graph, capacity: list[float], order
             side, hg = None, g
     stats["processes"] = 1 if side is None else 2
     try:
+        t0 = time.perf_counter()
         res = eft_schedule(hg, capacity, order, candidates="all" if full else "near")
         if res is not None:
             add(1, *res)
