@@ -11,8 +11,8 @@ built with ``python instances/make.py scale``, ``transformer-1m.npz`` and
   docs/model.md + the memory model asked for), ``write`` (:func:`optpart.formats.save_result`);
   Wall and CPU seconds are both reported;
 * the command line itself, ``optpart solve FILE --solver S -o OUT``, timed from outside
-  (wall and CPU seconds, and its peak memory: the kernel's peak RSS, as ``/usr/bin/time -v``
-  reports it, or the sampled sum of PSS over its processes when that is larger: see :func:`cli`).
+  (wall and CPU seconds, and its peak RSS, as ``/usr/bin/time -v`` reports it; :func:`cli` can
+  also sample the sum of PSS over its processes, in a run of its own).
 
 The machine this runs on may be shared: repeat (``--repeat``) and read medians.
 
@@ -79,17 +79,21 @@ def staged(file: str, solver: str, devices: int | None, out: str) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def cli(file: str, solver: str, devices: int | None, out: str, options: list[str] | None = None) -> dict:
+def cli(file: str, solver: str, devices: int | None, out: str, options: list[str] | None = None,
+        sample_memory: bool = False) -> dict:
     """``optpart solve`` end to end in a fresh process: wall seconds, CPU seconds (user + system,
     its reaped children's included) and its peak memory.
 
-    Peak memory (``rss_mib``) is the larger of the kernel's peak RSS of the process (``os.wait4``,
-    as ``/usr/bin/time -v`` reports it) and the sum of the proportional set sizes (PSS) of the
-    process and its children sampled every 50 ms: the heuristic forks a second process on large
-    graphs, and the kernel's figure is then the larger of the two processes', not what both hold
-    together (PSS splits each shared page between the processes sharing it, so the sum counts
-    every page once). ``processes`` is how many were seen at once; ``options`` are ``KEY=VALUE``
-    solver options."""
+    Peak memory (``rss_mib``) is the kernel's peak RSS of the process (``os.wait4``, as
+    ``/usr/bin/time -v`` reports it). With ``sample_memory`` it is the larger of that and the
+    sum of the proportional set sizes (PSS) of the process and its children, sampled every
+    0.25 s: the heuristic forks a second process on large graphs, and the kernel's figure is
+    then the larger of the two processes', not what both hold together (PSS splits each shared
+    page between the processes sharing it, so the sum counts every page once). Reading a 1 GiB
+    process's PSS costs the kernel 15-30 ms and holds up that process's page faults, so a
+    sampled run's times are not the clean ones: time a run without sampling. ``processes`` is
+    how many were seen at once (1 when not sampled); ``options`` are ``KEY=VALUE`` solver
+    options."""
     cmd = [sys.executable, "-m", "optpart", "solve", file, "--solver", solver, "-q", "-o", out]
     if devices is not None:
         cmd += ["--devices", str(devices)]
@@ -101,13 +105,13 @@ def cli(file: str, solver: str, devices: int | None, out: str, options: list[str
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
         summed, seen = 0, 1
         while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG if sample_memory else 0)
             if pid:
                 break
             tree = _process_tree(proc.pid)
             summed = max(summed, sum(_pss_kib(p) for p in tree))
             seen = max(seen, len(tree))
-            time.sleep(0.05)
+            time.sleep(0.25)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode not in (0, 1):
