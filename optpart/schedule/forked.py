@@ -138,18 +138,17 @@ class Forked:
     def _receive(self):
         """The child's answer, or None when it sent none (or a truncated one)."""
         try:
-            head = _read_exactly(self._read, bytearray(_HEAD.size))
-            kind, n, size = _HEAD.unpack(head) if head is not None else (-1, 0, 0)
+            head = bytearray(_HEAD.size)
+            kind, n, size = _HEAD.unpack(head) if _read_exactly(self._read, head) else (-1, 0, 0)
+            answer = None
             if kind == _DONE:  # the arrays, read straight into their buffers
                 arrays = (np.empty(n, dtype=np.int32), np.empty(n, dtype=np.float64), np.empty(n, dtype=np.float64))
-                got = all(_read_exactly(self._read, memoryview(a).cast("B")) is not None for a in arrays)
-                answer = ("done", arrays) if got else None
+                if all(_read_exactly(self._read, a) for a in arrays):
+                    answer = ("done", arrays)
             elif kind in (_NO_ROOM, _TIME_UP):
-                body = _read_exactly(self._read, bytearray(size))
-                answer = None if body is None else \
-                    (("no room", tuple(json.loads(body))) if kind == _NO_ROOM else ("time up", json.loads(body)))
-            else:
-                answer = None
+                body = bytearray(size)
+                if _read_exactly(self._read, body):
+                    answer = ("no room", tuple(json.loads(body))) if kind == _NO_ROOM else ("time up", json.loads(body))
         finally:
             os.close(self._read)
             self._read = -1
@@ -189,13 +188,14 @@ def _send(fd: int, fn: Callable[[], EftSchedule]) -> None:
         out.write(np.asarray(res.finish, dtype=np.float64).data)
 
 
-def _read_exactly(fd: int, buf) -> bytes | None:
-    """Fill ``buf`` (a writable buffer) from ``fd``; None when the stream ends first."""
+def _read_exactly(fd: int, buf) -> bool:
+    """Fill ``buf`` (a writable buffer: a bytearray, an array) from ``fd``; False when the
+    stream ends first."""
     view = memoryview(buf).cast("B")
     pos = 0
     while pos < len(view):
         got = os.readv(fd, [view[pos:]])
         if got == 0:
-            return None
+            return False
         pos += got
-    return bytes(view) if isinstance(buf, bytearray) else b""
+    return True

@@ -23,7 +23,7 @@ from array import array
 from typing import Callable
 
 from ...problem import Problem
-from ...schedule import NoRoom, StaticPolicy, TimeUp, etf_schedule
+from ...schedule import EftSchedule, NoRoom, StaticPolicy, TimeUp, etf_schedule
 from ...schedule.forked import Forked
 from .eft import eft_schedule, upward_rank
 from .schedule import Graph
@@ -73,9 +73,9 @@ def first_constructions(problem: Problem, g: Graph, capacity: list[float], order
     float
         Seconds HEFT's construction took (the yardstick of the later stages).
     """
-    def etf_construction(graph: Graph = g, priority=None):
-        return etf_schedule(graph, upward_rank(g) if priority is None else priority,
-                            StaticPolicy(problem, capacity=capacity, solver="heuristic"), deadline=deadline)
+    def etf_construction(graph: Graph, priority) -> EftSchedule:
+        return etf_schedule(graph, priority, StaticPolicy(problem, capacity=capacity, solver="heuristic"),
+                            deadline=deadline)
 
     side, hg = None, g
     if workers > 1 and len(g.pred) + g.n >= FORK_SIZE:
@@ -100,7 +100,7 @@ def first_constructions(problem: Problem, g: Graph, capacity: list[float], order
             res = None
         if not (met() or (side is None and late("the ETF construction", 1.0))):
             try:
-                r = side.result() if side is not None else etf_construction()
+                r = side.result() if side is not None else etf_construction(g, upward_rank(g))
                 add(5, r.place, r.start, r.finish)
                 r = None
             except NoRoom:
