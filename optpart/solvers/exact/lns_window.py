@@ -47,9 +47,10 @@ from ...memory import fits, memory_timeline, overflow_message, static_memory
 from ...problem import Problem
 from ...schedule.replay import schedule_tails, tighten_schedule
 from . import _exact_common as xc
+from .lns_units import improve_units
 from .window_start import best_start
 
-__all__ = ["improve_windows", "schedule_tails"]
+__all__ = ["improve_windows", "schedule_tails", "schedule_fits"]
 
 #: Time units per incumbent makespan. Finer grids (10**7 before) left every window a slack of
 #: rounding units that CP-SAT spent its budget shaving one unit at a time; at 10**5 a window
@@ -64,6 +65,10 @@ WINDOW_DTIME = 0.1
 MAX_WINDOW_DTIME = 1.6
 #: Time bins of the peak headroom rows (room per device and bin, from the incumbent's timeline).
 HEADROOM_BINS = 32
+#: Share of the time left (or of a deterministic budget) the unit moves of
+#: :mod:`optpart.solvers.exact.lns_units` may take before the windows; they stop sooner when a
+#: full pass finds nothing.
+UNITS_SHARE = 0.5
 #: The region bound's CP-SAT deterministic seconds: this share of the call's time limit, at most the maximum.
 REGION_SHARE = 0.05
 REGION_DTIME_MAX = 20.0
@@ -144,7 +149,7 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
         new_ms = float((new_start + problem.duration(new_place)).max())
         if not new_ms < ms * (1 - 1e-12):
             continue
-        if not _fits_memory(problem, new_place, new_start, memory_model):
+        if not schedule_fits(problem, new_place, new_start, memory_model):
             stats["window_failed_memory"] += 1
             continue
         place, start, ms = new_place, new_start, new_ms
@@ -158,7 +163,7 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
     return place, start, stats
 
 
-def _fits_memory(problem: Problem, place: np.ndarray, start: np.ndarray, memory_model: str) -> bool:
+def schedule_fits(problem: Problem, place: np.ndarray, start: np.ndarray, memory_model: str) -> bool:
     """Constraints kept and memory within every device under ``memory_model``."""
     if not problem.respects_constraints(place):
         return False
@@ -430,21 +435,32 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     bound = proven_bound(problem, memory_model, region_dtime=region_dtime, stats=stats)
     if incumbent is None:
         return xc.fallback(problem, heuristic, memory_model, why, stats, lower_bound=bound)
-    limit = None if deterministic_time is None else max(1, int(deterministic_time / WINDOW_DTIME))
-    place, start, wst = improve_windows(problem, incumbent.placement, incumbent.start, budget,
+    # Unit moves first (stage boundaries shifted, the whole step re-timed), at most UNITS_SHARE
+    # of the time left (or of the deterministic budget), then windows in the rest.
+    units_dtime = None if deterministic_time is None else UNITS_SHARE * deterministic_time
+    place, start, ust = improve_units(problem, incumbent.placement, incumbent.start, budget,
+                                      memory_model=memory_model, reserve=reserve, seed=seed,
+                                      max_seconds=UNITS_SHARE * max(0.0, budget.left() - reserve),
+                                      max_dtime=units_dtime, log=print if log else None)
+    stats.update(ust)
+    limit = None if deterministic_time is None else \
+        max(1, int((1 - UNITS_SHARE) * deterministic_time / WINDOW_DTIME))
+    place, start, wst = improve_windows(problem, place, start, budget,
                                         memory_model=memory_model, reserve=reserve, seed=seed, size=size,
                                         max_windows=limit, log=print if log else None)
     stats.update(wst)
-    if not wst["window_improvements"] and origin == "heuristic":
+    if not wst["window_improvements"] and not ust["unit_improvements"] and origin == "heuristic":
         stats["stop_reason"] = "model not built"
-        return xc.fallback(problem, incumbent, memory_model, f"{why}; {wst['window_solves']} windowed "
-                           "sub-solves found nothing shorter", stats, lower_bound=bound)
+        return xc.fallback(problem, incumbent, memory_model, f"{why}; {ust['unit_solves']} unit moves and "
+                           f"{wst['window_solves']} windowed sub-solves found nothing shorter", stats,
+                           lower_bound=bound)
     stats["stop_reason"] = "deterministic time limit" if limit is not None and \
         wst["window_solves"] >= limit else "time limit"
-    ms0, ms = wst["window_start_makespan"], wst["window_end_makespan"]
+    ms0, ms = ust["unit_start_makespan"], wst["window_end_makespan"]
     bound = min(max(bound, float(incumbent.lower_bound or 0.0)), ms)
-    msg = (f"{why}; started from the {origin}'s schedule (makespan {ms0:.6g} s), which windowed CP-SAT "
-           f"sub-solves of up to {wst['window_size']} nodes improved by {100 * (ms0 - ms) / ms0:.2f}% "
-           f"({wst['window_improvements']} of {wst['window_solves']} windows)")
+    msg = (f"{why}; started from the {origin}'s schedule (makespan {ms0:.6g} s), which CP-SAT sub-solves "
+           f"improved by {100 * (ms0 - ms) / ms0:.2f}% ({ust['unit_improvements']} of {ust['unit_solves']} "
+           f"unit moves, {wst['window_improvements']} of {wst['window_solves']} windows of up to "
+           f"{wst['window_size']} nodes)")
     return Solution(Status.FEASIBLE, placement=place, start=start, lower_bound=bound, message=msg,
                     memory_model=memory_model, stats=stats)
