@@ -21,8 +21,10 @@ the whole call ends within about ``time_limit + 2 s``):
    with a share of the budget). The answer is never worse than it.
 2. The model size is estimated; when it cannot be built in the time left (or would need
    gigabytes), or the graph has ``WINDOW_MIN_NODES`` nodes or more, the incumbent is
-   improved by windowed CP-SAT sub-solves (:mod:`optpart.solvers.lns_window`) and
-   returned with a message saying why (``lns=False``: the incumbent as it is).
+   improved by CP-SAT sub-solves, unit moves that shift stage boundaries with the whole
+   step re-timed (:mod:`optpart.solvers.exact.lns_units`), then time-slab windows
+   (:mod:`optpart.solvers.lns_window`), and returned with a message saying why
+   (``lns=False``: the incumbent as it is).
 3. Build, hint (the incumbent's full schedule on the integer grid), solve with the
    workaround of google/or-tools#5293 (``presolve_inclusion_work_limit = 0``) in two
    phases (:func:`_search`): the plain CP search (one worker, no LP) with half the
@@ -171,9 +173,11 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
         large-neighbourhood search around the incumbent (:mod:`optpart.solvers.lns`) when
         the full search has not proven optimality.
         From ``WINDOW_MIN_NODES`` nodes, or when the full model is too big to build, the
-        search is windowed instead (:mod:`optpart.solvers.lns_window`: sub-models of
-        ``window_size`` nodes with the rest fixed, one window per deterministic second
-        when ``deterministic_time`` is given: ``lns_window.WINDOW_DTIME`` each). False: the heuristic's schedule is returned there.
+        search is by unit moves and windows instead (:mod:`optpart.solvers.exact.lns_units`:
+        stage boundaries shifted, every start re-timed, at most half the time left or half
+        of ``deterministic_time``; then :mod:`optpart.solvers.lns_window`: sub-models of
+        ``window_size`` nodes with the rest fixed, ``lns_window.WINDOW_DTIME`` deterministic
+        seconds each under ``deterministic_time``). False: the heuristic's schedule is returned there.
     lns_rounds : int, optional
         Cap on the rounds of that search (default: until the time limit).
     window_size : int

@@ -31,10 +31,10 @@ Graphs without a forward pass (no ``phase`` and no liveness split) anchor every 
 own topological position: a move then sends a run of consecutive nodes across a device
 change of the topological order.
 
-Measured on the bundled training graphs from the heuristic's schedule (docs/exact.md): the
-moves shorten vit-b16 by 1.5% (the 0|1 boundary shifted from the middle of an MLP, 74 MiB
-crossing twice, to its input, 18.5 MiB), densenet121 by 0.3% and gpt2 by 0.1%, where the
-slab windows found nothing.
+Measured on the bundled training graphs from the heuristic's schedule (docs/exact.md, "Unit
+moves"): the moves shorten vit-b16 by 1.46% (the 0|1 boundary moved from the middle of an MLP,
+74 MiB crossing twice, to its input, 18.5 MiB), densenet121 by 0.31% and gpt2 by 0.16%, where
+the slab windows found nothing; 4, 14 and 22 s for every move of a full pass.
 
 References: P. Shaw, "Using constraint programming and local search methods to solve vehicle
 routing problems", CP 1998 (LNS); GPipe (Huang et al., NeurIPS 2019) and PipeDream
@@ -44,6 +44,7 @@ routing problems", CP 1998 (LNS); GPipe (Huang et al., NeurIPS 2019) and PipeDre
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -62,6 +63,10 @@ RADII = (1, 2, 4, 8, 16, 32)
 MOVE_DTIME = 0.2
 #: Wall seconds a move may take at most without a deterministic budget.
 MOVE_WALL_S = 5.0
+#: Under a deterministic budget each move is also charged this many deterministic seconds per
+#: node and edge: its model is built in Python (about 1e-5 s per item here), and moves that
+#: the bounds rule out cost CP-SAT nothing, so without it a budget would not bound their count.
+BUILD_DTIME_PER_ITEM = 1e-5
 
 
 def anchors_of(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
@@ -77,8 +82,9 @@ def anchors_of(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
 
 def unit_moves(problem: Problem, anchor: np.ndarray, forward_order: np.ndarray, place: np.ndarray,
-               start: np.ndarray) -> list[tuple[np.ndarray, int]]:
-    """The moves of ``place``, most promising first: ``(nodes, device)`` pairs.
+               start: np.ndarray) -> Iterator[tuple[np.ndarray, int]]:
+    """The moves of ``place``, most promising first: ``(nodes, device)`` pairs, made lazily
+    (a graph with a device change at every position has ``12 n`` of them).
 
     Cuts nearest to a device change of the schedule's critical chain come first; each cut
     gives both directions at every radius of :data:`RADII`. A move keeps only nodes allowed on
@@ -87,11 +93,11 @@ def unit_moves(problem: Problem, anchor: np.ndarray, forward_order: np.ndarray, 
     """
     n = problem.n_nodes
     if forward_order.size < 2:
-        return []
+        return
     devs = place[forward_order]
     cuts = np.flatnonzero(devs[1:] != devs[:-1]) + 1
     if cuts.size == 0:
-        return []
+        return
     end = start + problem.duration(place)
     ms = float(end.max())
     tail = schedule_tails(problem, place, start)
@@ -110,7 +116,7 @@ def unit_moves(problem: Problem, anchor: np.ndarray, forward_order: np.ndarray, 
     by_anchor = np.argsort(anchor, kind="stable")
     sorted_anchor = anchor[by_anchor]
     group_of, groups, allowed = problem.group_of, problem.groups, problem.allowed
-    moves, seen = [], set()
+    seen = set()
     for c in cuts[order].tolist():
         for r in RADII:
             for lo, hi, d in ((c - r, c, int(devs[c])), (c, c + r, int(devs[c - 1]))):
@@ -123,8 +129,7 @@ def unit_moves(problem: Problem, anchor: np.ndarray, forward_order: np.ndarray, 
                 key = (d, nodes.tobytes())
                 if key not in seen:
                     seen.add(key)
-                    moves.append((nodes, d))
-    return moves
+                    yield nodes, d
 
 
 def _with_groups(nodes: np.ndarray, d: int, group_of: np.ndarray, groups, allowed: np.ndarray,
@@ -182,8 +187,9 @@ def retime_move(problem: Problem, place: np.ndarray, start: np.ndarray, nodes: n
     if not ms > 0:
         return None, 0.0
     scale = RESOLUTION / ms
-    dur_tab = np.ceil(xc.durations(problem) * scale).astype(np.int64)
-    comm_tab = np.ceil(xc.transfer_table(problem) * scale).astype(np.int64)
+    # Entries of devices a node may not use are infinite; they are never read (set to 0).
+    dur_tab = np.ceil(np.nan_to_num(xc.durations(problem) * scale, posinf=0.0)).astype(np.int64)
+    comm_tab = np.ceil(np.nan_to_num(xc.transfer_table(problem) * scale, posinf=0.0)).astype(np.int64)
     dur = dur_tab[np.arange(n), new_place]
     comm = comm_tab[np.arange(m_edges), new_place[problem.edge_src], new_place[problem.edge_dst]]
     # The incumbent on the same grid: the makespan a move must beat.
@@ -236,8 +242,9 @@ def retime_move(problem: Problem, place: np.ndarray, start: np.ndarray, nodes: n
     prm.linearization_level = 0  # measured: the LP only slows these pure scheduling models
     prm.cp_model_presolve = False
     # Every precedence here is unconditional, and the no-overlap's reasoning over precedences
-    # between its intervals cost 10-20x the rest (vit-b16's best move: 1-3 deterministic s to a
-    # first solution with it, proven optimal in 0.03 without).
+    # between its intervals dominated the search (vit-b16's best move, measured: a first
+    # solution after about 1 deterministic second and the proof after 2.2 with it; proven
+    # optimal in 0.03 without).
     prm.use_precedences_in_disjunctive_constraint = False
     code = xc.solve_within(solver, m, seconds)
     used = float(solver.deterministic_time)
@@ -310,8 +317,9 @@ def improve_units(problem: Problem, place: np.ndarray, start: np.ndarray, budget
         Wall seconds the moves may take at most (the caller's share for them; ignored under
         ``max_dtime``).
     max_dtime : float, optional
-        A deterministic budget: the moves stop once their CP-SAT deterministic seconds add up
-        to it (and no move is cut short by the wall clock), so that runs repeat.
+        A deterministic budget: the moves stop once their CP-SAT deterministic seconds (plus
+        :data:`BUILD_DTIME_PER_ITEM` per node and edge for each model built) add up to it,
+        and no move is cut short by the wall clock, so that runs repeat.
     log : callable, optional
         Called with one progress line per improvement.
 
@@ -333,18 +341,16 @@ def improve_units(problem: Problem, place: np.ndarray, start: np.ndarray, budget
     # Under a deterministic budget only the call's own limit may cut the moves short.
     stop = budget.elapsed() + (max_seconds if max_dtime is None else math.inf)
     moves = unit_moves(problem, anchor, forward_order, place, start)
-    i = 0
-    while i < len(moves):
+    while (move := next(moves, None)) is not None:
         wall = min(budget.left() - reserve, stop - budget.elapsed())
         if wall <= 0.1 or (max_dtime is not None and used >= max_dtime):
             break
-        nodes, d = moves[i]
-        i += 1
+        nodes, d = move
         dtime = MOVE_DTIME if max_dtime is None else min(MOVE_DTIME, max_dtime - used)
         got, spent = retime_move(problem, place, start, nodes, d, seconds=wall if max_dtime is not None else
                                  min(wall, MOVE_WALL_S), dtime=dtime, seed=seed + stats["unit_solves"])
         stats["unit_solves"] += 1
-        used += spent
+        used += spent + BUILD_DTIME_PER_ITEM * (problem.n_nodes + problem.n_edges)
         if got is None:
             continue
         new_place, key, key_end = got
@@ -359,6 +365,6 @@ def improve_units(problem: Problem, place: np.ndarray, start: np.ndarray, budget
         stats["unit_improvements"] += 1
         if log is not None:
             log(f"cpsat unit moves: {stats['unit_solves']} solved, makespan {ms:.6g} s ({budget.elapsed():.1f} s)")
-        moves, i = unit_moves(problem, anchor, forward_order, place, start), 0
+        moves = unit_moves(problem, anchor, forward_order, place, start)  # from the new schedule
     stats["unit_end_makespan"] = ms
     return place, start, stats

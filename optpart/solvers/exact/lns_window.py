@@ -390,7 +390,9 @@ def _static_rows(problem: Problem, m, x: dict, leader: np.ndarray, free: np.ndar
 def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.Budget, reserve: float,
                      why: str, stats: dict, *, seed: int = 0, size: int = 200,
                      deterministic_time: float | None = None, log: bool = False):
-    """``cpsat``'s answer on a graph whose full model is not built: the incumbent improved by windows.
+    """``cpsat``'s answer on a graph whose full model is not built: the incumbent improved by
+    unit moves (:func:`~optpart.solvers.exact.lns_units.improve_units`, at most
+    :data:`UNITS_SHARE` of the time left) and then by windows.
 
     Parameters
     ----------
@@ -413,7 +415,8 @@ def solve_by_windows(problem: Problem, incumbent, memory_model: str, budget: xc.
     size : int
         Nodes per window at first.
     deterministic_time : float, optional
-        A deterministic budget: one window per ``WINDOW_DTIME`` deterministic seconds (reproducible).
+        A deterministic budget (reproducible): :data:`UNITS_SHARE` of it for the unit moves'
+        CP-SAT deterministic seconds, then one window per ``WINDOW_DTIME`` of the rest.
     log : bool
         Print one line per improvement.
 
