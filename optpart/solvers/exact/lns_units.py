@@ -74,6 +74,16 @@ def anchors_of(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
     The first forward set of :func:`~optpart.solvers.heuristic.stage_seed.forward_set`; when
     there is none, every node is its own anchor in topological order.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray)
+        ``anchor[v]``, a position in the forward order, and the forward nodes in that order.
     """
     sets = forward_set(problem)
     forward = sets[0] if sets else np.ones(problem.n_nodes, dtype=bool)
@@ -90,6 +100,20 @@ def unit_moves(problem: Problem, anchor: np.ndarray, forward_order: np.ndarray, 
     gives both directions at every radius of :data:`RADII`. A move keeps only nodes allowed on
     its device that are not there yet, whole colocation groups (a group with a member that
     cannot go is left out); empty and repeated moves are dropped.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    anchor, forward_order : ndarray
+        From :func:`anchors_of`.
+    place, start : ndarray
+        The incumbent schedule (its critical chain orders the cuts).
+
+    Yields
+    ------
+    tuple of (ndarray, int)
+        The nodes a move sends, and their new device.
     """
     n = problem.n_nodes
     if forward_order.size < 2:

@@ -164,7 +164,22 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
 
 
 def schedule_fits(problem: Problem, place: np.ndarray, start: np.ndarray, memory_model: str) -> bool:
-    """Constraints kept and memory within every device under ``memory_model``."""
+    """Constraints kept and memory within every device under ``memory_model``.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    place, start : ndarray
+        A schedule: device and start (seconds) of every node.
+    memory_model : str
+        ``"static"`` or ``"peak"`` (the liveness model, checked on the schedule's times).
+
+    Returns
+    -------
+    bool
+        True when the placement respects the constraints and every device holds its memory.
+    """
     if not problem.respects_constraints(place):
         return False
     if memory_model == "peak" and problem.has_split:
