@@ -15,6 +15,7 @@
 * :class:`Budget`, :func:`heuristic_start`, :func:`fallback`: the wall-clock budget of a
   call, the heuristic's answer every exact solver starts from (and never does worse
   than), and that answer returned when the exact model does not fit the budget.
+* :func:`schedule_fits`: the check every large-neighbourhood answer passes before it is kept.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time as _time
 import numpy as np
 
 from ...evaluate import canonical_schedule, problem_lower_bound
+from ...memory import fits, overflow_message, static_memory
 from ...problem import Problem
 from ...result import Status
 from ...schedule.replay import tighten_schedule
@@ -58,6 +60,7 @@ __all__ = [
     "OutOfTime",
     "heuristic_start",
     "start_from_heuristic",
+    "schedule_fits",
     "too_big",
     "solution_makespan",
     "fallback",
@@ -427,3 +430,27 @@ def fallback(problem: Problem, incumbent: Solution | None, memory_model: str, re
     return Solution(status, placement=np.asarray(incumbent.placement, dtype=np.int64), start=incumbent.start,
                     lower_bound=bound, message=f"{reason}; this is the heuristic's schedule",
                     memory_model=memory_model, stats=stats)
+
+
+def schedule_fits(problem: Problem, place: np.ndarray, start: np.ndarray, memory_model: str) -> bool:
+    """Constraints kept and memory within every device under ``memory_model``.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    place, start : ndarray
+        A schedule: device and start (seconds) of every node.
+    memory_model : str
+        ``"static"`` or ``"peak"`` (the liveness model, checked on the schedule's times).
+
+    Returns
+    -------
+    bool
+        True when the placement respects the constraints and every device holds its memory.
+    """
+    if not problem.respects_constraints(place):
+        return False
+    if memory_model == "peak" and problem.has_split:
+        return overflow_message(problem, place, start, start + problem.duration(place), "peak") is None
+    return bool(np.all(fits(static_memory(problem, place), problem.device_memory)))

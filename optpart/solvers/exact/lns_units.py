@@ -354,8 +354,6 @@ def improve_units(problem: Problem, place: np.ndarray, start: np.ndarray, budget
         and ``unit_solves``, ``unit_improvements``, ``unit_failed_memory``,
         ``unit_start_makespan``, ``unit_end_makespan``.
     """
-    from .lns_window import schedule_fits
-
     place = np.asarray(place, dtype=np.int64).copy()
     start = np.asarray(start, dtype=np.float64).copy()
     ms = float((start + problem.duration(place)).max()) if problem.n_nodes else 0.0
@@ -382,7 +380,7 @@ def improve_units(problem: Problem, place: np.ndarray, start: np.ndarray, budget
         new_ms = float((new_start + problem.duration(new_place)).max())
         if not new_ms < ms * (1 - 1e-12):
             continue
-        if not schedule_fits(problem, new_place, new_start, memory_model):
+        if not xc.schedule_fits(problem, new_place, new_start, memory_model):
             stats["unit_failed_memory"] += 1
             continue
         place, start, ms = new_place, new_start, new_ms

@@ -50,7 +50,7 @@ from . import _exact_common as xc
 from .lns_units import improve_units
 from .window_start import best_start
 
-__all__ = ["improve_windows", "schedule_tails", "schedule_fits"]
+__all__ = ["improve_windows", "schedule_tails"]
 
 #: Time units per incumbent makespan. Finer grids (10**7 before) left every window a slack of
 #: rounding units that CP-SAT spent its budget shaving one unit at a time; at 10**5 a window
@@ -149,7 +149,7 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
         new_ms = float((new_start + problem.duration(new_place)).max())
         if not new_ms < ms * (1 - 1e-12):
             continue
-        if not schedule_fits(problem, new_place, new_start, memory_model):
+        if not xc.schedule_fits(problem, new_place, new_start, memory_model):
             stats["window_failed_memory"] += 1
             continue
         place, start, ms = new_place, new_start, new_ms
@@ -161,30 +161,6 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
     stats["window_end_makespan"] = ms
     stats["window_size"] = size
     return place, start, stats
-
-
-def schedule_fits(problem: Problem, place: np.ndarray, start: np.ndarray, memory_model: str) -> bool:
-    """Constraints kept and memory within every device under ``memory_model``.
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem.
-    place, start : ndarray
-        A schedule: device and start (seconds) of every node.
-    memory_model : str
-        ``"static"`` or ``"peak"`` (the liveness model, checked on the schedule's times).
-
-    Returns
-    -------
-    bool
-        True when the placement respects the constraints and every device holds its memory.
-    """
-    if not problem.respects_constraints(place):
-        return False
-    if memory_model == "peak" and problem.has_split:
-        return overflow_message(problem, place, start, start + problem.duration(place), "peak") is None
-    return bool(np.all(fits(static_memory(problem, place), problem.device_memory)))
 
 
 def _solve_window(problem: Problem, place, start, end, tail, win, dur_s, comm_s, ms, budget, reserve,
