@@ -5,9 +5,11 @@ devices and links their files declare, the peak memory model by default), one ro
 solver and time limit: the makespan, the proven lower bound, the gap ``(makespan - bound)
 / makespan``, the status, why the run stopped, and wall time. Every result is checked by
 the evaluator (``optpart.check``) and an ``optimal`` is counted in the last column only when
-the makespan meets the bound. Under the table: the mean proven gap of each solver and time
-limit over the instances run (issue 26's target: at most 10% for ``cpsat`` at 120 s), and
-the machine's load average at the start and the end.
+the makespan meets the bound. For ``cpsat`` on the windowed path a column says which schedule
+it started from and how many unit moves and windows improved it (of those solved). Under the
+table: the mean proven gap of each solver and time limit over the instances run (issue 26's
+target: at most 10% for ``cpsat`` at 120 s), and the machine's load average at the start and
+the end. ``--instances gpt2xl`` adds the compressed GPT-2 XL step (4,845 operators).
 
 The machine is shared: rerun before comparing two versions; wall times are for scale only.
 
@@ -45,8 +47,12 @@ def one(problem: optpart.Problem, solver: str, limit: float | None, memory_model
     assert not claim or r.makespan <= r.lower_bound * (1 + 1e-6) + 1e-12, "an optimal claim above its bound"
     print(f"  {problem.name} {solver} {limit}: {r.status.value} {r.makespan:.6g} bound {r.lower_bound:.6g} "
           f"{wall:.1f}s {r.stats.get('stop_reason', '')}", file=sys.stderr, flush=True)
+    st = r.stats
+    how = "-" if "start_from" not in st else (
+        f"{st['start_from']}; units {st.get('unit_improvements', 0)}/{st.get('unit_solves', 0)}; "
+        f"windows {st.get('window_improvements', 0)}/{st.get('window_solves', 0)}")
     return [problem.name, solver if limit is None else f"{solver} {limit:g} s", f"{r.makespan:.6g}",
-            f"{r.lower_bound:.6g}", f"{100 * r.gap:.2f}%", r.status.value, r.stats.get("stop_reason", "-"),
+            f"{r.lower_bound:.6g}", f"{100 * r.gap:.2f}%", r.status.value, st.get("stop_reason", "-"), how,
             f"{wall:.0f}"]
 
 
@@ -63,7 +69,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     gaps: dict = {}
     for name in args.instances:
-        p = optpart.load(ROOT / f"{name}-training.json")
+        path = ROOT / f"{name}-training.json"
+        p = optpart.load(path if path.exists() else path.with_name(path.name + ".gz"))
         for solver in args.solvers:
             limits = [None] if solver in ("heuristic", "heft", "etf", "topo", "single", "metis") else args.limits
             for limit in limits:
@@ -71,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append(row)
                 gaps.setdefault(row[1], []).append(float(row[4].rstrip("%")))
     print(table(rows, ["instance", "solver", "makespan (s)", "bound (s)", "gap", "status", "stop reason",
-                       "wall s"]))
+                       "start; improving / solved sub-solves", "wall s"]))
     print()
     print(table([[k, f"{statistics.mean(v):.1f}%", len(v)] for k, v in gaps.items()],
                 ["solver", "mean proven gap", "instances"]))

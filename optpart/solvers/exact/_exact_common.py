@@ -15,7 +15,8 @@
 * :class:`Budget`, :func:`heuristic_start`, :func:`fallback`: the wall-clock budget of a
   call, the heuristic's answer every exact solver starts from (and never does worse
   than), and that answer returned when the exact model does not fit the budget.
-* :func:`schedule_fits`: the check every large-neighbourhood answer passes before it is kept.
+* :func:`schedule_fits`, :func:`replay_if_shorter`: a large-neighbourhood sub-solve's answer
+  replayed in seconds, kept only when shorter and within memory.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ __all__ = [
     "heuristic_start",
     "start_from_heuristic",
     "schedule_fits",
+    "replay_if_shorter",
     "too_big",
     "solution_makespan",
     "fallback",
@@ -454,3 +456,35 @@ def schedule_fits(problem: Problem, place: np.ndarray, start: np.ndarray, memory
     if memory_model == "peak" and problem.has_split:
         return overflow_message(problem, place, start, start + problem.duration(place), "peak") is None
     return bool(np.all(fits(static_memory(problem, place), problem.device_memory)))
+
+
+def replay_if_shorter(problem: Problem, found: tuple, makespan: float, memory_model: str) -> tuple:
+    """A sub-solve's answer replayed in seconds, and whether a large-neighbourhood search keeps it.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    found : tuple
+        ``(placement, key, key_end)``: the sub-solve's placement and its starts and ends in any
+        unit (the order :func:`~optpart.schedule.replay.tighten_schedule` replays).
+    makespan : float
+        The incumbent's makespan in seconds.
+    memory_model : str
+        ``"static"`` or ``"peak"``: the model a kept schedule fits (:func:`schedule_fits`).
+
+    Returns
+    -------
+    tuple
+        ``(verdict, placement, start, makespan)``: ``verdict`` is ``"kept"`` (shorter and
+        within memory), ``"memory"`` (shorter, refused by memory or constraints) or
+        ``"longer"`` (not shorter); the replayed schedule and its makespan in seconds.
+    """
+    place, key, key_end = found
+    start = tighten_schedule(problem, place, key, key_end)
+    ms = float((start + problem.duration(place)).max())
+    if not ms < makespan * (1 - 1e-12):
+        return "longer", place, start, ms
+    if not schedule_fits(problem, place, start, memory_model):
+        return "memory", place, start, ms
+    return "kept", place, start, ms

@@ -49,7 +49,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ...problem import Problem
-from ...schedule.replay import integer_schedule, schedule_tails, tighten_schedule
+from ...schedule.replay import integer_schedule, schedule_tails
 from ..heuristic.stage_seed import forward_set, stage_anchors
 from . import _exact_common as xc
 
@@ -375,13 +375,9 @@ def improve_units(problem: Problem, place: np.ndarray, start: np.ndarray, budget
         used += spent + BUILD_DTIME_PER_ITEM * (problem.n_nodes + problem.n_edges)
         if got is None:
             continue
-        new_place, key, key_end = got
-        new_start = tighten_schedule(problem, new_place, key, key_end)
-        new_ms = float((new_start + problem.duration(new_place)).max())
-        if not new_ms < ms * (1 - 1e-12):
-            continue
-        if not xc.schedule_fits(problem, new_place, new_start, memory_model):
-            stats["unit_failed_memory"] += 1
+        verdict, new_place, new_start, new_ms = xc.replay_if_shorter(problem, got, ms, memory_model)
+        stats["unit_failed_memory"] += verdict == "memory"
+        if verdict != "kept":
             continue
         place, start, ms = new_place, new_start, new_ms
         stats["unit_improvements"] += 1

@@ -43,9 +43,9 @@ import math
 
 import numpy as np
 
-from ...memory import fits, memory_timeline, overflow_message, static_memory
+from ...memory import memory_timeline
 from ...problem import Problem
-from ...schedule.replay import schedule_tails, tighten_schedule
+from ...schedule.replay import schedule_tails
 from . import _exact_common as xc
 from .lns_units import improve_units
 from .window_start import best_start
@@ -144,13 +144,9 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
         stats["window_solves"] += 1
         if got is None:
             continue
-        new_place, key, key_end = got
-        new_start = tighten_schedule(problem, new_place, key, key_end)
-        new_ms = float((new_start + problem.duration(new_place)).max())
-        if not new_ms < ms * (1 - 1e-12):
-            continue
-        if not xc.schedule_fits(problem, new_place, new_start, memory_model):
-            stats["window_failed_memory"] += 1
+        verdict, new_place, new_start, new_ms = xc.replay_if_shorter(problem, got, ms, memory_model)
+        stats["window_failed_memory"] += verdict == "memory"
+        if verdict != "kept":
             continue
         place, start, ms = new_place, new_start, new_ms
         stats["window_improvements"] += 1
