@@ -376,7 +376,7 @@ def improve_units(problem: Problem, place: np.ndarray, start: np.ndarray, budget
         if got is None:
             continue
         verdict, new_place, new_start, new_ms = xc.replay_if_shorter(problem, got, ms, memory_model)
-        stats["unit_failed_memory"] += verdict == "memory"
+        stats["unit_failed_memory"] += int(verdict == "memory")
         if verdict != "kept":
             continue
         place, start, ms = new_place, new_start, new_ms

@@ -145,7 +145,7 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
         if got is None:
             continue
         verdict, new_place, new_start, new_ms = xc.replay_if_shorter(problem, got, ms, memory_model)
-        stats["window_failed_memory"] += verdict == "memory"
+        stats["window_failed_memory"] += int(verdict == "memory")
         if verdict != "kept":
             continue
         place, start, ms = new_place, new_start, new_ms
