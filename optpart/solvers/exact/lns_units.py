@@ -19,7 +19,8 @@ find nothing"). This neighbourhood moves *units* instead:
   device and its place in its device's order but **all start times are free** (a chain per
   device, every precedence with the transfer the placement implies), and the makespan must
   shorten. Heads and tails of the fixed part bound every start, so CP-SAT proves most moves
-  optimal or impossible in a few hundredths of a deterministic second.
+  optimal or impossible in well under a thousandth of a deterministic second (median 3e-5
+  on vit-b16's and densenet121's moves; a few reach the per-move cap).
 
 The answer is replayed in seconds with the model's own arithmetic
 (:func:`~optpart.schedule.replay.tighten_schedule`), kept only when shorter and within memory
@@ -59,7 +60,8 @@ __all__ = ["improve_units", "unit_moves", "retime_move", "anchors_of"]
 RESOLUTION = 10**7
 #: Positions moved across a cut, smallest first.
 RADII = (1, 2, 4, 8, 16, 32)
-#: CP-SAT deterministic seconds per move at most (a move usually closes in 0.001-0.05).
+#: CP-SAT deterministic seconds per move at most (measured: median 3e-5, 90% under 5e-4;
+#: 3 of densenet121's first 55 moves reach it).
 MOVE_DTIME = 0.2
 #: Wall seconds a move may take at most without a deterministic budget.
 MOVE_WALL_S = 5.0
