@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -54,7 +55,7 @@ from ...schedule.replay import integer_schedule, schedule_tails
 from ..heuristic.stage_seed import forward_set, stage_anchors
 from . import _exact_common as xc
 
-__all__ = ["improve_units", "unit_moves", "retime_move", "anchors_of"]
+__all__ = ["improve_units", "unit_moves", "retime_move", "anchors_of", "incumbent_grid", "IncumbentGrid"]
 
 #: Time units per incumbent makespan (durations and transfers rounded up on this grid).
 RESOLUTION = 10**7
@@ -172,8 +173,52 @@ def _with_groups(nodes: np.ndarray, d: int, group_of: np.ndarray, groups, allowe
     return np.flatnonzero(take)
 
 
+class IncumbentGrid(NamedTuple):
+    """What every move of one incumbent shares: its time grid, its integer schedule, its order."""
+
+    #: ``n x k`` durations and ``m x k x k`` transfers on the grid (:data:`RESOLUTION` units per
+    #: incumbent makespan), rounded up.
+    dur_tab: np.ndarray
+    comm_tab: np.ndarray
+    #: The longest makespan on the grid a move may have: the incumbent's there, minus one unit.
+    horizon: int
+    #: The nodes by the incumbent's start (then end, then topological position).
+    order: list
+
+
+def incumbent_grid(problem: Problem, place: np.ndarray, start: np.ndarray) -> IncumbentGrid | None:
+    """The grid every move of the incumbent ``(place, start)`` is solved on; None for a zero makespan.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    place, start : ndarray
+        The incumbent (a valid schedule, seconds).
+
+    Returns
+    -------
+    IncumbentGrid or None
+        The tables, the horizon and the order (None when the makespan is zero: nothing is shorter).
+    """
+    n = problem.n_nodes
+    end = start + problem.duration(place)
+    ms = float(end.max()) if n else 0.0
+    if not ms > 0:
+        return None
+    scale = RESOLUTION / ms
+    # Entries of devices a node may not use are infinite; they are never read (set to 0).
+    dur_tab = np.ceil(np.nan_to_num(xc.durations(problem) * scale, posinf=0.0)).astype(np.int64)
+    comm_tab = np.ceil(np.nan_to_num(xc.transfer_table(problem) * scale, posinf=0.0)).astype(np.int64)
+    inc = integer_schedule(problem, place, start, dur_tab, comm_tab)
+    horizon = int((inc + dur_tab[np.arange(n), place]).max()) - 1
+    order = np.lexsort((problem.topo_rank, end, start)).tolist()
+    return IncumbentGrid(dur_tab, comm_tab, horizon, order)
+
+
 def retime_move(problem: Problem, place: np.ndarray, start: np.ndarray, nodes: np.ndarray, device: int, *,
-                seconds: float, dtime: float, seed: int = 0) -> tuple[tuple | None, float]:
+                seconds: float, dtime: float, seed: int = 0,
+                grid: IncumbentGrid | None = None) -> tuple[tuple | None, float]:
     """One move's CP-SAT sub-solve: ``nodes`` to ``device``, every start re-timed, a shorter makespan.
 
     Parameters
@@ -192,6 +237,8 @@ def retime_move(problem: Problem, place: np.ndarray, start: np.ndarray, nodes: n
         CP-SAT deterministic seconds at most.
     seed : int
         CP-SAT's seed.
+    grid : IncumbentGrid, optional
+        :func:`incumbent_grid` of ``(place, start)``, when the caller tries several moves of it.
 
     Returns
     -------
@@ -204,29 +251,22 @@ def retime_move(problem: Problem, place: np.ndarray, start: np.ndarray, nodes: n
     """
     from ortools.sat.python import cp_model
 
+    grid = grid if grid is not None else incumbent_grid(problem, place, start)
+    if grid is None:
+        return None, 0.0
     n, m_edges = problem.n_nodes, problem.n_edges
     moved = np.zeros(n, dtype=bool)
     moved[nodes] = True
     new_place = place.copy()
     new_place[nodes] = device
-    ms = float((start + problem.duration(place)).max())
-    if not ms > 0:
-        return None, 0.0
-    scale = RESOLUTION / ms
-    # Entries of devices a node may not use are infinite; they are never read (set to 0).
-    dur_tab = np.ceil(np.nan_to_num(xc.durations(problem) * scale, posinf=0.0)).astype(np.int64)
-    comm_tab = np.ceil(np.nan_to_num(xc.transfer_table(problem) * scale, posinf=0.0)).astype(np.int64)
-    dur = dur_tab[np.arange(n), new_place]
-    comm = comm_tab[np.arange(m_edges), new_place[problem.edge_src], new_place[problem.edge_dst]]
-    # The incumbent on the same grid: the makespan a move must beat.
-    inc = integer_schedule(problem, place, start, dur_tab, comm_tab)
-    horizon = int((inc + dur_tab[np.arange(n), place]).max()) - 1
+    horizon = grid.horizon
+    dur = grid.dur_tab[np.arange(n), new_place]
+    comm = grid.comm_tab[np.arange(m_edges), new_place[problem.edge_src], new_place[problem.edge_dst]]
     # The hint: the incumbent's order replayed with the move (valid, usually a little long).
-    hint = integer_schedule(problem, new_place, start, dur_tab, comm_tab)
+    hint = integer_schedule(problem, new_place, start, grid.dur_tab, grid.comm_tab)
     # Device chains of the nodes that stay, in the incumbent's order; heads and tails of that
     # fixed part (the moved nodes left out) bound every start.
-    order = np.lexsort((problem.topo_rank, start + problem.duration(place), start)).tolist()
-    stay = [v for v in order if not moved[v]]
+    stay = [v for v in grid.order if not moved[v]]
     prev_on = np.full(n, -1, dtype=np.int64)
     last: dict = {}
     for v in stay:
@@ -364,15 +404,15 @@ def improve_units(problem: Problem, place: np.ndarray, start: np.ndarray, budget
     used = 0.0
     # Under a deterministic budget only the call's own limit may cut the moves short.
     stop = budget.elapsed() + (max_seconds if max_dtime is None else math.inf)
-    moves = unit_moves(problem, anchor, forward_order, place, start)
-    while (move := next(moves, None)) is not None:
+    moves, grid = unit_moves(problem, anchor, forward_order, place, start), incumbent_grid(problem, place, start)
+    while grid is not None and (move := next(moves, None)) is not None:
         wall = min(budget.left() - reserve, stop - budget.elapsed())
         if wall <= 0.1 or (max_dtime is not None and used >= max_dtime):
             break
         nodes, d = move
         dtime = MOVE_DTIME if max_dtime is None else min(MOVE_DTIME, max_dtime - used)
         got, spent = retime_move(problem, place, start, nodes, d, seconds=wall if max_dtime is not None else
-                                 min(wall, MOVE_WALL_S), dtime=dtime, seed=seed + stats["unit_solves"])
+                                 min(wall, MOVE_WALL_S), dtime=dtime, seed=seed + stats["unit_solves"], grid=grid)
         stats["unit_solves"] += 1
         used += spent + BUILD_DTIME_PER_ITEM * (problem.n_nodes + problem.n_edges)
         if got is None:
@@ -385,6 +425,7 @@ def improve_units(problem: Problem, place: np.ndarray, start: np.ndarray, budget
         stats["unit_improvements"] += 1
         if log is not None:
             log(f"cpsat unit moves: {stats['unit_solves']} solved, makespan {ms:.6g} s ({budget.elapsed():.1f} s)")
-        moves = unit_moves(problem, anchor, forward_order, place, start)  # from the new schedule
+        # From the new schedule:
+        moves, grid = unit_moves(problem, anchor, forward_order, place, start), incumbent_grid(problem, place, start)
     stats["unit_end_makespan"] = ms
     return place, start, stats
