@@ -338,7 +338,7 @@ def trace_training_step(
         params = [conv(p, training and n not in frozen) for n, p in zip(pnames, pvals)]
         buffers = [conv(b) for b in bvals]
         xs = [conv(x) for x in input_vals] + [conv(t) for t in targets]
-        with fxt.preserve_node_meta(), torch.enable_grad():
+        with fxt.preserve_node_meta(), torch.enable_grad(), torch.autograd._force_original_view_tracking(True):
             fxt.current_meta["custom"] = {_ModuleStamper.KEY: ""}
             if mode == "fake":
                 traced = make_fx(step, tracing_mode="fake")(params, buffers, *xs)
