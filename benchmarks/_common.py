@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from optpart import Problem  # noqa: E402
 from optpart.generators import uniform_devices  # noqa: E402
-from optpart.problem import Links  # noqa: E402
+from optpart.model.devices import Links  # noqa: E402
 
 
 def peak_rss_mib() -> float:

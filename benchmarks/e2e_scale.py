@@ -5,7 +5,7 @@ built with ``python instances/make.py scale``, ``transformer-1m.npz`` and
 ``transformer-1m.json.gz``) two fresh processes run, so each peak RSS is that of one run:
 
 * a staged run doing what the CLI does, one step at a time: ``read`` (parse, build and
-  validate the :class:`~optpart.problem.Problem`: :func:`optpart.formats.load`), ``screen``
+  validate the :class:`~optpart.model.problem.Problem`: :func:`optpart.formats.load`), ``screen``
   (:meth:`Problem.infeasibility`, the registry's pre-check), ``solve`` (the solver module
   alone), ``check`` (:func:`optpart.solvers.base.finalize`: evaluate + every rule of
   docs/model.md + the memory model asked for), ``write`` (:func:`optpart.formats.save_result`);
@@ -45,7 +45,7 @@ c = [time.process_time()]
 from optpart.formats import load, save_result
 from optpart.solvers.registry import get_solver, solver_spec, _run_model, DEFAULT_MEMORY_MODEL
 from optpart.solvers.base import finalize
-from optpart.devices import resolve_devices
+from optpart.model.devices import resolve_devices
 t.append(time.perf_counter()); c.append(time.process_time())
 p = resolve_devices(load({file!r}), devices={devices!r})
 rss_read = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -21,7 +21,7 @@ with a 4th field are unproven and skipped): share proven, results below an optim
 
 ``--root-lp``: per graph (tight memory), the work bound, the communication-aware
 critical path, and the MILP's root LP bound without and with the energetic window rows
-(:func:`optpart.solvers.milp.root_lp_bound`), over the optimum (planted) or, for the
+(:func:`optpart.solvers.exact.milp.root_lp_bound`), over the optimum (planted) or, for the
 other families, over the best makespan ``milp`` finds within ``--time-limit`` (with its
 proven bound), so a ratio below 1 there is a gap to an upper bound, not to the optimum.
 
@@ -119,8 +119,8 @@ def root_lp(family: str, sizes: list[int], per_size: int, time_limit: float) -> 
     """Root LP bound of the MILP without / with the window rows, against the optimum or best known."""
     import numpy as np
 
-    from optpart.solvers import _exact_common as xc
-    from optpart.solvers.milp import root_lp_bound
+    from optpart.solvers.exact import _exact_common as xc
+    from optpart.solvers.exact.milp import root_lp_bound
     rows = []
     for n in sizes:
         for seed in range(per_size):
@@ -150,9 +150,9 @@ def root_lp_time_indexed(family: str, sizes: list[int], per_size: int, time_limi
     1-100 MB take 0.1-10 s (grid 0.1 s, CCR about 0.9). Both LPs get the same horizon, the
     heuristic's makespan. Reference: ``cpsat`` within ``--time-limit`` (* when proven).
     """
-    from optpart.problem import Links
-    from optpart.solvers import _exact_common as xc
-    from optpart.solvers.milp import root_lp_bound
+    from optpart.model.devices import Links
+    from optpart.solvers.exact import _exact_common as xc
+    from optpart.solvers.exact.milp import root_lp_bound
     rows = []
     for n in sizes:
         for seed in range(per_size):

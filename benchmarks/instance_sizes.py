@@ -24,8 +24,8 @@ import make  # noqa: E402
 
 import optpart  # noqa: E402
 from optpart.formats.optpart_json import problem_to_json  # noqa: E402
-from optpart.memory import peak_memory  # noqa: E402
-from optpart.problem import Problem  # noqa: E402
+from optpart.model.memory import peak_memory  # noqa: E402
+from optpart.model.problem import Problem  # noqa: E402
 from optpart.units import format_bytes  # noqa: E402
 
 

@@ -53,7 +53,9 @@ sys.path.insert(0, str(HERE.parent))
 
 import optpart  # noqa: E402
 from optpart.formats.costmodel import CostModel  # noqa: E402
-from optpart.problem import Constraints, Device, Links, Problem  # noqa: E402
+from optpart.model.constraints import Constraints
+from optpart.model.devices import Device, Links
+from optpart.model.problem import Problem  # noqa: E402
 from optpart.units import format_bytes  # noqa: E402
 
 COST = CostModel()
@@ -142,7 +144,7 @@ def fit_report(rels=None) -> int:
     the default solver fits the file's own devices under peak, and one device of that
     capacity cannot hold the whole step (memory binds). Prints one line per file; 1 on drift."""
     from optpart.fit import min_capacity
-    from optpart.memory import fits, peak_memory
+    from optpart.model.memory import fits, peak_memory
 
     bad = 0
     for rel in rels or MIN_CAPACITY:

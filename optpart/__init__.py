@@ -18,7 +18,9 @@ from .errors import FormatError, OptpartError, ProblemError, ScheduleError, Solv
 from .evaluate import canonical_schedule, check, evaluate, peak_memory, static_memory, violations
 from .judge import Verdict, judge
 from .formats import load, load_result, save, save_result
-from .problem import Constraints, Device, LinkOverride, Links, Problem
+from .model.constraints import Constraints
+from .model.devices import Device, LinkOverride, Links
+from .model.problem import Problem
 from .result import Result, Status
 from .api import solve
 from .solvers import available_solvers, solver_names

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .problem import Problem
+from .model.problem import Problem
 from .result import Result
 from .solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solve as solve_placement
 

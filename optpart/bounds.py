@@ -28,8 +28,9 @@ import weakref
 import numpy as np
 
 from ._docstrings import fill_doc
-from .paths import bottom_levels_csr, top_levels_csr
-from .problem import Problem, best_allowed
+from .model.paths import bottom_levels_csr, top_levels_csr
+from .model.problem import Problem
+from .model.constraints import best_allowed
 
 __all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "energetic_bound", "window_energy",
            "lower_bound", "all_bounds", "problem_lower_bound", "forget"]

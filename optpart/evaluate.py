@@ -6,7 +6,7 @@
   (ties: lower node index), and otherwise waits for the earliest ready node.
   Event-driven simulation in O((V + E) log V) with one ready heap and one
   pending heap per device. Events at equal times are handled in device-index order.
-* :func:`static_memory` and :func:`peak_memory` (from :mod:`optpart.memory`, re-exported
+* :func:`static_memory` and :func:`peak_memory` (from :mod:`optpart.model.memory`, re-exported
   here) give bytes per device under the two memory models of section 3.
 * :func:`evaluate` scores a placement (and optionally a solver's own schedule) into a
   :class:`~optpart.result.Result`: makespan, memory, lower bound, gap.
@@ -24,10 +24,10 @@ import numpy as np
 
 from .bounds import problem_lower_bound
 from .errors import ProblemError, ScheduleError
-from .memory import as_placement as _as_placement
-from .memory import fits, memory_timeline, peak_memory, static_memory
-from .paths import bottom_levels_by_edge
-from .problem import Problem
+from .model.memory import as_placement as _as_placement
+from .model.memory import fits, memory_timeline, peak_memory, static_memory
+from .model.paths import bottom_levels_by_edge
+from .model.problem import Problem
 from .result import Result, Status
 
 __all__ = [

@@ -9,7 +9,7 @@ holds for *any* placement and schedule, so the user sees how far the solver's an
 be from the truth.
 
 A probe counts as found only when the solver's placement fits under the requested
-memory model (checked here with :func:`optpart.memory.fits` on the evaluator's figures).
+memory model (checked here with :func:`optpart.model.memory.fits` on the evaluator's figures).
 The search assumes that more room never hurts the solver; a heuristic may break that,
 so the answer is "the smallest probed value at which it found a placement", not a proof
 of minimality. Budgets are deterministic: the heuristic runs with ``effort=0`` during the
@@ -26,9 +26,10 @@ from typing import Any, Callable
 import numpy as np
 
 from .errors import OptpartError
-from .memory import fits
+from .model.memory import fits
 from .model.screening import live_at_start, running_need
-from .problem import Device, Links, Problem
+from .model.devices import Device, Links
+from .model.problem import Problem
 from .result import Result
 from .units import format_bytes
 from .api import solve

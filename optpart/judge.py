@@ -32,8 +32,8 @@ from typing import Any, Mapping
 from .bounds import problem_lower_bound
 from .errors import FormatError
 from .evaluate import time_tolerance, violations
-from .memory import MEMORY_RTOL
-from .problem import Problem
+from .model.memory import MEMORY_RTOL
+from .model.problem import Problem
 from .result import Result, Status
 
 __all__ = ["Verdict", "judge"]

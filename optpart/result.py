@@ -62,7 +62,7 @@ class Result:
     message: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
-    #: The :class:`~optpart.problem.Problem` the result was scored on (set by the evaluator, so
+    #: The :class:`~optpart.model.problem.Problem` the result was scored on (set by the evaluator, so
     #: every result with a placement knows it); None for a bare Result built by hand.
     source_problem: Any = field(default=None, repr=False, compare=False)
 

@@ -14,7 +14,7 @@ sequence: a zero-time node sharing its start with a longer node of its device ru
 best makespan found are cut. Times are computed in floats exactly as the evaluator does.
 
 ``sweep_peak``: the peak (liveness) memory per device, written from ``docs/model.md``
-section 3 and 6 alone, apart from ``optpart.memory``: every held byte is an interval
+section 3 and 6 alone, apart from ``optpart.model.memory``: every held byte is an interval
 ``[begin, end)`` on a device, and the use at instant ``t`` is counted directly as the sum of
 the intervals that cover ``t`` (a zero-length interval covers only its own instant).
 """
@@ -137,7 +137,7 @@ def liveness_intervals(problem: optpart.Problem, placement, start, finish) -> li
     ----------
     problem : optpart.Problem
         The problem; its per-node ``param_bytes``/``output_bytes``/``temp_bytes`` and its
-        delay model (``transfer_times``) are read, nothing of ``optpart.memory``.
+        delay model (``transfer_times``) are read, nothing of ``optpart.model.memory``.
     placement, start, finish : array_like
         Device index, start and finish time of every node.
 

@@ -10,7 +10,7 @@ import pytest
 import optpart
 from optpart import Constraints, Device, LinkOverride, Links, Status
 from optpart.generators import chain, layered_dag, training_graph
-from optpart.paths import mean_costs, upward_rank
+from optpart.model.paths import mean_costs, upward_rank
 
 BASELINES = [name for name in ("heft", "etf", "topo", "metis") if name in optpart.available_solvers()]
 

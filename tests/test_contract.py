@@ -33,8 +33,8 @@ import pytest
 import optpart
 from optpart import Device, Problem, SolverError, Status
 from optpart.generators import layered_dag, training_graph
-from optpart.memory import overflow_message
-from optpart.problem import Constraints
+from optpart.model.memory import overflow_message
+from optpart.model.constraints import Constraints
 from optpart.solvers import registry
 from optpart.solvers.base import Solution
 from optpart.solvers.spec import SolverSpec
@@ -44,7 +44,7 @@ from conftest import budget
 #: Solvers that, by design, answer only on some instances, with the instances they must answer.
 PARTIAL = {
     # `single` puts the whole graph on one device: it must answer when one allowed device holds it.
-    "single": lambda p: bool((p.allowed.all(axis=0) & optpart.memory.fits(p.memory.sum(), p.device_memory)).any()),
+    "single": lambda p: bool((p.allowed.all(axis=0) & optpart.model.memory.fits(p.memory.sum(), p.device_memory)).any()),
 }
 
 
@@ -190,8 +190,8 @@ def test_a_static_solver_asked_for_peak_is_checked_by_the_evaluator(monkeypatch)
 
     _install_fake(monkeypatch, "static_only", solve, SolverSpec(memory_models=("static",)))
     start, finish = optpart.canonical_schedule(p, place)
-    assert optpart.memory.fits(optpart.memory.static_memory(p, place), p.device_memory).all()
-    peak = optpart.memory.peak_memory(p, place, start, finish)
+    assert optpart.model.memory.fits(optpart.model.memory.static_memory(p, place), p.device_memory).all()
+    peak = optpart.model.memory.peak_memory(p, place, start, finish)
     assert peak[1] > 16
     assert optpart.solve(p, "static_only", memory_model="static").status is Status.FEASIBLE
     r = optpart.solve(p, "static_only", memory_model="peak")

@@ -19,12 +19,12 @@ import optpart
 from conftest import budget
 from oracle import sweep_peak
 from optpart import Constraints, Device, Status
-from optpart.problem import LinkOverride, Links
+from optpart.model.devices import LinkOverride, Links
 
 
 def _peak_ok(problem, placement, start) -> bool:
     finish = start + problem.duration(placement)
-    used = sweep_peak(problem, placement, start, finish)  # tests/oracle.py, written apart from optpart.memory
+    used = sweep_peak(problem, placement, start, finish)  # tests/oracle.py, written apart from optpart.model.memory
     return bool((used <= problem.device_memory * (1 + 1e-9) + 1e-9).all())
 
 

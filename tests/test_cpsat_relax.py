@@ -17,7 +17,7 @@ import pytest
 import optpart
 from conftest import INSTANCES
 from optpart import Status
-from optpart.problem import LinkOverride, Links
+from optpart.model.devices import LinkOverride, Links
 from optpart.solvers.exact import _exact_common as xc
 from optpart.solvers.exact import cpsat_model as cm
 from optpart.solvers.exact import exact_grid

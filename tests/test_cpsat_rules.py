@@ -17,7 +17,7 @@ import optpart
 from oracle import brute_force
 from optpart import Constraints, Device, Status
 from optpart.generators import fork_join, fork_join_dag
-from optpart.problem import LinkOverride, Links
+from optpart.model.devices import LinkOverride, Links
 from optpart.solvers.exact import _exact_common as xc
 from optpart.solvers.exact import cpsat_model as cm
 from optpart.solvers.exact import cpsat_rules as rules

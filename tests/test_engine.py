@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import optpart
 from optpart.generators import layered_dag, planted_dag, training_graph
-from optpart.paths import priority_order, upward_rank
+from optpart.model.paths import priority_order, upward_rank
 from optpart.schedule import (GapLine, Graph, NoRoom, StaticPolicy, eft_schedule, etf_schedule,
                               insertion_times, justify, schedule_placement)
 from optpart.schedule import gaps as gaps_module
@@ -244,9 +244,9 @@ class _StepClock:
 
 
 def _fake_heuristic_clock(monkeypatch, step: float = 1.0) -> _StepClock:
-    import optpart.solvers.pardnn as pardnn
-    import optpart.solvers.pardnn.improve as improve
-    import optpart.solvers.pardnn.search as search
+    import optpart.solvers.heuristic as pardnn
+    import optpart.solvers.heuristic.improve as improve
+    import optpart.solvers.heuristic.search as search
     clock = _StepClock(step)
     monkeypatch.setattr(pardnn, "_time", clock)
     monkeypatch.setattr(improve, "_time", clock)
@@ -324,7 +324,7 @@ def test_every_bundled_instance_solves_with_every_list_scheduler(path):
 def test_the_engine_computes_times_as_the_model_does_to_the_last_bit():
     """Issue 27: the engine multiplied by inverse bandwidths and speeds where the model divides
     (differing in the last bits on up to 64% of cross-device edges of a bundled instance)."""
-    from optpart.problem import LinkOverride, Links
+    from optpart.model.devices import LinkOverride, Links
     from optpart.schedule.graph import arrivals
     from optpart.schedule.insertion import edge_comm, insertion_times
 

@@ -337,7 +337,7 @@ def test_a_scored_placement_over_capacity_is_never_feasible():
     apart = optpart.evaluate(p, {"a": "g0", "b": "g1"})
     assert apart.status is optpart.Status.FEASIBLE
     optpart.check(p, apart)
-    pinned = p.with_devices(list(p.devices), constraints=optpart.problem.Constraints(pin={"b": "g0"}))
+    pinned = p.with_devices(list(p.devices), constraints=optpart.model.problem.Constraints(pin={"b": "g0"}))
     assert optpart.evaluate(pinned, {"a": "g0", "b": "g1"}).status is optpart.Status.INVALID
 
 

@@ -16,8 +16,8 @@ import optpart
 from conftest import budget
 from optpart import Constraints, Device, Status
 from optpart.generators import layered_dag
-from optpart.problem import LinkOverride, Links
-from optpart.solvers import _exact_common as xc
+from optpart.model.devices import LinkOverride, Links
+from optpart.solvers.exact import _exact_common as xc
 
 from conftest import shared_data
 from oracle import brute_force

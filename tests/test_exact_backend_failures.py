@@ -13,7 +13,7 @@ from conftest import budget
 import optpart
 from optpart.errors import SolverError
 from optpart.generators import training_graph
-from optpart.solvers import _exact_common as xc
+from optpart.solvers.exact import _exact_common as xc
 
 
 class _Params:

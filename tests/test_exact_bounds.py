@@ -14,10 +14,10 @@ import pytest
 import optpart
 from optpart import Device
 from optpart.evaluate import problem_lower_bound
-from optpart.problem import Links
+from optpart.model.devices import Links
 from optpart.generators import planted_dag
-from optpart.solvers import _exact_common as xc
-from optpart.solvers.path_bounds import memory_path_bound
+from optpart.solvers.exact import _exact_common as xc
+from optpart.solvers.exact.path_bounds import memory_path_bound
 
 from oracle import brute_force
 from test_cpsat_peak import _random_split, brute_force_peak

@@ -20,8 +20,8 @@ import pytest
 import optpart
 from optpart import Status
 from optpart.generators import fork_join_dag, layered_dag, planted_dag
-from optpart.solvers import _exact_common as xc
-from optpart.solvers import cpsat, cpsat_model, cpsat_search, milp
+from optpart.solvers.exact import _exact_common as xc
+from optpart.solvers.exact import cpsat, cpsat_model, cpsat_search, milp
 from optpart.solvers.spec import SolverSpec
 from conftest import MILP_NODES, budget
 

@@ -16,7 +16,7 @@ import pytest
 import optpart
 from optpart import Status
 from optpart.generators import layered_dag
-from optpart.solvers import _exact_common as xc
+from optpart.solvers.exact import _exact_common as xc
 from conftest import MILP_NODES
 
 

@@ -13,9 +13,9 @@ import pytest
 
 import optpart
 from optpart.generators import layered_dag
-from optpart.problem import Links
+from optpart.model.devices import Links
 from optpart.schedule.replay import integer_schedule, tighten_schedule
-from optpart.solvers import _exact_common as xc
+from optpart.solvers.exact import _exact_common as xc
 
 
 def _odd_links(seed: int) -> optpart.Problem:

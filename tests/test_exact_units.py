@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import optpart
 from optpart import Device, Problem, Status
 from optpart.evaluate import canonical_schedule
-from optpart.memory import overflow_message
+from optpart.model.memory import overflow_message
 from optpart.model.devices import Links
 from optpart.solvers.exact import _exact_common as xc
 from optpart.solvers.exact import lns_units as lu

@@ -14,9 +14,9 @@ import optpart
 from optpart import Status
 from optpart.evaluate import canonical_schedule
 from optpart.generators import layered_dag
-from optpart.memory import overflow_message
-from optpart.solvers import _exact_common as xc
-from optpart.solvers import lns_window as lw
+from optpart.model.memory import overflow_message
+from optpart.solvers.exact import _exact_common as xc
+from optpart.solvers.exact import lns_window as lw
 
 
 def _valid(problem: optpart.Problem, place: np.ndarray, start: np.ndarray, memory_model: str) -> float:

@@ -20,7 +20,7 @@ import pytest
 import optpart
 from optpart import export
 from optpart.export.stages import pipeline_modules, untied
-from optpart.memory import peak_memory
+from optpart.model.memory import peak_memory
 from optpart.units import parse_bytes
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,7 +29,7 @@ from optpart.fit import (
     min_devices,
     on_devices,
 )
-from optpart.memory import fits
+from optpart.model.memory import fits
 
 SQUEEZE = INSTANCES / "small" / "squeezenet-training.json"
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import optpart
 from optpart.generators import planted_dag
-from optpart.paths import upward_rank
+from optpart.model.paths import upward_rank
 from optpart.schedule import Graph, NoRoom, StaticPolicy, TimeUp, etf_schedule
 from optpart.schedule.forked import Forked, cpus_available
 from optpart.solvers.heuristic import baseline_constructions

@@ -14,14 +14,14 @@ from optpart import Constraints, Device, Links, Problem, Status
 from optpart.errors import SolverError
 from optpart.generators import (chain, fork_join, large_training_graph, layered_dag, planted_dag,
                                 training_graph, uniform_devices)
-from optpart.solvers.pardnn import pardnn_placement
-from optpart.solvers.pardnn.eft import eft_schedule
-from optpart.solvers.pardnn.improve import local_search
-from optpart.solvers.pardnn.mapping import map_clusters
-from optpart.solvers.pardnn.memory import greedy_fill, memory_units, project_constraints, repair_memory
-from optpart.solvers.pardnn.refine import refine
-from optpart.solvers.pardnn.schedule import Graph, critical_chain, justify, list_schedule, schedule_placement
-from optpart.solvers.pardnn.slicing import levels, slice_paths
+from optpart.solvers.heuristic import pardnn_placement
+from optpart.solvers.heuristic.eft import eft_schedule
+from optpart.solvers.heuristic.improve import local_search
+from optpart.solvers.heuristic.mapping import map_clusters
+from optpart.solvers.heuristic.memory import greedy_fill, memory_units, project_constraints, repair_memory
+from optpart.solvers.heuristic.refine import refine
+from optpart.solvers.heuristic.schedule import Graph, critical_chain, justify, list_schedule, schedule_placement
+from optpart.solvers.heuristic.slicing import levels, slice_paths
 
 from conftest import shared_data
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import optpart
 from optpart.generators import planted_dag
-from optpart.paths import upward_rank
+from optpart.model.paths import upward_rank
 from optpart.schedule import Graph, NoRoom, StaticPolicy, etf_schedule
 
 from strategies import examples, problems, zero_time_problems

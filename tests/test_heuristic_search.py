@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import optpart
 from optpart.evaluate import evaluate, violations
 from optpart.generators import layered_dag, planted_dag
-from optpart.memory import fits, peak_memory
+from optpart.model.memory import fits, peak_memory
 from optpart.solvers.heuristic.incremental import SequenceSchedule
 from optpart.solvers.heuristic.memory import memory_units
 from optpart.solvers.heuristic.schedule import Graph, schedule_placement

@@ -1,6 +1,6 @@
 """Hostile and mistaken command lines: negative values, huge values, repeated options,
 outputs into missing directories, escape codes in ids, and the device resolution rules
-(:func:`optpart.devices.resolve_devices`) that the CLI and ``bench`` share."""
+(:func:`optpart.model.devices.resolve_devices`) that the CLI and ``bench`` share."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import pytest
 
 import optpart
 from optpart.cli import main
-from optpart.devices import resolve_devices
+from optpart.model.devices import resolve_devices
 from optpart.errors import OptpartError
-from optpart.problem import Device, Problem
+from optpart.model.devices import Device
+from optpart.model.problem import Problem
 from optpart.text import plot_safe, safe
 
 from conftest import budget
@@ -204,7 +205,7 @@ def test_many_devices_on_a_tiny_graph_form_one_symmetry_class_and_get_a_one_devi
                {"id": "c", "time": 1, "memory": 10}],
         edges=[{"src": "a", "dst": "b", "bytes": 100}, {"src": "b", "dst": "c", "bytes": 100}],
         links={"latency": 1e-5, "bandwidth": 1e9}).with_devices(1024, memory=100)
-    from optpart.solvers._exact_common import device_classes
+    from optpart.solvers.exact._exact_common import device_classes
     assert device_classes(p) == [list(range(1024))]
     r = optpart.solve(p, "heuristic")
     optpart.check(p, r)

@@ -18,7 +18,8 @@ import optpart
 from optpart.cli import main
 from optpart.errors import OptpartError, ProblemError
 from optpart.formats import load
-from optpart.problem import Device, Links, Problem
+from optpart.model.devices import Device, Links
+from optpart.model.problem import Problem
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str]:

@@ -10,9 +10,7 @@ Every ``import`` and ``from ... import`` of every module under ``optpart/`` is r
   groups are floors too: ``baselines`` imports neither ``exact`` nor ``heuristic``, and
   ``heuristic`` imports no ``exact`` module (the exact solvers start from the heuristic);
 * outside ``optpart.solvers`` a library module reaches the solvers through the registry (it
-  imports only ``optpart.solvers``, its ``registry``, ``spec`` and ``base``), and nothing in
-  ``optpart`` imports a solver module by its old path (before the regrouping; those paths
-  stay importable for one release, :data:`optpart.solvers.MOVED`);
+  imports only ``optpart.solvers``, its ``registry``, ``spec`` and ``base``);
 * ``optpart.formats`` imports no solver;
 * no library module imports the CLI (``optpart.cli`` is the shell over the library);
 * the imports form no circle, lazy ones included (a package's ``__init__`` re-exporting
@@ -191,24 +189,18 @@ def test_every_module_is_small() -> None:
     assert not big, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(big)
 
 
-def test_old_solver_paths_are_not_imported_and_still_resolve() -> None:
-    """Issue 27 regrouped solvers/ into exact/, heuristic/, baselines/: no optpart module names an
-    old path, and every old path still imports, as the very module at its new path (one release)."""
-    import importlib
-
-    from optpart.solvers import MOVED
-
-    old = [f"{src}:{line} imports {target}" for f in sorted(ROOT.rglob("*.py"))
-           for target, line, _ in _imports(f) if any(target == m or target.startswith(m + ".") for m in MOVED)]
-    assert not old, "old solver paths imported:\n" + "\n".join(old)
-    for path, new in MOVED.items():
-        if importlib.util.find_spec(new) is None:  # an optional dependency's module still has a file
+def test_no_module_only_re_exports() -> None:
+    """A module that moved leaves nothing behind: every module below ``optpart/`` other than a
+    package's ``__init__`` defines something (a function, a class or a value) besides imports."""
+    hollow = []
+    for f in sorted(ROOT.rglob("*.py")):
+        if f.name == "__init__.py":
             continue
-        assert importlib.import_module(path) is importlib.import_module(new), path
-    assert importlib.import_module("optpart.solvers.pardnn.improve") is \
-        importlib.import_module("optpart.solvers.heuristic.improve")
-    # importing a submodule by its old path leaves the package's names alone (the function
-    # ``refine`` is not replaced by the module ``refine``)
-    from optpart.solvers.pardnn.refine import refine
-    heuristic = importlib.import_module("optpart.solvers.heuristic")
-    assert callable(heuristic.refine) and heuristic.refine is refine
+        body = ast.parse(f.read_text(encoding="utf-8")).body
+        own = [node for node in body
+               if not isinstance(node, (ast.Import, ast.ImportFrom))
+               and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+               and not (isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"])]
+        if not own:
+            hollow.append(f.relative_to(ROOT.parent).as_posix())
+    assert not hollow, "modules that only re-export:\n" + "\n".join(hollow)

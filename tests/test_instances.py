@@ -93,7 +93,7 @@ def _judge(problem, result, name):
     assert result.memory_model in ("static", "peak")
     if result.ok:
         optpart.check(problem, result)
-        assert optpart.memory.overflow_message(problem, result.placement, result.start, result.finish,
+        assert optpart.model.memory.overflow_message(problem, result.placement, result.start, result.finish,
                                                result.memory_model) is None, name
     else:
         assert result.placement is None and result.message, name
@@ -203,7 +203,7 @@ def test_traced_instances_follow_the_peak_rule_and_carry_modules(rel):
     assert set(p.device_memory.tolist()) == {float(make.round_capacity(make.MIN_CAPACITY[rel], need))}
     one = p.with_devices(1, memory=float(p.memory.sum()) + float(p.device_memory[0]))
     r = optpart.solve(one, "single", memory_model="static")
-    peak = optpart.memory.peak_memory(one, r.placement, r.start, r.finish)
+    peak = optpart.model.memory.peak_memory(one, r.placement, r.start, r.finish)
     assert float(peak.max()) > float(p.device_memory[0]), rel
     if p.meta.get("source") == "torch":
         assert all(isinstance(m.get("module"), str) and m.get("module_class") for m in p.node_meta), rel

@@ -20,10 +20,10 @@ from test_exact import feasible_random_problem, random_problem
 import optpart
 from optpart import Device
 from optpart.generators import planted_dag
-from optpart.problem import Links
-from optpart.solvers import _exact_common as xc
-from optpart.solvers import milp_time_indexed as ti
-from optpart.solvers.milp import root_lp_bound
+from optpart.model.devices import Links
+from optpart.solvers.exact import _exact_common as xc
+from optpart.solvers.exact import milp_time_indexed as ti
+from optpart.solvers.exact.milp import root_lp_bound
 
 
 def _window(p: optpart.Problem) -> float:

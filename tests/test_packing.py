@@ -1,4 +1,4 @@
-"""The packing search of the heuristic (optpart.solvers.pardnn.packing) and the heuristic
+"""The packing search of the heuristic (optpart.solvers.heuristic.packing) and the heuristic
 on tight memory: when a placement exists, the heuristic finds one.
 
 Ground truth comes from CP-SAT's proofs (deterministic budgets) and brute force."""
@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 import optpart
 from optpart import Device, Status
 from optpart.generators import training_graph
-from optpart.memory import fits, static_memory
-from optpart.solvers.pardnn.memory import greedy_fill, memory_units
-from optpart.solvers.pardnn.packing import pack_units
+from optpart.model.memory import fits, static_memory
+from optpart.solvers.heuristic.memory import greedy_fill, memory_units
+from optpart.solvers.heuristic.packing import pack_units
 
 
 def _bins(sizes, caps, pins=None):

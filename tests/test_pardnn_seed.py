@@ -10,12 +10,12 @@ import pytest
 import optpart
 from optpart import Status
 from optpart.generators import planted_dag, training_graph
-from optpart.memory import peak_memory
-from optpart.solvers.pardnn.schedule import Graph
-from optpart.solvers.pardnn.seed import seed_placement
-from optpart.solvers.pardnn.seed_mapping import map_clusters
-from optpart.solvers.pardnn.seed_slicing import linear_clusters
-from optpart.solvers.pardnn.slicing import levels
+from optpart.model.memory import peak_memory
+from optpart.solvers.heuristic.schedule import Graph
+from optpart.solvers.heuristic.seed import seed_placement
+from optpart.solvers.heuristic.seed_mapping import map_clusters
+from optpart.solvers.heuristic.seed_slicing import linear_clusters
+from optpart.solvers.heuristic.slicing import levels
 
 INSTANCES = sorted(p for p in (Path(__file__).resolve().parent.parent / "instances").glob("*-training.json*"))
 

@@ -20,10 +20,11 @@ from test_cpsat_peak import brute_force_peak
 import optpart
 from optpart import Device, Status
 from optpart.evaluate import canonical_schedule
-from optpart.memory import fits, memory_timeline
-from optpart.problem import Links
+from optpart.model.memory import fits, memory_timeline
+from optpart.model.devices import Links
 from optpart.schedule.liveness import LivenessPolicy, LivenessTracker
-from optpart.solvers.pardnn.peak import live_at_start, peak_infeasibility, running_need
+from optpart.model.screening import live_at_start, running_need
+from optpart.solvers.heuristic.peak import peak_infeasibility
 
 
 @st.composite

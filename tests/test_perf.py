@@ -7,7 +7,7 @@ import numpy as np
 import optpart
 from optpart import Device, Problem
 from optpart.evaluate import violations
-from optpart.problem import best_allowed
+from optpart.model.constraints import best_allowed
 
 
 def test_best_allowed_matches_a_dense_reference():

@@ -236,7 +236,7 @@ def test_build_does_not_go_through_the_file_format():
     import subprocess
     import sys
     code = ("import sys, optpart; sys.modules.pop('optpart.formats.optpart_json', None)\n"
-            "import optpart.problem as pr\n"
+            "import optpart.model.problem as pr\n"
             "sys.modules['optpart.formats.optpart_json'] = None\n"
             "p = pr.Problem.build(nodes=[{'id': 'a', 'time': 1, 'memory': 1}], devices=[{'id': 'g', 'memory': 2}],"
             " links={'latency': 0, 'bandwidth': 'inf'}, constraints={'pin': {'a': 'g'}})\n"
@@ -291,7 +291,7 @@ def test_a_zero_time_consumer_does_not_count_its_inputs(name):
     assert r.ok, f"{name}: {r.status.value}: {r.message}"
     optpart.check(q, r)
     assert r.placement[0] == r.placement[1] and r.makespan == 1.0, (r.placement, r.makespan)
-    assert sweep_peak(q, r.placement, r.start, r.finish).max() == 6.0  # tests/oracle.py, apart from optpart.memory
+    assert sweep_peak(q, r.placement, r.start, r.finish).max() == 6.0  # tests/oracle.py, apart from optpart.model.memory
 
 
 @pytest.mark.parametrize("name", [s for s in optpart.available_solvers() if not _declares(s, "peak")])

@@ -26,9 +26,11 @@ import optpart
 from optpart import Status
 from optpart.evaluate import bottom_levels, violations
 from optpart.formats import problem_to_json, result_to_json
-from optpart.memory import MEMORY_RTOL
-from optpart.problem import Constraints, Device, Links
-from optpart.timeline import insertion_schedule, priority_order
+from optpart.model.memory import MEMORY_RTOL
+from optpart.model.constraints import Constraints
+from optpart.model.devices import Device, Links
+from optpart.schedule.insertion import insertion_schedule
+from optpart.model.paths import priority_order
 
 from conftest import MILP_NODES
 from oracle import sweep_peak
@@ -54,7 +56,7 @@ SAFETY_NET_S = 600
 
 
 def assert_fits_by_the_sweep(problem, result) -> None:
-    """A peak answer's schedule fits every device by tests/oracle.py's sweep, not optpart.memory."""
+    """A peak answer's schedule fits every device by tests/oracle.py's sweep, not optpart.model.memory."""
     if result.memory_model == "peak":
         used = sweep_peak(problem, result.placement, result.start, result.finish)
         assert (used <= problem.device_memory * (1 + 1e-9) + 1e-9).all(), (result.solver, used)
@@ -281,7 +283,7 @@ import json, sys
 import optpart
 from optpart.formats import result_to_json
 from optpart.generators import training_graph
-from optpart.problem import Constraints
+from optpart.model.problem import Constraints
 
 base = training_graph(2, k=3, memory_slack=3.5, seed=5)  # one device holds all: `single` answers too
 problem = base.with_devices(base.devices, links=base.links, constraints=Constraints(
@@ -420,7 +422,7 @@ def _topo_order(problem, permutation) -> np.ndarray:
     position = np.empty(problem.n_nodes)
     position[np.asarray(permutation, dtype=np.int64)] = np.arange(problem.n_nodes)
     from optpart.schedule.graph import Graph
-    from optpart.solvers.pardnn.eft import topological_priority
+    from optpart.solvers.heuristic.eft import topological_priority
 
     return np.asarray(topological_priority(Graph(problem), -position), dtype=np.int64)
 

@@ -15,7 +15,7 @@ import optpart
 from optpart import Device
 from optpart.bounds import energetic_bound, window_energy
 from optpart.generators import planted_dag
-from optpart.problem import Links
+from optpart.model.devices import Links
 from optpart.solvers.exact.proven_bounds import bound_parts, proven_bound
 
 from oracle import brute_force

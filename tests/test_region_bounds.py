@@ -15,7 +15,7 @@ import pytest
 import optpart
 from optpart import Device
 from optpart.generators import planted_dag
-from optpart.problem import Links
+from optpart.model.devices import Links
 from optpart.model.paths import critical_path_nodes
 from optpart.solvers.exact.region_bounds import path_regions, region_path_bound
 

@@ -1,7 +1,7 @@
 """The fast paths that make 10^6-node graphs cheap give the same answers as the plain ones.
 
 * the stored topological order (``.npz`` member ``topo``) is accepted exactly when it is
-  the order Kahn's algorithm computes (:func:`optpart.problem._is_kahn_order`);
+  the order Kahn's algorithm computes (:func:`optpart.model.problem._is_kahn_order`);
 * the ``.npz`` round trip keeps metadata, constraints and the order, and refuses a
   stale order; cycles and duplicates are still reported by node name;
 * the EFT engine's ``near`` mode (candidates from :meth:`StaticPolicy.memory_filter`,
@@ -25,10 +25,10 @@ import optpart
 from optpart import Constraints, Device, Problem
 from optpart.errors import OptpartError, ProblemError
 from optpart.formats.optpart_json import _joined_rows, float_reprs, problem_to_json, result_to_json
-from optpart.problem import _is_kahn_order
+from optpart.model.graph import is_kahn_order as _is_kahn_order
 from optpart.schedule import NoRoom, StaticPolicy, eft_schedule
 from optpart.schedule.graph import Graph
-from optpart.solvers.pardnn.eft import heft_order
+from optpart.solvers.heuristic.eft import heft_order
 
 from strategies import examples
 

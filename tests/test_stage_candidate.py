@@ -18,7 +18,7 @@ import optpart
 from optpart import Device
 from optpart.evaluate import canonical_schedule
 from optpart.generators import training_graph
-from optpart.memory import peak_memory
+from optpart.model.memory import peak_memory
 from optpart.solvers.heuristic import stage_candidate as sc
 from optpart.solvers.heuristic import stage_seed as ss
 

@@ -12,7 +12,7 @@ import pytest
 import optpart
 from optpart import Device, Status
 from optpart.generators import training_graph
-from optpart.problem import Links
+from optpart.model.devices import Links
 from optpart.solvers.heuristic import stage_seed as ss
 
 

@@ -7,7 +7,9 @@ import numpy as np
 import optpart
 from optpart.evaluate import bottom_levels, violations
 from optpart.generators import layered_dag, training_graph
-from optpart.timeline import Timeline, insertion_schedule, priority_order
+from optpart.schedule.gaps import GapLine as Timeline
+from optpart.schedule.insertion import insertion_schedule
+from optpart.model.paths import priority_order
 
 
 def test_timeline_finds_the_first_gap_that_fits():

@@ -25,9 +25,9 @@ import numpy as np
 
 from ..errors import OptpartError
 from ..text import plot_safe
-from ..problem import Problem
+from ..model.problem import Problem
 from ..result import Result
-from ..memory import memory_timeline, static_memory
+from ..model.memory import memory_timeline, static_memory
 
 __all__ = ["plot_schedule", "plot_gaps", "figure_problems", "save_figure", "is_sqlite", "memory_timeline"]
 

@@ -10,7 +10,7 @@ and writes each finished run at once from this process, the only writer.
 Devices and memory (documented in ``docs/bench.md``):
 
 * the device count ``K`` of a setting replaces the instance's (devices and links go
-  through :func:`optpart.devices.resolve_devices`, the rules of ``optpart solve``);
+  through :func:`optpart.model.devices.resolve_devices`, the rules of ``optpart solve``);
   without ``devices`` the instance keeps its own;
 * memory scale ``s``: each device gets ``s`` times its capacity; a device with unlimited
   capacity gets ``s`` times the graph's total memory divided by ``K`` (so ``s = 1`` is
@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from .. import __version__
-from ..devices import resolve_devices
+from ..model.devices import resolve_devices
 from ..errors import OptpartError, SolverError
 from ..formats import load, problem_to_json
-from ..problem import Device, Problem
+from ..model.devices import Device
+from ..model.problem import Problem
 from ..api import PIPELINE_ORDERS, solve
 from ..solvers.registry import SOLVERS, solver_info
 from . import db as _db
@@ -203,7 +204,7 @@ def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str]
         Extra options for one solver.
     device_args : mapping, optional
         ``memory``/``speed``/``bandwidth``/``latency`` for every instance, as
-        :func:`optpart.devices.resolve_devices` takes them.
+        :func:`optpart.model.devices.resolve_devices` takes them.
 
     Returns
     -------

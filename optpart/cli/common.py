@@ -13,8 +13,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import OptpartError
-from ..devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, resolve_devices
-from ..problem import Problem
+from ..model.devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, resolve_devices
+from ..model.problem import Problem
 from ..result import Result
 from ..text import safe
 from ..units import format_bytes, format_time, parse_bandwidth, parse_bytes, parse_list, parse_time
@@ -90,7 +90,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, who: str = "the solver
 
 def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Problem:
     """The problem with the devices and links the command line asks for: the flags go to
-    :func:`optpart.devices.resolve_devices` (the rules live there), and its errors name
+    :func:`optpart.model.devices.resolve_devices` (the rules live there), and its errors name
     the flag (``--memory: size '-5GiB' must be a non-negative number``).
 
     Parameters

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import OptpartError
 from ..formats import load_result
-from ..problem import Problem
+from ..model.problem import Problem
 from ..units import format_bytes, format_time
 from .common import Command, add_device_arguments, load_problem_for_result, table
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..evaluate import evaluate
-from ..problem import Problem
+from ..model.problem import Problem
 from ..result import Result
 from .plan import ExportError, _follow_inputs
 from .tree import node_modules, owned_tensor

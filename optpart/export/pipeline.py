@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..problem import Problem
+from ..model.problem import Problem
 from ..result import Result
 from .plan import ExportError, ModulePlan, module_plan, pipeline_plan
 

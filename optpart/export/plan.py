@@ -12,7 +12,8 @@ import numpy as np
 
 from ..errors import OptpartError
 from ..evaluate import evaluate, time_tolerance, violations
-from ..problem import Constraints, Problem
+from ..model.constraints import Constraints
+from ..model.problem import Problem
 from ..result import Result
 from .search import fullness, memory_advice, repair_stages
 from .stages import pipeline_modules, stage_candidates, unit_order, untied

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..problem import Problem
+from ..model.problem import Problem
 
 __all__ = ["fullness", "repair_stages", "memory_advice"]
 

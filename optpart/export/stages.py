@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..problem import Constraints, Problem
+from ..model.constraints import Constraints
+from ..model.problem import Problem
 from .tree import Units, first_seen, node_modules
 
 __all__ = ["untied", "stage_candidates", "unit_order"]

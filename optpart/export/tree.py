@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..problem import Problem
+from ..model.problem import Problem
 
 __all__ = ["node_modules"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .._gc import no_gc
 from ..errors import FormatError
-from ..problem import Problem
+from ..model.problem import Problem
 from ..result import Result
 from .dnn_partitioning import dnn_partitioning_from_dict, looks_like_dnn_partitioning
 from .optpart_json import (PROBLEM_FORMAT, RESULT_FORMAT, problem_for_result, problem_from_dict,

@@ -35,7 +35,9 @@ import numpy as np
 from ..errors import FormatError
 from ..limits import check_devices
 from ._io import json_number as _num, parse_json, read_bytes, short as _short
-from ..problem import Constraints, Device, Links, Problem
+from ..model.constraints import Constraints
+from ..model.devices import Device, Links
+from ..model.problem import Problem
 
 __all__ = ["read_dnn_partitioning", "dnn_partitioning_from_dict", "looks_like_dnn_partitioning"]
 

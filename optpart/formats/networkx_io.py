@@ -27,7 +27,9 @@ import networkx as nx
 import numpy as np
 
 from ..errors import OptpartError, ProblemError
-from ..problem import Constraints, Device, Links, Problem
+from ..model.constraints import Constraints
+from ..model.devices import Device, Links
+from ..model.problem import Problem
 from ..units import parse_bytes, parse_time
 
 __all__ = ["from_networkx", "to_networkx"]

@@ -13,7 +13,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..problem import Constraints, Device, Links, Problem
+from ..model.constraints import Constraints
+from ..model.devices import Device, Links
+from ..model.problem import Problem
 from .costmodel import CostModel
 
 __all__ = ["NodeColumns"]

@@ -41,7 +41,8 @@ import numpy as np
 
 from ..errors import FormatError
 from ..limits import max_input_bytes
-from ..problem import Constraints, Problem
+from ..model.constraints import Constraints
+from ..model.problem import Problem
 from ._io import parse_json
 
 __all__ = ["NPZ_FORMAT", "read_npz", "write_npz"]

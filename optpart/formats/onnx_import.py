@@ -36,7 +36,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import FormatError
-from ..problem import Device, Problem
+from ..model.devices import Device
+from ..model.problem import Problem
 from .costmodel import CostModel
 from .node_columns import NodeColumns
 from .onnx_flops import FLOAT_TYPES, FLOP_RULES, MATMUL_LIKE, ONNX_DTYPES, VIEW_OPS, numel

@@ -20,7 +20,8 @@ import numpy as np
 from ..errors import FormatError
 from ..text import safe
 from ._io import read_text
-from ..problem import Links, Problem
+from ..model.devices import Links
+from ..model.problem import Problem
 
 __all__ = ["read_stg", "parse_stg"]
 

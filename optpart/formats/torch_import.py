@@ -37,7 +37,8 @@ from typing import Any, Callable, Sequence
 
 
 from ..errors import FormatError
-from ..problem import Device, Problem
+from ..model.devices import Device
+from ..model.problem import Problem
 from .costmodel import CostModel
 from .node_columns import NodeColumns
 from .torch import TracedStep, trace_training_step

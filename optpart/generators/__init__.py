@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..problem import Constraints, Device, Links, Problem
+from ..model.constraints import Constraints
+from ..model.devices import Device, Links
+from ..model.problem import Problem
 from .planted import planted_dag
 
 __all__ = ["layered_dag", "training_graph", "chain", "fork_join", "uniform_devices", "planted_dag",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..problem import Device, Links, Problem
+from ..model.devices import Device, Links
+from ..model.problem import Problem
 
 __all__ = ["planted_dag"]
 

@@ -303,7 +303,7 @@ def overflow_message(problem: Problem, placement, start=None, finish=None, model
     -------
     str or None
         The message, with sizes in binary units; None when every device fits
-        (:func:`optpart.memory.fits`, exact on integer byte counts).
+        (:func:`optpart.model.memory.fits`, exact on integer byte counts).
     """
     used = device_memory(problem, placement, start, finish, model)
     over = np.flatnonzero(~fits(used, problem.device_memory))

@@ -133,7 +133,7 @@ def infeasibility(problem: "Problem", memory_model: str = "peak") -> str | None:
     a set of nodes on one device holds all their parameters plus its largest running
     node; all devices together hold, when any node starts, what :func:`live_at_start` proves
     live then (at least every parameter). Sizes are compared
-    with :func:`optpart.memory.fits`, the one memory-fit rule.
+    with :func:`optpart.model.memory.fits`, the one memory-fit rule.
 
     Parameters
     ----------

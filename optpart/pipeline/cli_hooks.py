@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..problem import Problem
+from ..model.problem import Problem
 from .step import PipelineStep, check_micro_batches
 
 __all__ = ["add_micro_batch_argument", "pipelined_for_result", "micro_batches_in_result"]

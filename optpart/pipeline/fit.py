@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 
-from ..problem import Problem
+from ..model.problem import Problem
 from .step import PipelineStep, check_micro_batches
 
 __all__ = ["bound_problem", "solver_parameters", "ORDERS"]

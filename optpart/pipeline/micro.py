@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import FormatError
-from ..problem import Problem
+from ..model.problem import Problem
 from .step import check_micro_batches
 
 __all__ = ["MicroBatch", "split_micro_batch", "record_micro_batches"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..problem import Problem
+from ..model.problem import Problem
 from .step import SEP
 
 __all__ = ["micro_batch_index", "draw_micro_batches"]

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._docstrings import fill_doc
 from ..evaluate import evaluate, time_tolerance
-from ..memory import fits
+from ..model.memory import fits
 from .orders import list_schedule, priorities
 from .stages import anchors, balanced_cuts, cut_placement, position_weights
 from .step import PipelineStep

@@ -35,8 +35,8 @@ import numpy as np
 from .._docstrings import fill_doc
 from ..errors import SolverError
 from ..evaluate import evaluate, time_tolerance
-from ..memory import fits
-from ..problem import Problem
+from ..model.memory import fits
+from ..model.problem import Problem
 from ..result import Result, Status
 from .orders import gpipe_schedule, list_schedule, one_f_one_b_schedule, priorities, sequence_schedule
 from .search import refine_cuts

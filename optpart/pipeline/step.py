@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ProblemError
-from ..problem import Constraints, Problem
+from ..model.constraints import Constraints
+from ..model.problem import Problem
 
 __all__ = ["PipelineStep", "check_micro_batches", "recorded_micro_batches", "once_mask", "backward_mask", "SEP",
            "RECORD_KEYS"]

@@ -26,8 +26,8 @@ import numpy as np
 
 from .._docstrings import fill_doc
 from .._gc import no_gc  # re-exported: the schedulers' hot loops pause the collector
-from ..paths import bottom_levels_csr, mean_costs, top_levels_csr
-from ..problem import Problem
+from ..model.paths import bottom_levels_csr, mean_costs, top_levels_csr
+from ..model.problem import Problem
 
 __all__ = ["Graph", "arrivals", "arrival", "uniform_arrival", "no_gc"]
 

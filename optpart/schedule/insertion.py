@@ -12,7 +12,7 @@
   The better of old and new is kept, so it never lengthens a schedule.
 * :func:`schedule_placement`: bottom-level order, insertion, justification: what the
   heuristic returns for a placement.
-* :func:`insertion_schedule`: the same replay on a :class:`~optpart.problem.Problem`
+* :func:`insertion_schedule`: the same replay on a :class:`~optpart.model.problem.Problem`
   with optional custom durations and transfers (the public, array-in array-out form;
   exact solvers may use it to replay their order).
 
@@ -27,8 +27,8 @@ from typing import Sequence
 import numpy as np
 
 from .._docstrings import fill_doc
-from ..paths import bottom_levels_csr, priority_order
-from ..problem import Problem
+from ..model.paths import bottom_levels_csr, priority_order
+from ..model.problem import Problem
 from .gaps import GapLine
 from .graph import Graph, no_gc
 

@@ -6,9 +6,9 @@ keeps every tensor whose consumers are not all placed *open* (live to +inf) and 
 to its true end when its last consumer is placed. Closing only removes bytes, so every
 admission decided earlier stays valid: the tracker is conservative while it runs and exact
 once every node is placed (then :meth:`LivenessTracker.peaks` equals
-:func:`optpart.memory.peak_memory`; ``tests/test_peak_heuristic.py`` checks it on random cases).
+:func:`optpart.model.memory.peak_memory`; ``tests/test_peak_heuristic.py`` checks it on random cases).
 
-What a device holds, as in :mod:`optpart.memory`: the ``param_bytes`` of its nodes all step
+What a device holds, as in :mod:`optpart.model.memory`: the ``param_bytes`` of its nodes all step
 (a scalar per device), ``temp_bytes`` while a node runs, the output of ``u`` from ``S(u)``
 until its last local consumer finishes or its last transfer out lands (to the end of the
 step without consumers), and one received copy per (producer, device) from its first
@@ -22,7 +22,7 @@ plus a running prefix maximum, so a node costs O(breakpoints) in C rather than i
 :class:`LivenessPolicy` wraps the tracker in the scheduling engine's memory-policy protocol
 (``devices_for``, ``admits``, ``place``, ``no_room_message``); colocation groups reserve the
 parameters of the whole group when their first member is placed, like the static policy.
-The fit test is :func:`optpart.memory.fits`, the one memory-fit rule.
+The fit test is :func:`optpart.model.memory.fits`, the one memory-fit rule.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import math
 import numpy as np
 
 from .._docstrings import fill_doc
-from ..memory import fits
-from ..problem import Problem
+from ..model.memory import fits
+from ..model.problem import Problem
 from ..units import format_bytes
 from .policy import MemoryPolicy
 
@@ -291,7 +291,7 @@ class LivenessTracker:
         Returns
         -------
         numpy.ndarray of float64
-            One peak per device; equal to :func:`optpart.memory.peak_memory` once every node
+            One peak per device; equal to :func:`optpart.model.memory.peak_memory` once every node
             is placed and :meth:`close_sinks` ran.
         """
         out = np.zeros(self.k)
@@ -306,7 +306,7 @@ class LivenessPolicy(MemoryPolicy):
 
     ``devices_for(v)``: the devices ``v`` may use (its group's device once one member is
     placed) whose parameters so far leave room for ``v``'s; ``admits(v, d, start, finish)``:
-    the device's peak stays within capacity (:func:`optpart.memory.fits`); ``place(...)``
+    the device's peak stays within capacity (:func:`optpart.model.memory.fits`); ``place(...)``
     records it in the :class:`LivenessTracker` (a group's first member reserves the whole
     group's parameters); ``no_room_message(v)`` names the device with most room, its peak
     and what the node adds.

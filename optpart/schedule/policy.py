@@ -30,7 +30,7 @@ may use and the device each colocation group settled on (:meth:`MemoryPolicy.fix
 :class:`StaticPolicy` is the static model of docs/model.md section 3: a device holds
 the sum of its nodes' ``memory``; the first member of a colocation group reserves the
 whole group's memory on its device, so later members never find it full and the
-placement never overflows. Every comparison goes through :func:`optpart.memory.fits`.
+placement never overflows. Every comparison goes through :func:`optpart.model.memory.fits`.
 With ``memory_aware=False`` capacities are ignored (the classic memory-blind
 baselines), constraints still hold. The liveness policy is
 :class:`optpart.schedule.liveness.LivenessPolicy`.
@@ -45,8 +45,8 @@ from typing import Sequence
 import numpy as np
 
 from .._docstrings import fill_doc
-from ..memory import MEMORY_RTOL
-from ..problem import Problem
+from ..model.memory import MEMORY_RTOL
+from ..model.problem import Problem
 from ..units import format_bytes
 
 __all__ = ["MemoryPolicy", "StaticPolicy"]

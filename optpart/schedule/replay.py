@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..problem import Problem
+from ..model.problem import Problem
 
 __all__ = ["device_order", "replay", "tighten_schedule", "integer_schedule", "schedule_tails"]
 

@@ -5,7 +5,7 @@ A solver is a module with one function::
     def solve(problem: Problem, *, time_limit: float | None, seed: int,
               hint: np.ndarray | None, **options) -> Solution
 
-It reads the shared :class:`~optpart.problem.Problem` (always with devices, and
+It reads the shared :class:`~optpart.model.problem.Problem` (always with devices, and
 already screened for the obvious infeasibilities of :meth:`Problem.infeasibility`)
 and returns a :class:`Solution`: a status, a placement, optionally its own
 schedule (start times) and a proven lower bound. :func:`finalize` turns that into
@@ -24,8 +24,8 @@ import numpy as np
 from ..errors import SolverError
 from ..bounds import problem_lower_bound
 from ..evaluate import evaluate, violations
-from ..memory import overflow_message
-from ..problem import Problem
+from ..model.memory import overflow_message
+from ..model.problem import Problem
 from ..result import Result, Status
 from ..schedule import EftSchedule, MemoryPolicy, NoRoom, StaticPolicy
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ProblemError, SolverError
 from ..bounds import problem_lower_bound
-from ..problem import Problem
+from ..model.problem import Problem
 from ..result import Result, Status
 from .base import finalize
 from .spec import MEMORY_MODELS, SolverSpec

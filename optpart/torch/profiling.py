@@ -245,7 +245,7 @@ def with_measured_times(problem, times: Mapping[str, float], *, device: str, rep
     """
     import torch
 
-    from ..problem import Problem
+    from ..model.problem import Problem
 
     missing = [nid for nid in problem.node_ids if nid not in times]
     if missing:

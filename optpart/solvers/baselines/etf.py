@@ -30,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...paths import upward_rank
-from ...problem import Problem
+from ...model.paths import upward_rank
+from ...model.problem import Problem
 from ...schedule import Graph, etf_schedule
 from ..base import Solution, engine_solution
 from ..spec import SolverSpec

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...memory import fits
-from ...problem import Problem
+from ...model.memory import fits
+from ...model.problem import Problem
 from ...result import Status
 from ...units import format_bytes
 from ..base import Solution

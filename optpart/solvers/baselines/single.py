@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...memory import fits as fits_memory
-from ...problem import Problem
+from ...model.memory import fits as fits_memory
+from ...model.problem import Problem
 from ...result import Status
 from ...units import format_bytes
 from ..base import Solution

@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...memory import fits
-from ...problem import Problem
+from ...model.memory import fits
+from ...model.problem import Problem
 from ...result import Status
 from ...schedule import StaticPolicy
 from ..base import Solution

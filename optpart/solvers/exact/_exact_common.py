@@ -27,8 +27,8 @@ import time as _time
 import numpy as np
 
 from ...evaluate import canonical_schedule, problem_lower_bound
-from ...memory import fits, overflow_message, static_memory
-from ...problem import Problem
+from ...model.memory import fits, overflow_message, static_memory
+from ...model.problem import Problem
 from ...result import Status
 from ...schedule.replay import tighten_schedule
 from ..base import Solution, SolverError
@@ -402,7 +402,7 @@ def fallback(problem: Problem, incumbent: Solution | None, memory_model: str, re
 
     Status ``feasible`` (``optimal`` only when the heuristic itself proved it), the best
     of the generic bound, the memory-forced path bound
-    (:func:`~optpart.solvers.path_bounds.memory_path_bound`) and ``lower_bound``;
+    (:func:`~optpart.solvers.exact.path_bounds.memory_path_bound`) and ``lower_bound``;
     ``unknown`` when there is no incumbent.
 
     Parameters

@@ -1,6 +1,6 @@
 """``cpsat``: exact placement and scheduling with OR-Tools CP-SAT.
 
-The model (built in :mod:`optpart.solvers.cpsat_model`, one function per family):
+The model (built in :mod:`optpart.solvers.exact.cpsat_model`, one function per family):
 
 * ``x[v, d]``: node ``v`` runs on device ``d`` (only for allowed pairs); exactly one per
   node; nodes of a colocation group share their literals.
@@ -10,7 +10,7 @@ The model (built in :mod:`optpart.solvers.cpsat_model`, one function per family)
   ``apart[e]`` with uniform links, per-pair terms otherwise).
 * Static memory: ``sum_v memory(v) x[v, d] <= memory(d)`` per device. Peak memory
   (``memory_model="peak"`` on a graph with the param/output/temp split): one cumulative
-  per device over tensor lifetimes (see :func:`optpart.solvers.cpsat_peak.add_peak_memory`).
+  per device over tensor lifetimes (see :func:`optpart.solvers.exact.cpsat_peak.add_peak_memory`).
 * Objective: the makespan. Redundant rows: device loads, total load, heads and tails,
   the generic lower bound; symmetry breaking within classes of interchangeable devices.
 
@@ -23,7 +23,7 @@ the whole call ends within about ``time_limit + 2 s``):
    gigabytes), or the graph has ``WINDOW_MIN_NODES`` nodes or more, the incumbent is
    improved by CP-SAT sub-solves, unit moves that shift stage boundaries with the whole
    step re-timed (:mod:`optpart.solvers.exact.lns_units`), then time-slab windows
-   (:mod:`optpart.solvers.lns_window`), and returned with a message saying why
+   (:mod:`optpart.solvers.exact.lns_window`), and returned with a message saying why
    (``lns=False``: the incumbent as it is).
 3. Build, hint (the incumbent's full schedule on the integer grid), solve with the
    workaround of google/or-tools#5293 (``presolve_inclusion_work_limit = 0``) in two
@@ -42,7 +42,7 @@ the whole call ends within about ``time_limit + 2 s``):
 ``1/scale`` seconds for a round scale (STG: scale 1) the model is the real problem.
 Otherwise durations and transfers are rounded *up* on a fine power-of-ten grid and the
 bound is CP-SAT's minus the most rounding any chain can gain (see
-:class:`~optpart.solvers._exact_common.TimeGrid`). ``optimal`` is claimed only when the
+:class:`~optpart.solvers.exact._exact_common.TimeGrid`). ``optimal`` is claimed only when the
 proof is confirmed *and* the real makespan meets the real bound within 1e-6. Memory rows
 are exact for whole-byte memories, else conservative (then neither ``optimal`` nor
 ``infeasible`` is claimed). Under ``"peak"`` the model is exact when the time grid is exact
@@ -64,7 +64,7 @@ import numpy as np
 
 from ...errors import SolverError
 from ...evaluate import canonical_schedule
-from ...problem import Problem
+from ...model.problem import Problem
 from ...result import Status
 from ...schedule.replay import integer_schedule
 from . import _exact_common as xc
@@ -96,7 +96,7 @@ CONFIRM_SHARE = 0.25
 LNS_MIN_NODES = 100
 LNS_SHARE = 0.5
 #: From this many nodes (or when the full model is too big to build) the search is the
-#: windowed LNS of :mod:`optpart.solvers.lns_window`: sub-models of ``window_size`` nodes
+#: windowed LNS of :mod:`optpart.solvers.exact.lns_window`: sub-models of ``window_size`` nodes
 #: with the rest fixed. Measured: the full peak model of densenet121 (1,943 nodes) is built
 #: but 120 s of search leave the heuristic's schedule unimproved (docs/exact.md).
 WINDOW_MIN_NODES = 600
@@ -170,12 +170,12 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     lns : bool
         On graphs of at least ``LNS_MIN_NODES`` nodes (or whenever ``lns_rounds`` is given),
         give part of the search budget to a
-        large-neighbourhood search around the incumbent (:mod:`optpart.solvers.lns`) when
+        large-neighbourhood search around the incumbent (:mod:`optpart.solvers.exact.lns`) when
         the full search has not proven optimality.
         From ``WINDOW_MIN_NODES`` nodes, or when the full model is too big to build, the
         search is by unit moves and windows instead (:mod:`optpart.solvers.exact.lns_units`:
         stage boundaries shifted, every start re-timed, at most half the time left or half
-        of ``deterministic_time``; then :mod:`optpart.solvers.lns_window`: sub-models of
+        of ``deterministic_time``; then :mod:`optpart.solvers.exact.lns_window`: sub-models of
         ``window_size`` nodes with the rest fixed, ``lns_window.WINDOW_DTIME`` deterministic
         seconds each under ``deterministic_time``). False: the heuristic's schedule is returned there.
     lns_rounds : int, optional
@@ -293,7 +293,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
 
 def _polish(data, mv, base: tuple, sol: tuple | None, budget: xc.Budget, reserve: float, seed: int,
             lns_rounds: int | None, deterministic_time: float | None, workers: int, stats: dict) -> tuple | None:
-    """Large-neighbourhood rounds from ``base`` (:func:`optpart.solvers.lns.improve`), under a
+    """Large-neighbourhood rounds from ``base`` (:func:`optpart.solvers.exact.lns.improve`), under a
     deterministic budget when one is given: the improved ``(placement, units)``, else ``sol``."""
     from . import lns as _lns
     round_dtime = 0.5 if deterministic_time is None else min(0.5, deterministic_time)

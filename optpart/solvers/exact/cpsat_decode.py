@@ -1,4 +1,4 @@
-"""Decoding CP-SAT's answer into a schedule in seconds (helpers of :mod:`optpart.solvers.cpsat`).
+"""Decoding CP-SAT's answer into a schedule in seconds (helpers of :mod:`optpart.solvers.exact.cpsat`).
 
 * :func:`separate_ties` / :func:`peak_fits`: under peak memory the integer starts are
   kept; float rounding at equal times is separated by tiny offsets.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import SolverError
-from ...memory import fits, peak_memory
-from ...problem import Problem
+from ...model.memory import fits, peak_memory
+from ...model.problem import Problem
 
 __all__ = ["separate_ties", "has_instants", "peak_fits", "colour", "fits_rows"]
 
@@ -28,7 +28,7 @@ def separate_ties(problem: Problem, place: np.ndarray, s_int: np.ndarray, e_int:
 
     Why: the integer model lets a tensor be freed and another allocated at the same unit;
     converted to seconds, float rounding could make them overlap and the peak check of
-    :mod:`optpart.memory` fail although the integer schedule fits.
+    :mod:`optpart.model.memory` fail although the integer schedule fits.
 
     Parameters
     ----------
@@ -141,7 +141,7 @@ def has_instants(problem: Problem) -> bool:
 
 
 def peak_fits(problem: Problem, placement: np.ndarray, start: np.ndarray) -> bool:
-    """Does the schedule respect peak memory under the one fit rule of :mod:`optpart.memory`?
+    """Does the schedule respect peak memory under the one fit rule of :mod:`optpart.model.memory`?
 
     Parameters
     ----------

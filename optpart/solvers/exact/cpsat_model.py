@@ -1,10 +1,10 @@
 """The CP-SAT model of ``cpsat``: data on the integer grid, then one function per constraint family.
 
-Reads top-down like an OR-Tools sample (see the model in :mod:`optpart.solvers.cpsat`):
-:func:`prepare` turns a :class:`~optpart.problem.Problem` into integer data
+Reads top-down like an OR-Tools sample (see the model in :mod:`optpart.solvers.exact.cpsat`):
+:func:`prepare` turns a :class:`~optpart.model.problem.Problem` into integer data
 (:class:`CpData`), :func:`build` creates the variables and adds each family in turn,
 checking the wall-clock budget between families (raising
-:class:`~optpart.solvers._exact_common.OutOfTime`), and :func:`estimate_size` sizes the
+:class:`~optpart.solvers.exact._exact_common.OutOfTime`), and :func:`estimate_size` sizes the
 model before anything is built.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...evaluate import problem_lower_bound
-from ...problem import Problem
+from ...model.problem import Problem
 from . import _exact_common as xc
 from .cpsat_decode import fits_rows  # noqa: F401 (re-exported)
 from .cpsat_peak import add_peak_memory, peak_bytes
@@ -168,7 +168,7 @@ def _check(budget: xc.Budget | None, reserve: float, what: str) -> None:
 
 
 def build(data: CpData, budget: xc.Budget | None = None, reserve: float = 0.0) -> CpModelVars:
-    """The CP-SAT model of ``data``; raises :class:`~optpart.solvers._exact_common.OutOfTime`
+    """The CP-SAT model of ``data``; raises :class:`~optpart.solvers.exact._exact_common.OutOfTime`
     when ``budget`` has less than ``reserve`` seconds left between two constraint families.
 
     Parameters
@@ -386,7 +386,7 @@ def _add_objective(model, data: CpData, mv: CpModelVars) -> None:
 
 
 def _add_windows(model, data: CpData, mv: CpModelVars, max_cuts: int = 16) -> None:
-    """Energetic window rows (:func:`~optpart.solvers._exact_common.window_cuts`, in grid
+    """Energetic window rows (:func:`~optpart.solvers.exact._exact_common.window_cuts`, in grid
     units of the rounded-up model, whose heads, tails and lower bound they use): per window
     ``(h, t, a)`` and device ``d``, ``sum_v max(0, dur(v, d) - a_v) x[v, d] <= makespan - h - t``;
     with pooled devices (no per-device literals, identical durations) the constant

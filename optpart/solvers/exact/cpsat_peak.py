@@ -2,7 +2,7 @@
 
 :func:`peak_bytes` puts the ``param``/``output``/``temp`` split and the capacities on an
 integer byte grid; :func:`add_peak_memory` adds the tensor lifetimes of docs/model.md
-section 3 as optional intervals. Read with :mod:`optpart.solvers.cpsat_model`, which calls
+section 3 as optional intervals. Read with :mod:`optpart.solvers.exact.cpsat_model`, which calls
 both when the call asks for the peak model on a graph with the split.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...problem import Problem
+from ...model.problem import Problem
 from . import _exact_common as xc
 
 __all__ = ["peak_bytes", "add_peak_memory"]
@@ -19,7 +19,7 @@ __all__ = ["peak_bytes", "add_peak_memory"]
 def peak_bytes(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
     """Integer ``param``/``output``/``temp`` bytes and capacities for the peak model.
 
-    Exact (as :func:`~optpart.solvers._exact_common.integral_memory`) when every figure is a
+    Exact (as :func:`~optpart.solvers.exact._exact_common.integral_memory`) when every figure is a
     whole number of ``1/s`` bytes for ``s`` in 1, 10, ..., 1e6; otherwise bytes are rounded
     up and capacities down on a scale near 1e12, which is conservative (``exact=False``).
     Infinite capacities map to -1 (no constraint).
@@ -78,9 +78,9 @@ def add_peak_memory(model, problem: Problem, x: dict, S: list, E: list, makespan
     and ends one unit after its last consumer: conservative, and checked after solving.
     A copy whose consumer on ``e`` takes zero time also ends one unit after that consumer
     (it may be an instant at the first arrival, which the start's bound alone can miss):
-    conservative, and such graphs get no proof (see :func:`optpart.solvers.cpsat_decode.has_instants`).
+    conservative, and such graphs get no proof (see :func:`optpart.solvers.exact.cpsat_decode.has_instants`).
 
-    ``relaxed=True`` (times rounded *down*, :mod:`optpart.solvers.cpsat_relax`) gives a
+    ``relaxed=True`` (times rounded *down*, :mod:`optpart.solvers.exact.cpsat_relax`) gives a
     relaxation instead: intervals may be empty (an empty interval holds nothing, so
     instants are not counted) and a copy may start up to two units later than its first
     arrival (flooring a sum loses at most one unit per term). A real schedule with every

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...problem import Problem
+from ...model.problem import Problem
 from . import _exact_common as xc
 from . import cpsat_model as cm
 from . import cpsat_search as cs

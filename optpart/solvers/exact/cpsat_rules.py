@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...problem import Problem
+from ...model.problem import Problem
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from .cpsat_model import CpData, CpModelVars

@@ -1,8 +1,8 @@
 """The search and the confirmation of ``cpsat``: CP-SAT parameters, the two search phases,
 the independent re-solve that every proof must pass, and reading a solution back.
 
-Called by :func:`optpart.solvers.cpsat.solve` (see its module docstring for the phases of
-a call); the model is :mod:`optpart.solvers.cpsat_model`.
+Called by :func:`optpart.solvers.exact.cpsat.solve` (see its module docstring for the phases of
+a call); the model is :mod:`optpart.solvers.exact.cpsat_model`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import SolverError
-from ...problem import Problem
+from ...model.problem import Problem
 from . import _exact_common as xc
 from . import cpsat_decode as dec
 from . import cpsat_model as cm

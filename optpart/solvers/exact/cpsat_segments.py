@@ -36,7 +36,8 @@ import numpy as np
 
 from ..._docstrings import fill_doc
 from ...evaluate import problem_lower_bound
-from ...problem import Constraints, Problem
+from ...model.constraints import Constraints
+from ...model.problem import Problem
 from . import _exact_common as xc
 
 __all__ = ["Segments", "cut_nodes", "segments", "segment_bounds", "add_span_rows"]

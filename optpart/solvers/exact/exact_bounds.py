@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...paths import bottom_levels_csr, top_levels_csr
-from ...problem import Problem
+from ...model.paths import bottom_levels_csr, top_levels_csr
+from ...model.problem import Problem
 from .exact_times import durations, transfer_table
 
 __all__ = ["heads_tails", "min_transfer", "heads_tails_comm", "comm_lower_bound", "window_cuts",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...problem import Problem
+from ...model.problem import Problem
 
 __all__ = ["TimeGrid", "time_grid", "integral_memory"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...problem import Problem
+from ...model.problem import Problem
 
 __all__ = ["durations", "transfer_table", "uniform_transfers"]
 

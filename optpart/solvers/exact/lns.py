@@ -40,7 +40,7 @@ def improve(data: CpData, mv: CpModelVars, place: np.ndarray, start_units: np.nd
     Parameters
     ----------
     data : CpData
-        The integer data of the full model (:func:`~optpart.solvers.cpsat_model.prepare`).
+        The integer data of the full model (:func:`~optpart.solvers.exact.cpsat_model.prepare`).
     mv : CpModelVars
         The built model's variables; each round fixes those outside its neighbourhood.
     place : ndarray

@@ -50,7 +50,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...problem import Problem
+from ...model.problem import Problem
 from ...schedule.replay import integer_schedule, schedule_tails
 from ..heuristic.stage_seed import forward_set, stage_anchors
 from . import _exact_common as xc

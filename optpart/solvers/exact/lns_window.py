@@ -43,8 +43,8 @@ import math
 
 import numpy as np
 
-from ...memory import memory_timeline
-from ...problem import Problem
+from ...model.memory import memory_timeline
+from ...model.problem import Problem
 from ...schedule.replay import schedule_tails
 from . import _exact_common as xc
 from .lns_units import improve_units

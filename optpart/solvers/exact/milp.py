@@ -45,8 +45,8 @@ import numpy as np
 
 from ...errors import SolverError
 from ...evaluate import canonical_schedule, problem_lower_bound
-from ...memory import fits, overflow_message, static_memory
-from ...problem import Problem
+from ...model.memory import fits, overflow_message, static_memory
+from ...model.problem import Problem
 from ...result import Status
 from ..base import Solution
 from ..spec import Option, SolverSpec
@@ -128,7 +128,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     window_cuts : bool
         Add the energetic window rows (default True; see :func:`root_lp_bound`); big-M only.
     formulation : {"big-m", "time-indexed"}
-        ``"time-indexed"``: :mod:`optpart.solvers.milp_time_indexed`, for whole time units
+        ``"time-indexed"``: :mod:`optpart.solvers.exact.milp_time_indexed`, for whole time units
         and at most ``MAX_BINARIES`` start binaries (else :class:`SolverError`, one line).
     max_nodes : int, optional
         A work limit independent of the machine's speed: the backend stops after this many

@@ -1,14 +1,14 @@
-"""The MILP of ``milp`` (PuLP), one function per constraint family (see :mod:`optpart.solvers.milp`).
+"""The MILP of ``milp`` (PuLP), one function per constraint family (see :mod:`optpart.solvers.exact.milp`).
 
 :func:`build` creates the variables (assignment binaries shared inside colocation groups,
 start times, the makespan) and adds, in order: one device per node, the makespan rows,
 precedence with communication delays, the order of unordered pairs that may share a
 device (pair-specific big-M), static memory and load rows, and energetic window rows
-(:func:`~optpart.solvers._exact_common.window_cuts`: the part of every node's work
+(:func:`~optpart.solvers.exact._exact_common.window_cuts`: the part of every node's work
 that must fall between a head and a tail fits there, on every device and in total), which lift the LP
 relaxation above the work bound on graphs whose work waits behind long chains. It checks the wall-clock
 budget before the quadratic family and raises
-:class:`~optpart.solvers._exact_common.OutOfTime` when it has run out.
+:class:`~optpart.solvers.exact._exact_common.OutOfTime` when it has run out.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...problem import Problem
+from ...model.problem import Problem
 from . import _exact_common as xc
 
 __all__ = ["MilpModel", "build", "time_unit"]
@@ -226,7 +226,7 @@ def add_memory_and_loads(problem: Problem, prob, x: dict, M, dur: np.ndarray, wo
 
 def _add_windows(problem: Problem, mm: MilpModel, dur: np.ndarray, cuts: list) -> None:
     """Per window ``(h, t, a)``: ``sum_v max(0, dur(v, d) - a_v) x[v, d] <= M - h - t`` on every
-    device (valid for every schedule, see :func:`~optpart.solvers._exact_common.window_cuts`;
+    device (valid for every schedule, see :func:`~optpart.solvers.exact._exact_common.window_cuts`;
     their sum over the devices, the total-work form, is implied and not added)."""
     import pulp
     prob, x, M = mm.prob, mm.x, mm.M

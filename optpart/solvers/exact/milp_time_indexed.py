@@ -1,17 +1,17 @@
 """A time-indexed MILP for ``milp`` (option ``formulation="time-indexed"``).
 
-Where the big-M model of :mod:`optpart.solvers.milp_model` relaxes to the
+Where the big-M model of :mod:`optpart.solvers.exact.milp_model` relaxes to the
 communication-aware critical path (its order and transfer rows vanish when the LP
 spreads every node over all devices), a time-indexed model states *when* every node
 starts, so its relaxation keeps devices busy one unit at a time and transfers tied to
 where the predecessor ran. It needs whole time units (an exact
-:func:`~optpart.solvers._exact_common.time_grid`: integer run times and transfers, as in
+:func:`~optpart.solvers.exact._exact_common.time_grid`: integer run times and transfers, as in
 STG graphs or the benchmark generators with free links) and a small horizon.
 
 Variables, on the grid of ``1 / scale`` s, for every allowed (node ``v``, device ``d``)
 and start ``t`` in ``[head_v, H - tail_v - p(v, d)]`` (``H``: the incumbent's makespan;
 heads and tails count communication, see
-:func:`~optpart.solvers._exact_common.heads_tails_comm`):
+:func:`~optpart.solvers.exact._exact_common.heads_tails_comm`):
 
 * ``z[v, d, t]`` binary: ``v`` starts on ``d`` at ``t``; ``Z[v, d, t] = sum_{s <= t} z[v, d, s]``
   (continuous, by a running sum).
@@ -44,7 +44,7 @@ import math
 import numpy as np
 
 from ...errors import SolverError
-from ...problem import Problem
+from ...model.problem import Problem
 from . import _exact_common as xc
 from .milp_model import MilpModel, _safe, _var, add_memory_and_loads
 

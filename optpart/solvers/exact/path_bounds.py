@@ -30,7 +30,7 @@ from collections import deque
 import numpy as np
 
 from ...model.paths import critical_path_nodes
-from ...problem import Problem
+from ...model.problem import Problem
 from .exact_bounds import min_transfer
 from .exact_times import durations, transfer_table
 

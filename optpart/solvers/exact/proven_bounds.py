@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from ...bounds import problem_lower_bound, window_energy
-from ...problem import Problem
+from ...model.problem import Problem
 from .exact_bounds import heads_tails_comm, min_transfer
 from .exact_times import durations, transfer_table
 from .path_bounds import memory_path_bound

@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...problem import Problem
+from ...model.problem import Problem
 from .exact_times import durations, transfer_table
 from ...model.paths import critical_path_nodes
 

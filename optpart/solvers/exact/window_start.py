@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from ...problem import Problem
+from ...model.problem import Problem
 from ...result import Status
 from . import _exact_common as xc
 from ..base import Solution

@@ -16,7 +16,7 @@ shortest kept (ties: the earlier candidate):
 3. EFT with other priority orders (rank_u + rank_d, seeded noisy ranks), as many as a
    work budget of ``effort * _VARIANT_WORK`` (nodes + edges) pays for.
 4. The ParDNN seed method (phases 1-4: :mod:`.slicing`, :mod:`.mapping`, :mod:`.refine`,
-   :mod:`.memory`; also the ``pardnn`` solver, :mod:`optpart.solvers.pardnn_seed`), run at
+   :mod:`.memory`; also the ``pardnn`` solver, :mod:`optpart.solvers.heuristic.pardnn_seed`), run at
    every size; its placement is scheduled when its busiest device could still beat the best.
 5. The hint (projected onto the constraints, memory repaired) and "everything on the
    fastest device that holds it" (so never worse than ``single``).
@@ -53,8 +53,8 @@ import numpy as np
 
 from ...bounds import work_bound
 from ...evaluate import peak_memory, problem_lower_bound, time_tolerance
-from ...memory import fits
-from ...problem import Problem
+from ...model.memory import fits
+from ...model.problem import Problem
 from ...result import Status
 from ..._gc import no_gc
 from ...units import format_bytes
@@ -71,10 +71,6 @@ from .slicing import levels
 from .stage_candidate import static_stage_candidate
 from .candidates import Candidates, busiest_device_time, may_win
 from .seed_variant import pardnn_placement
-# the phases' entry points, as the old ``optpart.solvers.pardnn`` path exposed them (one release)
-from .mapping import map_clusters  # noqa: F401
-from .refine import refine  # noqa: F401
-from .slicing import slice_paths  # noqa: F401
 
 __all__ = ["solve", "pardnn_placement", "SPEC"]
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import SolverError
 from ...evaluate import canonical_schedule
-from ...problem import Problem
+from ...model.problem import Problem
 
 __all__ = ["baseline_candidates", "pays_for_baselines"]
 

@@ -22,7 +22,7 @@ import time
 from array import array
 from typing import Callable
 
-from ...problem import Problem
+from ...model.problem import Problem
 from ...schedule import EftSchedule, NoRoom, StaticPolicy, TimeUp, etf_schedule
 from ...schedule.forked import Forked
 from .eft import eft_schedule, upward_rank

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...problem import Problem
+from ...model.problem import Problem
 
 __all__ = ["Candidates", "busiest_device_time", "may_win"]
 

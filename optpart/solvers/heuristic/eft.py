@@ -2,7 +2,7 @@
 
 HEFT's construction (Topcuoglu, Hariri, Wu, TPDS 2002) through the shared engine
 :func:`optpart.schedule.eft.eft_schedule`: nodes in a topological priority order (by
-default decreasing upward rank under mean costs, :func:`optpart.paths.upward_rank`),
+default decreasing upward rank under mean costs, :func:`optpart.model.paths.upward_rank`),
 each on the device where it finishes earliest with insertion, among the devices the
 static memory policy allows (:class:`optpart.schedule.policy.StaticPolicy`; a colocation
 group reserves its whole memory when its first member is placed).
@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...paths import priority_order as _priority_order
+from ...model.paths import priority_order as _priority_order
 from ...schedule import NoRoom, StaticPolicy, eft_schedule as _engine
 from .schedule import Graph
 
@@ -30,7 +30,7 @@ __all__ = ["upward_rank", "heft_order", "topological_priority", "eft_schedule"]
 
 @fill_doc
 def upward_rank(g: Graph) -> list[float]:
-    """HEFT's upward rank (:func:`optpart.paths.upward_rank`) from the graph's mean costs.
+    """HEFT's upward rank (:func:`optpart.model.paths.upward_rank`) from the graph's mean costs.
 
     Parameters
     ----------

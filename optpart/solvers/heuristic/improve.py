@@ -31,7 +31,7 @@ import time as _time
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...memory import fits as fits_memory
+from ...model.memory import fits as fits_memory
 from .schedule import Graph, bottom_levels, critical_chain, justify, list_schedule, priority_order
 
 __all__ = ["score", "local_search", "iterated_search"]

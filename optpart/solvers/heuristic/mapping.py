@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...memory import MEMORY_RTOL, fits
+from ...model.memory import MEMORY_RTOL, fits
 from .schedule import Graph
 
 __all__ = ["map_clusters"]

@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...memory import fits
-from ...problem import Problem
+from ...model.memory import fits
+from ...model.problem import Problem
 from .schedule import Graph
 
 __all__ = ["memory_units", "project_constraints", "repair_memory", "greedy_fill"]
@@ -255,7 +255,7 @@ def peak_schedule(problem: Problem, g: Graph, place: list[int], justify_rounds: 
     tuple
         ``(start, finish, makespan, peak)``; ``peak`` in bytes per device.
     """
-    from ...memory import fits, peak_memory
+    from ...model.memory import fits, peak_memory
     from .schedule import schedule_placement
 
     cap = problem.device_memory
@@ -308,7 +308,7 @@ def repair_peak(problem: Problem, g: Graph, place: list[int], units=None, rounds
     """ParDNN's memory step on the schedule's memory timeline (peak model).
 
     Repeatedly: schedule the placement, find the device ``d`` most over capacity and the
-    instant ``t`` of its peak (:func:`optpart.memory.memory_timeline`), rank the units
+    instant ``t`` of its peak (:func:`optpart.model.memory.memory_timeline`), rank the units
     holding bytes on ``d`` at ``t`` by *bytes freed at t per communication added*
     (ParDNN's criterion, Qararyah et al. 2021, section 4.4, applied at the overflow
     instant instead of the whole step), and move the best ones to the allowed device with
@@ -332,7 +332,7 @@ def repair_peak(problem: Problem, g: Graph, place: list[int], units=None, rounds
     -------
     tuple or None
     """
-    from ...memory import fits, memory_timeline
+    from ...model.memory import fits, memory_timeline
 
     k = g.k
     cap = problem.device_memory

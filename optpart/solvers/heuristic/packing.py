@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...memory import fits
-from ...problem import Problem
+from ...model.memory import fits
+from ...model.problem import Problem
 
 __all__ = ["pack_units"]
 

@@ -3,14 +3,14 @@
 ParDNN (Qararyah, Wahib, Dikbayir, Belviranli, Unat, "A computational-graph
 partitioning method for training memory-constrained DNNs", Parallel Computing 105,
 2021), following the authors' code (ParCoreLab/pardnn) step by step; the phases live
-in :mod:`optpart.solvers.pardnn` and run through :func:`~optpart.solvers.pardnn.seed.seed_placement`:
+in :mod:`optpart.solvers.heuristic` and run through :func:`~optpart.solvers.heuristic.seed.seed_placement`:
 
-1. slicing (:mod:`~optpart.solvers.pardnn.seed_slicing`): linear clusters by bottom level,
+1. slicing (:mod:`~optpart.solvers.heuristic.seed_slicing`): linear clusters by bottom level,
    with the K-path recomputation for the ``k`` primaries;
-2. merging and mapping (:mod:`~optpart.solvers.pardnn.seed_mapping`): communication against
+2. merging and mapping (:mod:`~optpart.solvers.heuristic.seed_mapping`): communication against
    the work potential of each cluster's span, the rest to the least-loaded primary;
-3. refinement against the simulated schedule (:mod:`~optpart.solvers.pardnn.seed_refine`);
-4. the memory step (:mod:`~optpart.solvers.pardnn.seed_memory`), under the static or
+3. refinement against the simulated schedule (:mod:`~optpart.solvers.heuristic.seed_refine`);
+4. the memory step (:mod:`~optpart.solvers.heuristic.seed_memory`), under the static or
    the peak (liveness) model.
 
 The answer is the placement with the schedule the memory step checked (insertion in
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...problem import Problem
+from ...model.problem import Problem
 from ...result import Status
 from ..base import Solution
 from .schedule import Graph

@@ -26,8 +26,8 @@ schedule instead of budgeting static bytes:
 5. **Overflow search**: when no candidate fits, a tabu search minimises the overflow
    itself, from the closest candidate (:func:`_overflow_tabu`), sized by ``effort``.
 
-Every candidate is verified with :func:`optpart.memory.peak_memory` and
-:func:`optpart.memory.fits` on the exact schedule returned; the shortest that fits wins.
+Every candidate is verified with :func:`optpart.model.memory.peak_memory` and
+:func:`optpart.model.memory.fits` on the exact schedule returned; the shortest that fits wins.
 So the answer is never over capacity under peak and never slower than any candidate that
 fits (in particular the single-device placement). ``infeasible`` is claimed only on a
 proven reason (:func:`peak_infeasibility`); otherwise a dead end is ``unknown`` with the
@@ -42,8 +42,8 @@ import numpy as np
 
 from ..._docstrings import fill_doc
 from ...evaluate import problem_lower_bound
-from ...memory import fits, overflow_message, peak_memory
-from ...problem import Problem
+from ...model.memory import fits, overflow_message, peak_memory
+from ...model.problem import Problem
 from ...result import Status
 from ..base import Solution
 from .eft import heft_order, topological_priority, upward_rank
@@ -54,12 +54,12 @@ from .memory import (
     project_constraints,
     repair_peak,
 )
-from ...model.screening import infeasibility, live_at_start, running_need  # re-exported (old path)
+from ...model.screening import infeasibility
 from .peak_stages import chunk_placements
 from .schedule import Graph, critical_chain, justify
 from .stage_candidate import stage_candidate
 
-__all__ = ["eft_peak", "live_at_start", "peak_infeasibility", "running_need", "solve_peak"]
+__all__ = ["eft_peak", "peak_infeasibility", "solve_peak"]
 
 
 

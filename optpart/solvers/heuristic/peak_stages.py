@@ -5,7 +5,7 @@ keep most tensors on their producer's device are often within memory where list
 schedules are not. :func:`chunk_placements` cuts the topological order into one stage per
 device (Baechi's m-TOPO cut) by several weights, plus the mirrored pipeline stages of
 training graphs (:func:`mirrored_stages`, rebalanced from measured peaks by
-:func:`balanced_stages`). Used by :func:`optpart.solvers.pardnn.peak.solve_peak`.
+:func:`balanced_stages`). Used by :func:`optpart.solvers.heuristic.peak.solve_peak`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...memory import fits
-from ...problem import Problem
+from ...model.memory import fits
+from ...model.problem import Problem
 from .memory import peak_schedule, project_constraints
 from .schedule import Graph
 
@@ -129,7 +129,7 @@ def mirrored_stages(problem: Problem, g: Graph, bounds: np.ndarray) -> list[int]
     list of int or None
         The placement, or None when the forward part is empty or everything.
     """
-    from ...memory import memory_timeline
+    from ...model.memory import memory_timeline
     from .schedule import schedule_placement
 
     s, f, _ = schedule_placement(g, [0] * g.n, 0)

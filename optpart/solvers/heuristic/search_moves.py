@@ -28,7 +28,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 from ..._docstrings import fill_doc
-from ...memory import fits as fits_memory
+from ...model.memory import fits as fits_memory
 
 __all__ = ["ChainMoves", "Scan"]
 

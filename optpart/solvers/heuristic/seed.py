@@ -19,7 +19,7 @@ partitioning method for training memory-constrained DNNs", Parallel Computing 10
    (:mod:`.seed_balance`), then with the research code's target (the device of most
    room) from either start; the first placement that fits wins.
 
-``pardnn`` (the solver, :mod:`optpart.solvers.pardnn_seed`) calls :func:`seed_placement`;
+``pardnn`` (the solver, :mod:`optpart.solvers.heuristic.pardnn_seed`) calls :func:`seed_placement`;
 the ``heuristic`` keeps its own phases (:mod:`.slicing`, :mod:`.mapping`, :mod:`.refine`).
 Deterministic: ties go to lower node, cluster and device indices.
 """
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...problem import Problem
+from ...model.problem import Problem
 from .memory import greedy_fill, memory_units, project_constraints
 from .schedule import Graph, schedule_placement
 from .seed_balance import balance_variables

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...problem import Problem
+from ...model.problem import Problem
 
 __all__ = ["balance_variables"]
 

@@ -31,7 +31,7 @@ rules run too: :data:`_HIGH_CCR` below.
 **Mapping** the rest: every remaining cluster, in the same order, goes to the primary of
 least ``load(P, span) - comm(S, P)`` (communication counted once, before this sweep).
 
-Costs are mean run times and mean transfers (:func:`optpart.paths.mean_costs`).
+Costs are mean run times and mean transfers (:func:`optpart.model.paths.mean_costs`).
 Differences from the port (docs/heuristic.md, "The seed method"): a merged cluster's
 nodes count as its primary when communication is recounted (the port also kept them
 under the merged cluster, counting their transfers twice), and the port's high-CCR

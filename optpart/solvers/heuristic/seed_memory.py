@@ -18,7 +18,7 @@ that overflows. The authors' two codes do it differently:
 We follow the research code, which honours capacities. :func:`static_memory_step` is its
 rule on a flat timeline (static model: a node's memory is held all step).
 :func:`peak_memory_step` is its rule on the liveness timeline of docs/model.md section
-3 (:func:`optpart.memory.memory_timeline`): at the peak instant ``t`` of the most
+3 (:func:`optpart.model.memory.memory_timeline`): at the peak instant ``t`` of the most
 overflowing device ``d``, every unit (colocation group or node) is credited the bytes on
 ``d`` at ``t`` that leave with it (its parameters, its temporaries if it runs at ``t``, a
 tensor it produces when no other unit on ``d`` still reads it after ``t``, and a tensor or
@@ -26,7 +26,7 @@ received copy that it alone still reads after ``t``), under the schedule at hand
 move, best bytes per communication first, to the device of most room whose liveness
 timeline still fits with the unit's intervals added, until the excess at ``t`` is
 covered; then the placement is rescheduled and checked again with
-:func:`optpart.memory.peak_memory`. A unit never returns to a device it left, so the
+:func:`optpart.model.memory.peak_memory`. A unit never returns to a device it left, so the
 step ends; it answers None when no unit can move.
 """
 
@@ -39,8 +39,8 @@ from typing import Sequence
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...memory import fits, memory_timeline, peak_memory
-from ...problem import Problem
+from ...model.memory import fits, memory_timeline, peak_memory
+from ...model.problem import Problem
 from .schedule import Graph, schedule_placement
 from .interval_sums import OverlapSums
 
@@ -438,7 +438,7 @@ def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, ro
     (place, start, finish, makespan) or None
         A placement and its schedule (:func:`.schedule.schedule_placement`, no
         justification) whose liveness peak fits every device, checked with
-        :func:`optpart.memory.peak_memory`; None when the step gets stuck.
+        :func:`optpart.model.memory.peak_memory`; None when the step gets stuck.
     """
     un = _Units(problem, units)
     k = g.k

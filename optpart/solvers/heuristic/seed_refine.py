@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...paths import bottom_levels_csr, top_levels_csr
+from ...model.paths import bottom_levels_csr, top_levels_csr
 from ...schedule.insertion import edge_comm
 from .schedule import Graph, list_schedule, schedule_placement
 

@@ -21,7 +21,7 @@ authors' C++ port (ParCoreLab/pardnn, ``Graph::obtain_linear_clusters``):
    belongs to a cluster (it does not climb to the node's predecessors).
 
 Costs: ``w`` is the mean run time over the devices a node may use and ``c`` the mean
-transfer time of the edge (:func:`optpart.paths.mean_costs`), since nothing is placed
+transfer time of the edge (:func:`optpart.model.paths.mean_costs`), since nothing is placed
 yet. Ties go to the lower topological position. Time: ``O(k (V + E) + V log V)``
 (``k + 2`` level sweeps and one heap).
 
@@ -39,7 +39,7 @@ from typing import Sequence
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...paths import bottom_levels_csr, top_levels_csr
+from ...model.paths import bottom_levels_csr, top_levels_csr
 from .schedule import Graph
 
 __all__ = ["linear_clusters", "clustered_levels"]

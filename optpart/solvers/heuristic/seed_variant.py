@@ -11,7 +11,7 @@ method for training memory-constrained DNNs", Parallel Computing 105, 2021.
 
 from __future__ import annotations
 
-from ...problem import Problem
+from ...model.problem import Problem
 from .mapping import map_clusters
 from .memory import greedy_fill, memory_units, project_constraints, repair_memory
 from .refine import refine

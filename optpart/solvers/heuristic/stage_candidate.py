@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...memory import fits
-from ...problem import Problem
+from ...model.memory import fits
+from ...model.problem import Problem
 from .schedule import Graph, justify
 from .stage_seed import MAX_EVALS, phase_forward, stage_seed
 

@@ -47,9 +47,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from ...evaluate import canonical_schedule
-from ...memory import fits, peak_memory, static_memory
+from ...model.memory import fits, peak_memory, static_memory
 from ...model.paths import critical_path_nodes
-from ...problem import Problem
+from ...model.problem import Problem
 
 __all__ = ["forward_set", "phase_forward", "stage_anchors", "stage_seed", "parameter_units"]
 
