@@ -104,7 +104,7 @@ def _parse_shape(text: str) -> tuple[str, list[int]]:
 def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
                  input_shapes: dict[str, list[int]] | None = None, name: str | None = None,
                  no_split: str | None = None, trace_mode: str = "auto", search_path: Sequence[str] = (),
-                 profile: dict | None = None, check: bool = False, micro_batches: int = 1):
+                 profile: dict | None = None, check: bool | None = None, micro_batches: int = 1):
     """Import ``spec`` (an ``.onnx`` path or ``module:function``) as a :class:`~optpart.Problem`.
 
     **This imports and runs the user's code**: ``module`` is imported (its top level runs)
@@ -119,8 +119,9 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
     ``targets`` and ``loss_fn`` (see ``docs/import.md``). ``profile`` (PyTorch only):
     ``{"device": ..., "repeats": ..., "threads": ...}`` to measure every operator's time
     (:func:`optpart.torch.measured_problem`, ``docs/apply.md``) instead of estimating it.
-    ``check`` (PyTorch only, the CLI's ``--check``): prove that no two operators touching one
-    storage, at least one writing, are unordered by the problem's edges (``docs/import.md``).
+    ``check`` (PyTorch only, the CLI's ``--check/--no-check``): prove the traced step against
+    eager autograd and that no two operators touching one storage, at least one writing, are
+    unordered by the problem's edges; None proves real-tensor traces only (``docs/import.md``).
     ``micro_batches`` (PyTorch only, the CLI's ``--micro-batches``): trace and profile one
     micro-batch of ``M`` (:mod:`optpart.pipeline.micro`).
 
@@ -145,8 +146,9 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
         Directories appended to ``sys.path`` while the user's module loads.
     profile : dict, optional
         PyTorch only: measure operator times instead of estimating them.
-    check : bool
-        PyTorch only: run the aliasing proof and record it in ``problem.meta``.
+    check : bool or None
+        PyTorch only: the trace proof and the aliasing proof (True), neither (False), the
+        trace proof of real-tensor traces (None); recorded in ``problem.meta``.
     micro_batches : int, optional
         PyTorch only: trace and profile one micro-batch of ``M`` (the batch split in ``M``
         equal parts, :mod:`optpart.pipeline.micro`).
@@ -171,8 +173,8 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
                                "ONNX models are priced by the cost model")
 
         if check:
-            raise OptpartError("--check proves the aliasing order of traced PyTorch steps; an ONNX graph "
-                               "is pure dataflow")
+            raise OptpartError("--check proves traced PyTorch steps (against autograd, and their aliasing order); "
+                               "an ONNX graph is read, not traced")
         if no_split:
             raise OptpartError("--no-split applies to PyTorch models (module classes); an ONNX graph has none")
         if micro_batches != 1:
@@ -328,6 +330,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
     meta = problem.meta
     if not args.quiet:
         mode = f", traced with {meta['trace_mode']} tensors" if "trace_mode" in meta else ""
+        proof = meta.get("trace_check")
+        if proof is not None:
+            mode += (f", trace proof skipped ({proof['skipped']})" if "skipped" in proof else
+                     f", trace proof: worst relative error {proof['worst_rel_err']:.2g} "
+                     f"(tolerance {proof['tolerance']:g}) over the loss and {proof['compared'] - 1} gradient(s)")
         print(f"{problem.name}: {problem.n_nodes} nodes, {problem.n_edges} edges, "
               f"{meta.get('total_flops', 0) / 1e9:.4g} GFLOP, parameters {format_bytes(meta.get('parameter_bytes', 0))}, "
               f"memory {format_bytes(float(problem.memory.sum()))}, work {problem.time.sum():.4g} s{mode} -> {args.out}")
@@ -335,6 +342,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
             pl = meta["pipeline"]
             print(f"  one micro-batch of {pl['micro_batch_size']} samples traced ({pl['micro_batches']} make the "
                   f"batch of {pl['batch_size']}); solves of the file default to --micro-batches {pl['micro_batches']}")
+        if "data_dependent" in meta:
+            from ..formats.torch.datadep import describe_routing
+
+            print(f"  {describe_routing(meta['data_dependent'])}")
         for note in meta.get("trace_notes", []):
             print(f"  note: {note}", file=sys.stderr)
         if "aliasing_check" in meta:
@@ -372,9 +383,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                         "(default: unlimited)")
     p.add_argument("--speed", metavar="S[,S...]",
                    help="relative device speed, one value or one per device (default 1)")
-    p.add_argument("--check", action="store_true",
-                   help="prove that no two operators touching one storage, at least one writing, are unordered "
-                        "(PyTorch models; exit 2 with the first unordered pair otherwise)")
+    p.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
+                   help="PyTorch models: replay the traced step and compare its loss and gradients with eager "
+                        "autograd (fake traces on real copies of the parameters), and prove that no two operators "
+                        "touching one storage, at least one writing, are unordered; exit 2 with one line "
+                        "otherwise. --no-check proves nothing (default: real-tensor traces are proved)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display and no summary line")
     add_micro_batch_argument(p, "trace and price ONE micro-batch, the batch dimension split in M equal "
                                 "parts; the file records M as its solves' default")

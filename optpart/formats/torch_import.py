@@ -43,8 +43,10 @@ from .costmodel import CostModel
 from .node_columns import NodeColumns
 from .torch import TracedStep, trace_training_step
 from .torch.aliasing import check_problem_order, writer_groups
+from .torch.datadep import routing_summary
 from .torch.flops import operator_flops
 from .torch.inputs import cross_entropy
+from .torch.proof import prove_step
 from .torch.reading import SHAPE_ONLY_OPS, VIEW_OPS, TracedGraph
 
 __all__ = ["from_torch", "problem_from_traced", "trace_training_step", "TracedStep", "cross_entropy", "VIEW_OPS",
@@ -63,7 +65,7 @@ def from_torch(
     name: str | None = None,
     no_split: str | Sequence[str] = (),
     trace_mode: str = "auto",
-    check: bool = False,
+    check: bool | None = None,
     micro_batches: int = 1,
 ) -> Problem:
     """Trace ``module`` on ``example_inputs`` and return its operator graph as a :class:`Problem`.
@@ -100,11 +102,16 @@ def from_torch(
     trace_mode : {'auto', 'fake', 'real'}
         See :func:`~optpart.formats.torch.trace_training_step`; the mode used is recorded
         in ``problem.meta["trace_mode"]``.
-    check : bool
-        Also prove on the problem's own edges that no two operators touching one storage,
-        at least one writing, are unordered
-        (:func:`~optpart.formats.torch.aliasing.check_problem_order`; the traced graph is
-        always checked). What was proved goes to ``problem.meta["aliasing_check"]``.
+    check : bool, optional
+        Prove the traced step: replay its graph on the example inputs and compare the loss
+        and every gradient with eager autograd (:func:`~optpart.formats.torch.proof.prove_step`;
+        ``problem.meta["trace_check"]``). ``None`` (default) proves real-tensor traces only
+        (cheap beside such a trace); ``True`` proves every trace, fake ones on real copies of the
+        parameters (meta ones get the fixed-seed init of the real fallback), and also proves on
+        the problem's own edges that no two operators touching one storage, at least one
+        writing, are unordered (:func:`~optpart.formats.torch.aliasing.check_problem_order`,
+        ``problem.meta["aliasing_check"]``; the traced graph is always checked); ``False``
+        proves nothing.
     micro_batches : int
         ``M > 1`` traces one micro-batch: the first of ``M`` equal parts of the batch (the
         first dimension of every input and target), and records it in ``meta`` so that a
@@ -124,7 +131,8 @@ def from_torch(
     FormatError
         When torch is missing, a ``no_split`` class is not in the model, or the module
         cannot be traced (one line naming the module and the tracer's message), or
-        ``check`` finds two unordered accesses (one line naming them).
+        ``check`` finds two unordered accesses (one line naming them), or the trace proof
+        finds a gradient off by more than its tolerance (one line naming the worst parameter).
     """
     from ..progress import progress as _progress
 
@@ -138,6 +146,10 @@ def from_torch(
                                    trace_mode=trace_mode, progress=bar)
         bar.stage("pricing operators")
         problem = problem_from_traced(step, cost_model=cm, name=label, no_split=no_split)
+        if check or (check is None and step.trace_mode == "real"):
+            bar.stage("proving the traced step against eager autograd")
+            problem = problem.with_meta(trace_check=prove_step(step, module, example_inputs, loss_fn=loss_fn,
+                                                               targets=targets))
         if check:
             bar.stage("checking aliasing")
             problem = problem.with_meta(aliasing_check=check_problem_order(problem, step))
@@ -220,6 +232,8 @@ def problem_from_traced(step, *, cost_model: CostModel | None = None, name: str 
     }
     if step.notes:
         problem_meta["trace_notes"] = list(step.notes)
+    if step.reads:  # the costs follow the path the example batch took (its routing)
+        problem_meta["data_dependent"] = routing_summary(step.reads)
     groups = _no_split_groups(step, cols.ids, [m["module"] for m in cols.meta], no_split)
     if groups:
         problem_meta["no_split"] = sorted({c.strip() for c in (no_split.split(",") if isinstance(no_split, str)

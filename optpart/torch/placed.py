@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import OptpartError
 from ..formats.torch.aliasing import storage_accesses
+from ..formats.torch.datadep import check_read
 from ..result import Result
 
 __all__ = ["apply", "check_devices", "placement_and_order"]
@@ -244,6 +245,17 @@ def _schedule_order(step, start: dict[str, float]) -> list:
     for a, b in getattr(step, "order", ()):  # a write after the accesses it must follow, and so on
         if a in by_name and b in by_name:
             succ[by_name[a]].append(by_name[b])
+    reads = {r.node for r in getattr(step, "reads", ())}
+    last_read = last_random = None
+    for nd in ops:  # traced order
+        if last_read is not None:  # nothing traced after a read of the data runs before its check
+            succ[last_read].append(nd)
+        if nd.name in reads:
+            last_read = nd
+        if _draws_random(nd):  # random operators draw in the traced (eager) order
+            if last_random is not None:
+                succ[last_random].append(nd)
+            last_random = nd
     indeg = {nd: 0 for nd in ops}
     for nd in ops:
         for u in set(succ[nd]):
@@ -259,6 +271,13 @@ def _schedule_order(step, start: dict[str, float]) -> list:
             if indeg[u] == 0:
                 heapq.heappush(heap, (key(u), index[u]))
     return order
+
+
+def _draws_random(nd) -> bool:
+    """Whether FX node ``nd`` draws from a random generator (dropout, ``rand``: ATen's seeded tag)."""
+    import torch
+
+    return torch.Tag.nondeterministic_seeded in getattr(nd.target, "tags", ())
 
 
 def _build(torch, step, module, placement: dict[str, str], start: dict[str, float], tdev: dict[str, Any],
@@ -309,6 +328,8 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
         env[nd].meta["optpart_device"] = str(home[nd])
     copies: dict[tuple[Any, Any], Any] = {}
     n_copies = 0
+    reads = {r.node: r for r in step.reads}
+    guards: list[str] = []
 
     def on(dev):
         def fetch(a):
@@ -334,6 +355,14 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
         env[nd] = new.call_function(nd.target, args, kwargs)
         env[nd].meta["optpart_device"] = str(dev)
         env[nd].meta["optpart_node"] = pid_of[nd.name]
+        if nd.name in reads:  # the data must take the traced path: checked here, read through the check
+            attr = f"read_{len(guards)}"
+            setattr(root, attr, reads[nd.name])
+            guards.append(attr)
+            what = new.get_attr(attr)
+            env[nd] = new.call_function(check_read, (env[nd], what))
+            for g in (what, env[nd]):
+                g.meta["optpart_device"] = str(dev)
     # A buffer the step writes (batch norm's running statistics) but that was copied to its
     # device: the update goes back into the module's own buffer, as an eager step leaves it.
     written = {rn for (rn, _), acc in storage_accesses(step.graph_module.graph).items()
@@ -357,7 +386,8 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
     else:
         new.output(tuple(env[v] if isinstance(v, fx.Node) else v for v in vals))
     gm = fx.GraphModule(root, new, class_name="PlacedTrainingStep" if step.training else "PlacedForward")
-    gm.meta["optpart"] = {"devices": {nd.name: str(home[nd]) for nd in ops}, "transfers": n_copies}
+    gm.meta["optpart"] = {"devices": {nd.name: str(home[nd]) for nd in ops}, "transfers": n_copies,
+                          "data_reads_checked": len(guards)}
     check_devices(gm)
     return gm
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .datadep import keep_node
+
 __all__ = ["functionalize_graph", "SEQ_KEY"]
 
 #: ``node.meta["custom"]`` key carrying a node's autograd sequence number across the re-trace.
@@ -95,7 +97,7 @@ def functionalize_graph(gm, args: Sequence[Any], mode: str):
         out = make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode=mode, **kw)(*flat)
     out.graph._codegen = gm.graph._codegen  # called as gm was: (params, buffers, *inputs)
     _drop_identity_copies(out.graph)
-    out.graph.eliminate_dead_code()
+    out.graph.eliminate_dead_code(is_impure_node=keep_node)
     out.recompile()
     return out
 

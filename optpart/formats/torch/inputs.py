@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from ...errors import FormatError
 
-__all__ = ["output_tensors", "default_loss", "cross_entropy", "DEFAULT_LOSS", "OUTPUT_LOSS"]
+__all__ = ["output_tensors", "default_loss", "cross_entropy", "materialized", "DEFAULT_LOSS", "OUTPUT_LOSS"]
 
 #: How :func:`default_loss` is described in :attr:`TracedStep.loss` and problem metadata.
 DEFAULT_LOSS = "sum over the floating tensors of the output of their mean"
@@ -191,6 +191,32 @@ def _materialize(t, gen, requires_grad: bool = False):
     else:
         x = t.detach().to("cpu").clone()
     return x.requires_grad_(requires_grad) if requires_grad else x
+
+
+def materialized(params, buffers, inputs, requires_grad) -> tuple[list, list, list]:
+    """Real CPU copies of a step's tensors, the same on every call: a real tensor is copied, a
+    meta one filled by one fixed-seed generator (floats ~ N(0, 0.02), integers 0) in this order.
+
+    The real-tensor trace and the trace proof both start from these values, so the proof runs
+    the parameters, buffers and inputs the trace saw.
+
+    Parameters
+    ----------
+    params, buffers, inputs : sequence
+        Tensors (real or meta); ``inputs`` are the flat inputs, then the targets (non-tensors pass).
+    requires_grad : sequence of bool
+        One per parameter: make it a leaf that requires a gradient.
+
+    Returns
+    -------
+    tuple of list
+        ``(params, buffers, inputs)``.
+    """
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    return ([_materialize(p, gen, g) for p, g in zip(params, requires_grad)],
+            [_materialize(b, gen) for b in buffers], [_materialize(x, gen) for x in inputs])
 
 
 def drop_outputs(gm, n: int) -> list:

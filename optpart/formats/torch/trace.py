@@ -34,18 +34,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from ...errors import FormatError
 from .aliasing import check_aliasing, ordering_edges, written_args
 from .attribution import _ModuleStamper
 from .functional import SEQ_KEY, functionalize_graph
-from .inputs import (DEFAULT_LOSS, OUTPUT_LOSS, _materialize, _rebuild, _split_inputs, default_loss, drop_outputs,
-                     output_tensors)
+from .datadep import keep_node, reads_of, recording_reads
+from .inputs import DEFAULT_LOSS, _split_inputs, drop_outputs, materialized
 from .settings import tracing_settings
+from .step import StepFunction, seeded
 
-__all__ = ["TracedStep", "trace_training_step", "default_loss", "output_tensors", "DEFAULT_LOSS", "OUTPUT_LOSS"]
+__all__ = ["TracedStep", "trace_training_step"]
 
 _DATA_DEPENDENT_HINTS = ("DataDependent", "DynamicOutputShape", "_local_scalar_dense", "data-dependent",
                          "data dependent", "GuardOnDataDependent")
@@ -115,6 +117,11 @@ class TracedStep:
     forward_outputs : tuple of (str or None)
         FX names of the tensors of the module's output (:func:`output_tensors` order); in a
         training step ``None`` for an output the loss does not use (the step does not compute it).
+    reads : tuple of DataRead
+        Every place where a real-tensor trace read its data (``nonzero``'s shape, an ``.item()``,
+        a tensor handed to NumPy), with what the traced batch gave
+        (:mod:`~optpart.formats.torch.datadep`); empty for a fake trace, which reads no data.
+        The graph is the path these reads took: :func:`optpart.torch.apply` checks them on every call.
     """
 
     graph_module: Any
@@ -134,6 +141,7 @@ class TracedStep:
     functional: bool = False
     frozen: frozenset = field(default=frozenset())
     forward_outputs: tuple = field(default=())
+    reads: tuple = field(default=())
 
     @property
     def n_inputs(self) -> int:
@@ -190,6 +198,23 @@ class _MetaFailureFilter(logging.Filter):
     def __exit__(self, *exc):
         logging.getLogger(self.LOGGER).removeFilter(self)
         return False
+
+
+@contextmanager
+def _shared_fake_mode(mode: str):
+    """Real-tensor tracing with one fake-tensor mode for the shapes ``make_fx`` keeps of every value.
+
+    Without a tracing context, ``make_fx`` builds a new ``FakeTensorMode`` (and its stack
+    trace) for every real value it describes, which is most of a real trace's time.
+    """
+    if mode != "real":
+        yield
+        return
+    from torch._guards import TracingContext, tracing
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with tracing(TracingContext(FakeTensorMode(allow_fallback_kernels=True))):
+        yield
 
 
 def _where(module, path: str, operator: str | None) -> str:
@@ -291,34 +316,7 @@ def trace_training_step(
     n_in = len(input_vals)
     notes: list[str] = []
     stamper = _ModuleStamper(module)
-    state = {"loss": "none" if not training else ("loss_fn" if loss_fn is not None else DEFAULT_LOSS)}
-
-    def step(params, buffers, *xs):
-        values = dict(zip(pnames, params))
-        values.update(zip(bnames, buffers))
-        leaves = iter(xs[:n_in])
-        rebuilt = [(name, _rebuild(value, leaves)) for name, value in structure]
-        if as_kw:
-            out = torch.func.functional_call(module, values, (), dict(rebuilt))
-        else:
-            out = torch.func.functional_call(module, values, tuple(v for _, v in rebuilt))
-        outs = tuple(output_tensors(out))
-        state["n_outputs"] = len(outs)
-        if not training:
-            return outs
-        if loss_fn is not None:
-            loss = loss_fn(out, *xs[n_in:])
-        else:
-            loss = default_loss(out)
-            if isinstance(out, Mapping) and out.get("loss") is loss:
-                state["loss"] = OUTPUT_LOSS
-        if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-            raise FormatError(f"the loss of {cls} must be a scalar tensor, got "
-                              f"{tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__}")
-        stamper.stamp_backward(loss)
-        got = iter(torch.autograd.grad(loss, [p for n, p in zip(pnames, params) if n not in frozen],
-                                       allow_unused=True))
-        return (loss, *(None if n in frozen else next(got) for n in pnames), *outs)  # outs: dropped below
+    step = StepFunction(module, pnames, bnames, frozen, structure, as_kw, n_in, training, loss_fn, stamper)
 
     def run(mode: str):
         stamper.stack.clear()
@@ -330,20 +328,25 @@ def trace_training_step(
                     return t
                 with fake:
                     return torch.empty(t.shape, dtype=t.dtype, device="cpu", requires_grad=grad)
+            params = [conv(p, training and n not in frozen) for n, p in zip(pnames, pvals)]
+            buffers = [conv(b) for b in bvals]
+            xs = [conv(x) for x in input_vals] + [conv(t) for t in targets]
         else:
-            gen = torch.Generator().manual_seed(0)
+            params, buffers, xs = materialized(pvals, bvals, [*input_vals, *targets],
+                                               [training and n not in frozen for n in pnames])
 
-            def conv(t, grad=False):
-                return _materialize(t, gen, grad)
-        params = [conv(p, training and n not in frozen) for n, p in zip(pnames, pvals)]
-        buffers = [conv(b) for b in bvals]
-        xs = [conv(x) for x in input_vals] + [conv(t) for t in targets]
-        with fxt.preserve_node_meta(), torch.enable_grad(), torch.autograd._force_original_view_tracking(True):
+        def recorded(*args):  # real tensors: every read of the data is stamped on its node (datadep)
+            with recording_reads():
+                return step(*args)
+
+        with fxt.preserve_node_meta(), torch.enable_grad(), torch.autograd._force_original_view_tracking(True), \
+                seeded(), _shared_fake_mode(mode):
             fxt.current_meta["custom"] = {_ModuleStamper.KEY: ""}
             if mode == "fake":
                 traced = make_fx(step, tracing_mode="fake")(params, buffers, *xs)
             else:  # real tensors: values read by the model (``.item()``) become constants of this trace
-                traced = make_fx(step, tracing_mode="real", _error_on_data_dependent_ops=False)(params, buffers, *xs)
+                traced = make_fx(recorded, tracing_mode="real", _error_on_data_dependent_ops=False)(
+                    params, buffers, *xs)
         return traced, [*params, *buffers, *xs]
 
     def functional(traced, flat, mode: str):
@@ -351,7 +354,8 @@ def trace_training_step(
         if progress is not None:
             progress.stage("functionalizing")
         try:
-            return functionalize_graph(traced, flat, mode), True
+            with seeded(), _shared_fake_mode(mode):  # the same random draws as the trace: the same path
+                return functionalize_graph(traced, flat, mode), True
         except Exception as exc:  # an operator without a functional form: keep it, ordered by edges
             note = (f"{cls}: functionalization failed ({_first_line(exc)[:160]}); the traced in-place "
                     f"operators stay, ordered by explicit edges and colocated with what they write")
@@ -388,14 +392,15 @@ def trace_training_step(
     finally:
         stamper.close()
     gm, is_functional = functional(traced, flat, used)
-    outs = drop_outputs(gm, state["n_outputs"]) if training else list(next(
+    outs = drop_outputs(gm, step.n_outputs) if training else list(next(
         nd for nd in gm.graph.nodes if nd.op == "output").args[0])
-    gm.graph.eliminate_dead_code()
+    gm.graph.eliminate_dead_code(is_impure_node=keep_node)
     gm.recompile()
     alive = set(gm.graph.nodes)
-    traced_step = _describe(gm, module, pnames, bnames, input_names, len(targets), training, state["loss"], used,
+    traced_step = _describe(gm, module, pnames, bnames, input_names, len(targets), training, step.loss, used,
                             tuple(notes))
     traced_step = dataclasses.replace(traced_step, order=ordering_edges(gm.graph), functional=is_functional,
+                                      reads=reads_of(gm.graph, traced_step.node_module),
                                       frozen=frozen if training else frozenset(),
                                       forward_outputs=tuple(o.name if isinstance(o, torch.fx.Node) and o in alive else None
                                                             for o in outs))
