@@ -1,22 +1,32 @@
-"""Issue 22's sweep: a placed training step computes what autograd computes, for public model families.
+"""The sweep over public model families: each traced step proved, placed and run on a second batch.
 
 For each family (tiny random-weight configs built from Hugging Face config classes, no
-download; plus a Conv1d + BatchNorm + GRU net in plain ``torch.nn``) the script traces the
-training step, runs the aliasing checker (:func:`optpart.formats.torch.check_aliasing`),
-builds the problem, and then, ``--trials`` times, draws a random valid placement on K = 2..4
-devices (colocation groups kept whole) and a random topological order (random start times),
-runs :func:`optpart.torch.apply` on K distinct torch devices (``cpu``, ``cpu:0``, ``cpu:1``,
-``cpu:2``: every crossing edge is a copy, proved present by
-:func:`optpart.torch.check_devices`) and compares the loss and every gradient with plain
-autograd on a copy of the module. Dropout is off (every ``*dropout*``/``*pdrop*``/
-``drop_path_rate``/``layerdrop`` config field set to 0) so both sides compute one function.
+download, dropout as the config has it; plus plain ``torch.nn`` models: multi-head attention,
+a custom ``autograd.Function``, a BatchNorm CNN with in-place ReLU, a Conv1d + BatchNorm + GRU
+net) the script
 
-Prints one Markdown table: family, problem nodes, checker result, worst absolute and
-relative error of the loss and of the gradients over all trials (relative: ``max |a - b| /
-max |b|`` per tensor), how many trials were bit-exact, and pass (relative error <=
-``--rtol`` everywhere). Exit status 1 when any family fails.
+1. imports the training step with the trace proof (what :func:`optpart.formats.torch_import.from_torch`
+   does with ``check=True``: the graph replayed against eager autograd,
+   :func:`optpart.formats.torch.proof.prove_step`);
+2. ``--trials`` times, draws a random valid placement on K = 2..4 devices (colocation groups
+   kept whole) and a random topological order (random start times), runs
+   :func:`optpart.torch.apply` on K distinct torch devices (``cpu``, ``cpu:0``, ``cpu:1``,
+   ``cpu:2``: every crossing edge is a copy, proved present by :func:`optpart.torch.check_devices`)
+   and compares the loss and every gradient with plain autograd on a copy of the module,
+   both runs seeded alike (dropout draws the same masks: the placed step keeps the traced
+   order of random operators);
+3. runs the placed step on a **second batch** of the traced shapes: its loss and gradients
+   must equal autograd's on that batch, or, for a step that read its data (a real-tensor
+   trace: mixture-of-experts routing, a padding check, a matcher in NumPy), the call must be
+   refused with one line naming the operator and module whose data took another path.
 
-    nice -n 10 python benchmarks/apply_exactness.py [--trials 4] [--seed 0] [--only gpt2 swin]
+Prints one Markdown table: family, problem nodes, trace mode, trace proof error (worst
+relative error of the loss and gradients, graph replay vs eager autograd), apply error
+(worst over all trials: ``max |a - b| / max |b|`` per tensor), the second batch's outcome,
+and pass. Exit status 1 when any family fails. ``tests/torch/test_families.py`` runs a cheap
+subset of these families through :func:`sweep`.
+
+    nice -n 10 python benchmarks/apply_exactness.py [--trials 3] [--seed 0] [--only gpt2 deepseek_v3]
 """
 
 from __future__ import annotations
@@ -27,34 +37,35 @@ import sys
 import time
 
 import numpy as np
-from _common import table
 
 V, S = 64, 8  # vocabulary and sequence length of the text models
 
 
-def _zero_dropout(cfg):
-    """The config with every dropout-like probability set to 0 (deterministic steps)."""
-    for key, value in list(vars(cfg).items()):
-        if isinstance(value, float) and any(w in key for w in ("dropout", "pdrop", "drop_path", "layerdrop")):
-            setattr(cfg, key, 0.0)
-    return cfg
-
-
 def families() -> dict:
-    """Family name -> builder returning ``(module, example inputs)`` (seeded, tiny)."""
+    """Family name -> builder returning ``(module, batch)``; ``batch(seed)`` makes example inputs."""
     import torch
     import transformers as tf
 
-    ids = lambda: torch.randint(1, V, (2, S))  # noqa: E731
+    def ids(seed, shape=(2, S), low=1):
+        return torch.randint(low, V, shape, generator=torch.Generator().manual_seed(seed))
+
+    def randn(seed, *shape):
+        return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
     text = dict(num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=2, vocab_size=V,
                 max_position_embeddings=32)
     decoder = dict(num_key_value_heads=1, bos_token_id=0, eos_token_id=0, pad_token_id=0, **text)
     seq2seq = dict(vocab_size=V, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
                    decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32,
                    pad_token_id=0, bos_token_id=0, eos_token_id=0, decoder_start_token_id=0)
+    moe = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, **decoder)
 
-    def hf(model_cls, cfg, inputs):
-        return lambda: (model_cls(_zero_dropout(cfg())), inputs())
+    def hf(model_cls, cfg, batch):
+        return lambda: (model_cls(cfg()), batch)
+
+    causal = lambda seed: (ids(seed),)  # noqa: E731
+    labelled = lambda seed: {"input_ids": ids(seed), "labels": ids(seed)}  # noqa: E731
+    image = lambda size: (lambda seed: (randn(seed, 2, 3, size, size),))  # noqa: E731
 
     class GRUNet(torch.nn.Module):
         def __init__(self):
@@ -66,48 +77,143 @@ def families() -> dict:
             out, _ = self.rnn(torch.relu(self.bn(self.conv(x))).transpose(1, 2))
             return self.head(out[:, -1])
 
-    image = lambda size=16: (torch.randn(2, 3, size, size),)  # noqa: E731
+    class BNCNN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Sequential(
+                torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(inplace=True),
+                torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(inplace=True),
+                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 5))
+
+        def forward(self, x):
+            return self.body(x)
+
+    class MHA(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(16, 2, dropout=0.1, batch_first=True)
+            self.norm, self.out = torch.nn.LayerNorm(16), torch.nn.Linear(16, 3)
+
+        def forward(self, x):
+            y, _ = self.attn(x, x, x, need_weights=False)
+            return self.out(self.norm(x + y))
+
+    class SquarePlus(torch.autograd.Function):
+        """``x + sqrt(x^2 + 4)`` with a hand-written backward."""
+
+        @staticmethod
+        def forward(ctx, x):
+            root = torch.sqrt(x * x + 4)
+            ctx.save_for_backward(x, root)
+            return (x + root) / 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, root = ctx.saved_tensors
+            return grad * (1 + x / root) / 2
+
+    class Custom(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(6, 12), torch.nn.Linear(12, 2)
+
+        def forward(self, x):
+            return self.b(SquarePlus.apply(self.a(x)))
+
+    def padded(seed):
+        g = torch.Generator().manual_seed(seed)
+        mask = torch.ones(2, S, dtype=torch.long)
+        mask[1, int(torch.randint(2, S - 1, (1,), generator=g)):] = 0  # the second sequence is padded
+        return {"input_ids": ids(seed), "attention_mask": mask}
+
+    def detr_batch(seed):
+        g = torch.Generator().manual_seed(seed)
+        labels = [{"class_labels": torch.randint(0, 3, (2,), generator=g),
+                   "boxes": torch.rand(2, 4, generator=g) * 0.5 + 0.25} for _ in range(2)]
+        return {"pixel_values": randn(seed, 2, 3, 32, 32), "labels": labels}
+
+    def gpt2_checkpointed():
+        model = tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=V, n_positions=32,
+                                                 bos_token_id=0, eos_token_id=0))
+        model.gradient_checkpointing_enable()
+        return model, causal
+
     return {
         "gpt2": hf(tf.GPT2LMHeadModel, lambda: tf.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=V,
                                                                n_positions=32, bos_token_id=0, eos_token_id=0),
-                   lambda: (ids(),)),
-        "bert": hf(tf.BertForMaskedLM, lambda: tf.BertConfig(pad_token_id=0, **text), lambda: (ids(),)),
-        "roberta": hf(tf.RobertaForMaskedLM, lambda: tf.RobertaConfig(pad_token_id=0, bos_token_id=0,
-                                                                      eos_token_id=0, **{**text, "max_position_embeddings": 40}),
-                      lambda: (ids(),)),
-        "llama": hf(tf.LlamaForCausalLM, lambda: tf.LlamaConfig(**decoder), lambda: (ids(),)),
-        "qwen2": hf(tf.Qwen2ForCausalLM, lambda: tf.Qwen2Config(**decoder), lambda: (ids(),)),
+                   causal),
+        "gpt2_checkpointing": gpt2_checkpointed,
+        "bert": hf(tf.BertForMaskedLM, lambda: tf.BertConfig(pad_token_id=0, **text), causal),
+        "bert_padding": hf(tf.BertForMaskedLM, lambda: tf.BertConfig(pad_token_id=0, **text), padded),
+        "roberta": hf(tf.RobertaForMaskedLM, lambda: tf.RobertaConfig(
+            pad_token_id=0, bos_token_id=0, eos_token_id=0, **{**text, "max_position_embeddings": 40}), causal),
+        "llama": hf(tf.LlamaForCausalLM, lambda: tf.LlamaConfig(**decoder), causal),
+        "llama_tied": hf(tf.LlamaForCausalLM, lambda: tf.LlamaConfig(tie_word_embeddings=True, **decoder), labelled),
+        "qwen2": hf(tf.Qwen2ForCausalLM, lambda: tf.Qwen2Config(**decoder), causal),
         "mixtral": hf(tf.MixtralForCausalLM, lambda: tf.MixtralConfig(num_local_experts=4, num_experts_per_tok=2,
-                                                                      **decoder), lambda: (ids(),)),
+                                                                      **decoder), causal),
+        "qwen2_moe": hf(tf.Qwen2MoeForCausalLM, lambda: tf.Qwen2MoeConfig(
+            shared_expert_intermediate_size=32, **moe), labelled),
+        "qwen3_moe": hf(tf.Qwen3MoeForCausalLM, lambda: tf.Qwen3MoeConfig(head_dim=16, **moe), labelled),
+        "deepseek_v3": hf(tf.DeepseekV3ForCausalLM, lambda: tf.DeepseekV3Config(
+            vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+            num_key_value_heads=2, kv_lora_rank=8, q_lora_rank=16, qk_rope_head_dim=8, v_head_dim=8,
+            qk_nope_head_dim=8, first_k_dense_replace=1, n_routed_experts=4, num_experts_per_tok=2, n_group=2,
+            topk_group=1, moe_intermediate_size=16, max_position_embeddings=32, rope_scaling=None,
+            bos_token_id=0, eos_token_id=0, pad_token_id=0), labelled),
+        "t5": hf(tf.T5ForConditionalGeneration, lambda: tf.T5Config(
+            num_layers=1, num_decoder_layers=1, d_model=32, d_kv=16, num_heads=2, d_ff=64, vocab_size=V,
+            decoder_start_token_id=0, pad_token_id=0),
+            lambda seed: {"input_ids": ids(seed), "labels": ids(seed + 1000)}),
         "bart": hf(tf.BartForConditionalGeneration, lambda: tf.BartConfig(**seq2seq),
-                   lambda: {"input_ids": ids(), "decoder_input_ids": ids()}),
+                   lambda seed: {"input_ids": ids(seed), "decoder_input_ids": ids(seed + 1000)}),
         "whisper": hf(tf.WhisperForConditionalGeneration,
                       lambda: tf.WhisperConfig(**{**seq2seq, "max_source_positions": 8, "max_target_positions": 32},
                                                num_mel_bins=8),
-                      lambda: {"input_features": torch.randn(2, 8, 16), "decoder_input_ids": ids()}),
+                      lambda seed: {"input_features": randn(seed, 2, 8, 16), "decoder_input_ids": ids(seed)}),
+        "mamba": hf(tf.MambaForCausalLM, lambda: tf.MambaConfig(vocab_size=V, hidden_size=16, state_size=4,
+                                                                num_hidden_layers=2, expand=2, conv_kernel=3,
+                                                                bos_token_id=0, eos_token_id=0, pad_token_id=0),
+                    labelled),
         "clip": hf(tf.CLIPModel, lambda: tf.CLIPConfig(
             text_config=dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                              num_attention_heads=2, max_position_embeddings=S),
             vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                                image_size=16, patch_size=8), projection_dim=16),
-            lambda: {"input_ids": ids(), "pixel_values": image()[0]}),
+            lambda seed: {"input_ids": ids(seed), "pixel_values": randn(seed, 2, 3, 16, 16)}),
         "vit": hf(tf.ViTForImageClassification, lambda: tf.ViTConfig(**{k: text[k] for k in (
             "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads")}, image_size=16,
-            patch_size=8, num_labels=5), image),
+            patch_size=8, num_labels=5), image(16)),
+        "vit_mae": hf(tf.ViTMAEForPreTraining, lambda: tf.ViTMAEConfig(
+            hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, image_size=16,
+            patch_size=4, decoder_hidden_size=16, decoder_num_hidden_layers=1, decoder_num_attention_heads=2,
+            decoder_intermediate_size=32), image(16)),
+        "detr": hf(tf.DetrForObjectDetection, lambda: tf.DetrConfig(
+            use_timm_backbone=False, use_pretrained_backbone=False, backbone_config=tf.ResNetConfig(
+                embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], out_features=["stage2"]),
+            d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+            encoder_ffn_dim=32, decoder_ffn_dim=32, num_queries=4, num_labels=3), detr_batch),
         "resnet": hf(tf.ResNetModel, lambda: tf.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1]),
-                     lambda: image(32)),
+                     image(32)),
         "convnext": hf(tf.ConvNextModel, lambda: tf.ConvNextConfig(hidden_sizes=[8, 16], depths=[1, 1],
-                                                                   num_stages=2, patch_size=2),
-                       lambda: image(16)),
+                                                                   num_stages=2, patch_size=2), image(16)),
         "swin": hf(tf.SwinModel, lambda: tf.SwinConfig(image_size=8, patch_size=2, embed_dim=8, depths=[1, 1],
-                                                       num_heads=[1, 2], window_size=2, mlp_ratio=1.0),
-                   lambda: image(8)),
-        "conv1d_bn_gru": lambda: (GRUNet(), (torch.randn(3, 3, 6),)),
+                                                       num_heads=[1, 2], window_size=2, mlp_ratio=1.0), image(8)),
+        "multihead_attention": lambda: (MHA(), lambda seed: (randn(seed, 2, 5, 16),)),
+        "autograd_function": lambda: (Custom(), lambda seed: (randn(seed, 4, 6),)),
+        "bn_cnn_inplace_relu": lambda: (BNCNN(), image(8)),
+        "conv1d_bn_gru": lambda: (GRUNet(), lambda seed: (randn(seed, 3, 3, 6),)),
     }
 
 
-def reference(module, inputs):
-    """Loss and gradients of one eager autograd step on a copy (train mode, no cache)."""
+def _call(fn, inputs):
+    return fn(**inputs) if isinstance(inputs, dict) else fn(*inputs)
+
+
+def reference(module, inputs, seed: int):
+    """Loss and gradients of one eager autograd step on a copy (train mode, no cache), seeded with ``seed``."""
+    import torch
+
     from optpart.formats.torch import default_loss
 
     ref = copy.deepcopy(module).train()
@@ -116,8 +222,8 @@ def reference(module, inputs):
     experts = getattr(ref, "get_experts_implementation", lambda: None)()
     if experts:  # the importer traces mixture-of-experts layers with the per-expert loop: so does autograd
         ref.set_experts_implementation({k: ("eager" if v == "grouped_mm" else v) for k, v in experts.items()})
-    out = ref(**inputs) if isinstance(inputs, dict) else ref(*inputs)
-    loss = default_loss(out)
+    torch.manual_seed(seed)
+    loss = default_loss(_call(ref, inputs))
     loss.backward()
     return loss.detach(), {n: p.grad for n, p in ref.named_parameters()}
 
@@ -133,82 +239,87 @@ def random_plan(problem, rng, k: int):
                   placement=placement.astype(np.int64), start=rng.random(problem.n_nodes))
 
 
-def errors(got, want) -> tuple[float, float, bool]:
-    """``(max abs error, max abs error / max |want|, bit-exact)`` of two tensors (None: no gradient)."""
+def step_error(gm, inputs, want_loss, want_grads, seed: int) -> float:
+    """Worst relative error of the placed step's loss and gradients on ``inputs`` (seeded with ``seed``)."""
     import torch
 
-    if got is None or want is None:
-        same = got is None and want is None
-        return (0.0, 0.0, True) if same else (float("inf"), float("inf"), False)
-    got, want = got.detach().cpu().double(), want.detach().cpu().double()
-    if got.shape != want.shape:
-        return float("inf"), float("inf"), False
-    err = float((got - want).abs().max()) if got.numel() else 0.0
-    scale = float(want.abs().max()) if want.numel() else 0.0
-    return err, (err / scale if scale > 0 else (0.0 if err == 0 else float("inf"))), bool(torch.equal(got, want))
-
-
-def sweep(name: str, build, trials: int, seed: int, rtol: float) -> list:
-    """One table row for family ``name``."""
-    import torch
-
-    from optpart.errors import FormatError
-    from optpart.formats.torch import check_aliasing, trace_training_step
-    from optpart.formats.torch_import import problem_from_traced
-    from optpart.torch import apply
+    from optpart.formats.torch.proof import relative_error
 
     torch.manual_seed(seed)
-    module, inputs = build()
-    t0 = time.perf_counter()
-    step = trace_training_step(module, inputs)
-    try:
-        check_aliasing(step)
-        checker = "ok" + ("" if step.functional else " (fallback edges)")
-    except FormatError as exc:
-        checker = f"FAILED: {exc}"[:60]
+    loss, grads = _call(gm, inputs)
+    return max([relative_error(loss, want_loss)] + [relative_error(grads.get(n), g) for n, g in want_grads.items()])
+
+
+def sweep(name: str, build, trials: int = 3, seed: int = 0) -> dict:
+    """Import, prove, place and run family ``name``; the row's facts as a dict.
+
+    Returns ``{"family", "nodes", "trace_mode", "proof", "apply", "second", "second_refused", "ok"}``:
+    ``proof`` and ``apply`` are worst relative errors, ``second`` the second batch's worst relative
+    error or its one-line refusal (``second_refused``).
+    """
+    import torch
+
+    from optpart.errors import OptpartError
+    from optpart.formats.torch import trace_training_step
+    from optpart.formats.torch.proof import TOLERANCE, prove_step
+    from optpart.formats.torch_import import problem_from_traced
+    from optpart.torch import apply, check_devices
+
+    torch.manual_seed(seed)
+    module, batch = build()
+    first, second = batch(seed), batch(seed + 1)
+    step = trace_training_step(module, first)  # what from_torch(module, first, check=True) does, step kept
     problem = problem_from_traced(step)
-    ref_loss, ref_grads = reference(module, inputs)
+    proof = prove_step(step, module, first)
+    tol = TOLERANCE["float32"]
+    ref_loss, ref_grads = reference(module, first, seed)
     rng = np.random.default_rng(seed)
-    worst = dict(la=0.0, lr=0.0, ga=0.0, gr=0.0)
-    exact = 0
-    ks = []
+    worst, gm = 0.0, None
     for _ in range(trials):
         k = int(rng.integers(2, 5))
-        ks.append(k)
         devices = {f"dev{i}": ("cpu" if i == 0 else f"cpu:{i - 1}") for i in range(k)}
-        placed = copy.deepcopy(module)
-        gm = apply(placed, inputs, random_plan(problem.with_devices(k), rng, k), devices,
+        gm = apply(copy.deepcopy(module), first, random_plan(problem.with_devices(k), rng, k), devices,
                    problem.with_devices(k), step=step)
-        loss, grads = gm(**inputs) if isinstance(inputs, dict) else gm(*inputs)
-        la, lr, lsame = errors(loss, ref_loss)
-        all_same = lsame
-        worst["la"], worst["lr"] = max(worst["la"], la), max(worst["lr"], lr)
-        for pname, g in ref_grads.items():
-            ga, gr, gsame = errors(grads.get(pname), g)
-            worst["ga"], worst["gr"] = max(worst["ga"], ga), max(worst["gr"], gr)
-            all_same &= gsame
-        exact += all_same
-    ok = checker.startswith("ok") and worst["lr"] <= rtol and worst["gr"] <= rtol
-    print(f"done {name} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
-    return [name, problem.n_nodes, len(ref_grads), checker, ",".join(map(str, ks)), f"{worst['la']:.2g}",
-            f"{worst['lr']:.2g}", f"{worst['ga']:.2g}", f"{worst['gr']:.2g}", f"{exact}/{trials}",
-            "pass" if ok else "FAIL"]
+        check_devices(gm)
+        worst = max(worst, step_error(gm, first, ref_loss, ref_grads, seed))
+    refused, second_err = None, None
+    try:
+        loss2, grads2 = reference(module, second, seed)
+        second_err = step_error(gm, second, loss2, grads2, seed)
+    except OptpartError as exc:
+        refused = str(exc)
+    ok = proof.get("worst_rel_err", np.inf) <= tol and worst <= tol and (
+        (second_err is not None and second_err <= tol) or
+        (refused is not None and "\n" not in refused and bool(step.reads) and refused.startswith("this step was traced")))
+    return {"family": name, "nodes": problem.n_nodes, "trace_mode": step.trace_mode, "reads": len(step.reads),
+            "proof": proof.get("worst_rel_err", proof.get("skipped")), "apply": worst,
+            "second": second_err if refused is None else refused, "second_refused": refused is not None, "ok": ok}
 
 
 def main(argv=None) -> int:
+    from _common import table
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trials", type=int, default=4, help="random placements and orders per family")
+    ap.add_argument("--trials", type=int, default=3, help="random placements and orders per family")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rtol", type=float, default=1e-5, help="largest relative error that passes")
     ap.add_argument("--only", nargs="*", default=None, help="family names")
     args = ap.parse_args(argv)
     fams = families()
     unknown = sorted(set(args.only or ()) - set(fams))
     if unknown:
         ap.error(f"unknown families {unknown}; known: {sorted(fams)}")
-    rows = [sweep(n, fams[n], args.trials, args.seed, args.rtol) for n in (args.only or fams)]
-    print(table(rows, ["family", "nodes", "grads", "aliasing check", "K per trial", "loss abs err",
-                       "loss rel err", "grad abs err", "grad rel err", "bit-exact trials", "result"]))
+    rows = []
+    for name in args.only or fams:
+        t0 = time.perf_counter()
+        r = sweep(name, fams[name], args.trials, args.seed)
+        print(f"done {name} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+        second = (f"refused: {r['second'].split(': ', 1)[1].split(';')[0]}" if r["second_refused"]
+                  else f"equal ({r['second']:.2g})")
+        rows.append([name, r["nodes"], r["trace_mode"] + (f", {r['reads']} reads" if r["reads"] else ""),
+                     f"{r['proof']:.2g}" if isinstance(r["proof"], float) else r["proof"], f"{r['apply']:.2g}",
+                     second, "pass" if r["ok"] else "FAIL"])
+    print(table(rows, ["family", "nodes", "trace mode", "trace proof error", "apply error", "second batch",
+                       "result"]))
     return 0 if all(r[-1] == "pass" for r in rows) else 1
 
 

@@ -39,6 +39,7 @@ import numpy as np
 from ..errors import OptpartError
 from ..formats.torch.aliasing import storage_accesses
 from ..formats.torch.datadep import check_read
+from ..formats.torch.rng import draws_random
 from ..result import Result
 
 __all__ = ["apply", "check_devices", "placement_and_order"]
@@ -252,7 +253,7 @@ def _schedule_order(step, start: dict[str, float]) -> list:
             succ[last_read].append(nd)
         if nd.name in reads:
             last_read = nd
-        if _draws_random(nd):  # random operators draw in the traced (eager) order
+        if draws_random(nd):  # random operators draw in the traced (eager) order
             if last_random is not None:
                 succ[last_random].append(nd)
             last_random = nd
@@ -271,13 +272,6 @@ def _schedule_order(step, start: dict[str, float]) -> list:
             if indeg[u] == 0:
                 heapq.heappush(heap, (key(u), index[u]))
     return order
-
-
-def _draws_random(nd) -> bool:
-    """Whether FX node ``nd`` draws from a random generator (dropout, ``rand``: ATen's seeded tag)."""
-    import torch
-
-    return torch.Tag.nondeterministic_seeded in getattr(nd.target, "tags", ())
 
 
 def _build(torch, step, module, placement: dict[str, str], start: dict[str, float], tdev: dict[str, Any],

@@ -110,8 +110,8 @@ def _op_name(target) -> str:
     return f"aten.{packet.__name__}" if packet is not None else str(target)
 
 
-def _stamp(func, what) -> None:
-    """Stamp the newest FX node of ``func`` in the graph being traced with ``what``."""
+def _stamp(func, what, key: str = READ_KEY) -> None:
+    """Stamp the newest FX node of ``func`` in the graph being traced with ``what`` (under ``key``)."""
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
     mode = get_proxy_mode()
@@ -119,7 +119,7 @@ def _stamp(func, what) -> None:
         return
     for nd in reversed(mode.tracer.graph.nodes):
         if nd.target is func:
-            nd.meta["custom"] = {**(nd.meta.get("custom") or {}), READ_KEY: what}
+            nd.meta["custom"] = {**(nd.meta.get("custom") or {}), key: what}
             return
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from ...errors import FormatError
 from .datadep import path_error, read_mismatch
 from .inputs import _split_inputs, materialized
+from .rng import draws_random
 from .settings import tracing_settings
 from .step import StepFunction, seeded
 
@@ -198,8 +199,7 @@ def prove_step(step, module, example_inputs, *, loss_fn=None, targets=(), memory
     ratio, worst_bad = max(bad, key=lambda x: x[0]) if bad else (0.0, "")
     rest = [label for label in labels if label != "loss"]
     worst = max(rest, key=lambda label: errors[label]) if rest else "loss"
-    random_ops = sum(1 for nd in step.graph_module.graph.nodes if nd.op == "call_function"
-                     and torch.Tag.nondeterministic_seeded in getattr(nd.target, "tags", ()))
+    random_ops = sum(1 for nd in step.graph_module.graph.nodes if draws_random(nd))
     if ratio > 1:
         what = "loss" if worst_bad == "loss" else (f"gradient of '{worst_bad}'" if step.training else worst_bad)
         seeds = f"; the step draws random numbers ({random_ops} random operator(s)), seeded alike in both runs" \

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -44,6 +44,7 @@ from .attribution import _ModuleStamper
 from .functional import SEQ_KEY, functionalize_graph
 from .datadep import keep_node, reads_of, recording_reads
 from .inputs import DEFAULT_LOSS, _split_inputs, drop_outputs, materialized
+from .rng import drop_replay_copies, merge_replayed_draws, tracking_draws
 from .settings import tracing_settings
 from .step import StepFunction, seeded
 
@@ -335,15 +336,15 @@ def trace_training_step(
             params, buffers, xs = materialized(pvals, bvals, [*input_vals, *targets],
                                                [training and n not in frozen for n in pnames])
 
-        def recorded(*args):  # real tensors: every read of the data is stamped on its node (datadep)
-            with recording_reads():
+        def recorded(*args):  # random draws numbered (rng); real tensors: every read of the data stamped (datadep)
+            with tracking_draws(), (recording_reads() if mode == "real" else nullcontext()):
                 return step(*args)
 
         with fxt.preserve_node_meta(), torch.enable_grad(), torch.autograd._force_original_view_tracking(True), \
                 seeded(), _shared_fake_mode(mode):
             fxt.current_meta["custom"] = {_ModuleStamper.KEY: ""}
             if mode == "fake":
-                traced = make_fx(step, tracing_mode="fake")(params, buffers, *xs)
+                traced = make_fx(recorded, tracing_mode="fake")(params, buffers, *xs)
             else:  # real tensors: values read by the model (``.item()``) become constants of this trace
                 traced = make_fx(recorded, tracing_mode="real", _error_on_data_dependent_ops=False)(
                     params, buffers, *xs)
@@ -391,7 +392,11 @@ def trace_training_step(
                                       f"{_first_line(exc)[:300]}") from None
     finally:
         stamper.close()
+    if merge_replayed_draws(traced.graph):  # a checkpointed block's recomputation draws its forward's masks
+        traced.recompile()
     gm, is_functional = functional(traced, flat, used)
+    if is_functional and drop_replay_copies(gm.graph):
+        gm.recompile()
     outs = drop_outputs(gm, step.n_outputs) if training else list(next(
         nd for nd in gm.graph.nodes if nd.op == "output").args[0])
     gm.graph.eliminate_dead_code(is_impure_node=keep_node)
