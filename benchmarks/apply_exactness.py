@@ -239,14 +239,14 @@ def random_plan(problem, rng, k: int):
                   placement=placement.astype(np.int64), start=rng.random(problem.n_nodes))
 
 
-def step_error(gm, inputs, want_loss, want_grads, seed: int) -> float:
+def step_error(gm, step, inputs, want_loss, want_grads, seed: int) -> float:
     """Worst relative error of the placed step's loss and gradients on ``inputs`` (seeded with ``seed``)."""
     import torch
 
     from optpart.formats.torch.proof import relative_error
 
     torch.manual_seed(seed)
-    loss, grads = _call(gm, inputs)
+    loss, grads = gm(*step.flatten_inputs(inputs))  # nested inputs (DETR's labels) as their tensors
     return max([relative_error(loss, want_loss)] + [relative_error(grads.get(n), g) for n, g in want_grads.items()])
 
 
@@ -281,11 +281,11 @@ def sweep(name: str, build, trials: int = 3, seed: int = 0) -> dict:
         gm = apply(copy.deepcopy(module), first, random_plan(problem.with_devices(k), rng, k), devices,
                    problem.with_devices(k), step=step)
         check_devices(gm)
-        worst = max(worst, step_error(gm, first, ref_loss, ref_grads, seed))
+        worst = max(worst, step_error(gm, step, first, ref_loss, ref_grads, seed))
     refused, second_err = None, None
     try:
         loss2, grads2 = reference(module, second, seed)
-        second_err = step_error(gm, second, loss2, grads2, seed)
+        second_err = step_error(gm, step, second, loss2, grads2, seed)
     except OptpartError as exc:
         refused = str(exc)
     ok = proof.get("worst_rel_err", np.inf) <= tol and worst <= tol and (

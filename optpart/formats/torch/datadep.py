@@ -110,14 +110,29 @@ def _op_name(target) -> str:
     return f"aten.{packet.__name__}" if packet is not None else str(target)
 
 
-def _stamp(func, what, key: str = READ_KEY) -> None:
-    """Stamp the newest FX node of ``func`` in the graph being traced with ``what`` (under ``key``)."""
+def _last_node():
+    """The newest node of the graph ``make_fx`` is building (None outside a trace or for an empty graph)."""
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    mode = get_proxy_mode()
+    if mode is None:
+        return None
+    return next(reversed(mode.tracer.graph.nodes), None)
+
+
+def _stamp(func, what, since, key: str = READ_KEY) -> None:
+    """Stamp the node of ``func`` that the tracer made after node ``since`` with ``what`` (under ``key``).
+
+    An operator on tensors the trace does not track (a constant) makes no node: nothing is stamped.
+    """
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
     mode = get_proxy_mode()
     if mode is None:  # not under make_fx: nothing to stamp
         return
     for nd in reversed(mode.tracer.graph.nodes):
+        if nd is since:
+            return
         if nd.target is func:
             nd.meta["custom"] = {**(nd.meta.get("custom") or {}), key: what}
             return
@@ -160,13 +175,16 @@ def recording_reads():
     class _Reads(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            out = func(*args, **kwargs)
             tags = _tags(func)
+            if tag.data_dependent_output not in tags and tag.dynamic_output_shape not in tags:
+                return func(*args, **kwargs)
+            since = _last_node()
+            out = func(*args, **kwargs)
             if tag.data_dependent_output in tags:
                 value = out.item() if isinstance(out, torch.Tensor) else out
-                _stamp(func, ("value", value))
-            elif tag.dynamic_output_shape in tags and data_dependent_shape(func, args, kwargs):
-                _stamp(func, ("shape", _shapes(out)))
+                _stamp(func, ("value", value), since)
+            elif data_dependent_shape(func, args, kwargs):
+                _stamp(func, ("shape", _shapes(out)), since)
             return out
 
     class _Escapes(TorchFunctionMode):
@@ -175,8 +193,9 @@ def recording_reads():
             if getattr(func, "__name__", "") in _ESCAPES and args and isinstance(args[0], torch.Tensor):
                 with _disable_current_modes():
                     copy = args[0].detach().clone()
+                since = _last_node()
                 torch.ops.aten.alias.default(args[0])
-                _stamp(torch.ops.aten.alias.default, ("tensor", f"Tensor.{func.__name__}", copy))
+                _stamp(torch.ops.aten.alias.default, ("tensor", f"Tensor.{func.__name__}", copy), since)
             return out
 
     with _Reads(), _Escapes():

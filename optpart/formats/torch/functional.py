@@ -16,7 +16,9 @@ after every reader of the placeholder by :func:`~optpart.formats.torch.aliasing.
 
 ``native_batch_norm`` in training mode updates its running statistics without its
 schema saying so, which functionalization cannot see; it is run as
-``_native_batch_norm_legit_functional`` plus explicit ``copy_`` into the statistics.
+``_native_batch_norm_legit_functional`` plus explicit ``copy_`` into the statistics. An
+in-place random operator on a permuted tensor (dropout's ``bernoulli_``) draws through a
+contiguous permutation of it, so that its numbers land where eager mode puts them.
 
 Node metadata (the module stamps of :mod:`~optpart.formats.torch.trace`) carries over
 through ``torch.fx.traceback.preserve_node_meta``.
@@ -55,9 +57,37 @@ def _interpreter(gm):
                 rm.copy_(new_rm)
                 rv.copy_(new_rv)
                 return out, mean, rstd
+            perm = _memory_order(target, args)
+            if perm is not None:  # draw in memory order, as eager fills a strided tensor
+                super().call_function(target, (args[0].permute(perm), *args[1:]), kwargs)
+                return args[0]
             return super().call_function(target, args, kwargs)
 
     return _Functionalizing(gm)
+
+
+def _memory_order(target, args) -> list[int] | None:
+    """The dimensions of an in-place random operator's tensor in memory order, when that is not
+    their logical order (a permuted, dense tensor); else None.
+
+    ``x.bernoulli_(p)`` fills ``x``'s memory in order; its functional form ``bernoulli(x, p)``
+    fills a new contiguous tensor in logical order. For a permuted ``x`` (DETR flattens and
+    permutes its feature map before dropout) the two put the same random numbers at other
+    places, and the graph's dropout masks would not be eager autograd's. The functional
+    draw on ``x.permute(order)`` (contiguous) puts them where eager does.
+    """
+    import torch
+
+    schema = getattr(target, "_schema", None)
+    if (schema is None or torch.Tag.nondeterministic_seeded not in getattr(target, "tags", ()) or not args
+            or not schema.arguments or schema.arguments[0].alias_info is None
+            or not schema.arguments[0].alias_info.is_write or not isinstance(args[0], torch.Tensor)):
+        return None
+    x = args[0]
+    if x.is_contiguous() or x.dim() < 2:
+        return None
+    order = sorted(range(x.dim()), key=lambda d: (-x.stride(d), d))
+    return order if x.permute(order).is_contiguous() else None
 
 
 def functionalize_graph(gm, args: Sequence[Any], mode: str):

@@ -62,7 +62,7 @@ def tracking_draws():
     import torch.random
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from .datadep import _stamp
+    from .datadep import _last_node, _stamp
 
     seeded = torch.Tag.nondeterministic_seeded
     state = {"pos": 0, "fresh": 1 << 40}
@@ -84,10 +84,12 @@ def tracking_draws():
 
     class _Draws(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if seeded not in getattr(func, "tags", ()):
+                return func(*args, **(kwargs or {}))
+            since = _last_node()
             out = func(*args, **(kwargs or {}))
-            if seeded in getattr(func, "tags", ()):
-                _stamp(func, state["pos"], key=DRAW_KEY)
-                state["pos"] += 1
+            _stamp(func, state["pos"], since, key=DRAW_KEY)
+            state["pos"] += 1
             return out
 
     torch.get_rng_state = torch.random.get_rng_state = get_rng_state
