@@ -253,9 +253,9 @@ def step_error(gm, step, inputs, want_loss, want_grads, seed: int) -> float:
 def sweep(name: str, build, trials: int = 3, seed: int = 0) -> dict:
     """Import, prove, place and run family ``name``; the row's facts as a dict.
 
-    Returns ``{"family", "nodes", "trace_mode", "proof", "apply", "second", "second_refused", "ok"}``:
-    ``proof`` and ``apply`` are worst relative errors, ``second`` the second batch's worst relative
-    error or its one-line refusal (``second_refused``).
+    Returns ``{"family", "nodes", "trace_mode", "reads", "proof", "apply", "second", "second_refused", "ok",
+    "step", "problem", "module"}``: ``proof`` and ``apply`` are worst relative errors, ``second`` the second
+    batch's worst relative error or its one-line refusal (``second_refused``).
     """
     import torch
 
@@ -293,7 +293,8 @@ def sweep(name: str, build, trials: int = 3, seed: int = 0) -> dict:
         (refused is not None and "\n" not in refused and bool(step.reads) and refused.startswith("this step was traced")))
     return {"family": name, "nodes": problem.n_nodes, "trace_mode": step.trace_mode, "reads": len(step.reads),
             "proof": proof.get("worst_rel_err", proof.get("skipped")), "apply": worst,
-            "second": second_err if refused is None else refused, "second_refused": refused is not None, "ok": ok}
+            "second": second_err if refused is None else refused, "second_refused": refused is not None, "ok": ok,
+            "step": step, "problem": problem, "module": module}
 
 
 def main(argv=None) -> int:

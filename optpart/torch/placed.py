@@ -13,7 +13,14 @@ same loss the problem was built from). :func:`apply` rebuilds it so that
   device's queue follows the plan;
 * parameters and buffers live on the device of their optimizer node ``update.<name>``
   (the importer colocates every reader of a parameter with it), inputs on the device
-  of their input node.
+  of their input node;
+* random operators (dropout) run in their traced order, so that with the same seed they
+  draw what eager autograd draws;
+* a step traced with real tensors on one path of its data (mixture-of-experts routing,
+  ``.item()``, a tensor handed to NumPy: its :attr:`~optpart.formats.torch.TracedStep.reads`)
+  checks every read as soon as it is made and raises :class:`~optpart.errors.OptpartError`,
+  in one line naming the operator and its module, when a call's data takes another path;
+  no operator traced after a read runs before its check.
 
 Calling the module with the example inputs (positionally, or as keywords when they
 were given as a dict; nested inputs as their tensors, flattened depth first; then the
@@ -163,14 +170,16 @@ def apply(
     torch.fx.GraphModule
         ``gm(*inputs, *targets)`` (``gm(**inputs)`` for keyword inputs) ``-> (loss, {param name: grad})``
         (with ``outputs=True``: ``(loss, grads, outputs)``). ``gm.meta["optpart"]`` holds the
-        node -> torch device map and the number of transfers. For inference with the same plan
+        node -> torch device map, the number of transfers and of data reads checked
+        (``"data_reads_checked"``). For inference with the same plan
         see :func:`optpart.torch.apply_inference`.
 
     Raises
     ------
     OptpartError
         A node of the plan that the traced step does not have (or the reverse), a device
-        id without a torch device.
+        id without a torch device. The returned step raises it when called on data that
+        takes another path than the traced batch (see the module docstring).
 
     Examples
     --------
@@ -229,7 +238,8 @@ def _homes(step, placement: dict[str, str], tdev: dict[str, Any]) -> dict[Any, A
 def _schedule_order(step, start: dict[str, float]) -> list:
     """The call_function nodes by (start time of their problem node, graph position), keeping every
     data dependency and every ordering edge of ``step.order`` (Kahn's algorithm with a heap);
-    ``getitem`` projections go with their source."""
+    ``getitem`` projections go with their source. Random operators keep their traced order, and
+    every operator traced after a read of the data comes after that read (whose check follows it)."""
     nodes = list(step.graph_module.graph.nodes)
     index = {nd: i for i, nd in enumerate(nodes)}
     pid_of = {fxname: nid for nid, fxname in step.node_names.items()}
