@@ -220,3 +220,40 @@ def test_fake_traces_read_nothing_and_check_nothing():
     gm = apply(module, (x,), {nid: "dev0" for nid in problem.node_ids}, {"dev0": "cpu"}, step=step)
     assert gm.meta["optpart"]["data_reads_checked"] == 0
     gm(torch.randn(5, 3))  # any batch of the traced shapes
+
+
+def test_cli_summary_says_the_costs_follow_the_example_batchs_path(tmp_path, capsys):
+    from optpart.cli import main
+
+    (tmp_path / "router_zoo_test.py").write_text(
+        "import torch\n"
+        "class Gate(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        h = self.lin(x)\n"
+        "        return h[h[:, 0] > 0].sum() + h.mean()\n"
+        "def gate():\n"
+        "    torch.manual_seed(0)\n"
+        "    return Gate(), (torch.randn(6, 4, generator=torch.Generator().manual_seed(2)),)\n")
+    out = tmp_path / "gate.json"
+    assert main(["import", str(tmp_path / "router_zoo_test.py") + ":gate", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert "traced with real tensors, trace proof: worst relative error 0 (tolerance 1e-05) over the loss and " \
+           "2 gradient(s)" in printed[0]
+    assert printed[1].startswith("  data-dependent step: 1 read(s) of the data ((root): aten.index x1); the graph "
+                                 "and its costs follow the example batch's path")
+
+
+def test_inference_step_is_proved_and_checked_too():
+    from optpart.torch import apply_inference
+
+    module, x = _router()
+    problem = from_torch(module, (x,), training=False)
+    assert problem.meta["trace_check"]["compared"] == 1 and problem.meta["trace_check"]["worst_rel_err"] == 0
+    gm = apply_inference(module, (x,), {nid: "dev0" for nid in problem.node_ids}, {"dev0": "cpu"}, problem)
+    assert gm.meta["optpart"]["data_reads_checked"] == 2
+    torch.testing.assert_close(gm(x)[0], module.eval()(x))
+    with pytest.raises(OptpartError, match="this step was traced on one path of its data"):
+        gm(_other_count(module, x))
