@@ -32,7 +32,7 @@ from typing import Sequence
 from .. import __version__
 from ..errors import OptpartError
 from ..text import safe
-from .common import MAX_SEED, add_device_arguments, apply_device_arguments, format_summary
+from .common import MAX_SEED, Terminated, on_sigterm, add_device_arguments, apply_device_arguments, format_summary
 
 __all__ = ["main", "build_parser", "add_device_arguments", "apply_device_arguments", "format_summary",
            "COMMAND_MODULES"]
@@ -134,15 +134,6 @@ def _check_args(args: argparse.Namespace) -> None:
             raise OptpartError(f"--out {out} is a directory; give a file name")
 
 
-class Terminated(BaseException):
-    """Raised in the main thread when the process gets SIGTERM, so that ``finally`` blocks
-    run (a sweep stops its workers, drops its claims, closes its database)."""
-
-
-def _on_sigterm(signum, frame) -> None:
-    raise Terminated()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``optpart`` command: parse ``argv`` and run the subcommand; every error is one line on
     standard error.
@@ -165,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
     except ValueError:  # not the main thread: leave signals alone
         previous = None
     try:
@@ -174,12 +165,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OptpartError as exc:
         print(f"optpart: error: {safe(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("optpart: interrupted; results written so far are kept", file=sys.stderr)
-        return 130
     except Terminated:
         print("optpart: terminated by SIGTERM; results written so far are kept", file=sys.stderr)
         return 143
+    except KeyboardInterrupt:
+        print("optpart: interrupted; results written so far are kept", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

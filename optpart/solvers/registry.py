@@ -32,7 +32,8 @@ from ..errors import ProblemError, SolverError
 from ..bounds import problem_lower_bound
 from ..model.problem import Problem
 from ..result import Result, Status
-from .base import finalize
+from .base import Solution, finalize
+from .incumbent import Interrupted, keeping_best
 from .spec import MEMORY_MODELS, SolverSpec
 
 __all__ = ["SolverInfo", "SOLVERS", "DEFAULT_SOLVER", "DEFAULT_MEMORY_MODEL", "solver_names",
@@ -299,10 +300,51 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
     kwargs = dict(checked)
     if _accepts(fn, "memory_model"):
         kwargs["memory_model"] = run_model
-    solution = fn(problem, time_limit=time_limit, seed=seed, hint=_normalize_hint(problem, hint), **kwargs)
+    with keeping_best() as plans:
+        try:
+            solution = fn(problem, time_limit=time_limit, seed=seed, hint=_normalize_hint(problem, hint), **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted(_best_so_far(problem, plans, info.name, time.perf_counter() - t0, record,
+                                           memory_model, run_model)) from None
     result = finalize(problem, solution, info.name, time.perf_counter() - t0, record, memory_model=memory_model)
     if ignored:
         note = f"ignored: {', '.join(ignored)} ({info.name} does not use {'them' if len(ignored) > 1 else 'it'})"
         result.stats["ignored"] = ignored
         result.message = f"{result.message}; {note}" if result.message else note
     return result
+
+
+def _best_so_far(problem: Problem, plans: list, solver: str, wall_seconds: float, options: dict[str, Any],
+                 memory_model: str, run_model: str) -> Result:
+    """The shortest offered plan that fits, scored as a ``feasible`` result marked interrupted.
+
+    Plans come from :mod:`optpart.solvers.incumbent` (newest first on equal makespans); one made
+    for another problem (another size) is skipped, and a plan whose own schedule breaks a rule
+    here is scored on its canonical schedule instead. ``unknown`` when none fits.
+    """
+    best: Result | None = None
+    for placement, start in reversed(plans):
+        if placement.shape != (problem.n_nodes,) or (placement.size and (
+                placement.min() < 0 or placement.max() >= problem.n_devices)):
+            continue
+        for times in ((start, None) if start is not None else (None,)):
+            try:
+                found = finalize(problem, Solution(Status.FEASIBLE, placement=placement, start=times,
+                                                   memory_model=run_model), solver, wall_seconds, options,
+                                 memory_model=memory_model)
+            except (SolverError, ValueError, IndexError):
+                continue
+            if found.ok and (best is None or found.makespan < best.makespan):
+                best = found
+            break
+    note = f"interrupted after {wall_seconds:.1f} s"
+    if best is None:
+        return Result(problem=problem.name, solver=solver, status=Status.UNKNOWN,
+                      lower_bound=problem_lower_bound(problem), memory_model=memory_model,
+                      wall_seconds=wall_seconds, message=f"{note}, before any plan that fits was found",
+                      options=options, stats={"interrupted": True})
+    best.status = Status.FEASIBLE
+    best.message = f"{note}: the best plan found so far"
+    best.stats = {"interrupted": True}
+    return best
+
