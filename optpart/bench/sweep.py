@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from .. import __version__
-from ..model.devices import resolve_devices
 from ..errors import OptpartError, SolverError
 from ..formats import load, problem_to_json
 from ..model.devices import Device
@@ -230,7 +229,7 @@ def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str]
     for inst in instances:
         base, source = (inst, None) if isinstance(inst, Problem) else (load(inst), str(inst))
         for k in (list(devices) if devices is not None else [None]):
-            with_devices = resolve_devices(base, **_device_values(device_args, k))
+            with_devices = base.resolved(**_device_values(device_args, k))
             for s in scales:
                 problem = scale_memory(with_devices, s)
                 digest = problem_hash(problem)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import OptpartError
-from ..model.devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, resolve_devices
+from ..model.devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY
 from ..model.problem import Problem
 from ..result import Result
 from ..text import safe
@@ -21,7 +21,25 @@ from ..units import format_bytes, format_time, parse_bandwidth, parse_bytes, par
 
 __all__ = ["Command", "add_device_arguments", "apply_device_arguments", "check_sizes", "check_bandwidth",
            "time_argument", "load_problem_for_result", "parse_option", "table",
-           "format_summary", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED"]
+           "format_summary", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED", "Terminated", "on_sigterm"]
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when the process gets SIGTERM, so that ``finally`` blocks
+    run (a sweep stops its workers, drops its claims, closes its database) and a solve keeps
+    its best plan as it does on Ctrl-C (:class:`optpart.solvers.incumbent.Interrupted`)."""
+
+
+def on_sigterm(signum, frame) -> None:
+    """The SIGTERM handler of the ``optpart`` command: raise :class:`Terminated`.
+
+    Parameters
+    ----------
+    signum, frame
+        As :func:`signal.signal` passes them.
+    """
+    raise Terminated()
+
 
 _DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
 
@@ -111,7 +129,7 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
     if isinstance(flags["bandwidth"], str):
         check_bandwidth(flags["bandwidth"], "--bandwidth")
     try:
-        return resolve_devices(problem, **flags)
+        return problem.resolved(**flags)
     except OptpartError as exc:
         msg = str(exc)
         for name in _DEVICE_FLAGS:
@@ -316,6 +334,8 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
     from ..formats import load, with_result_devices
 
     problem = with_result_devices(load(problem_path), result_path)
+    if problem.n_devices and getattr(args, "bandwidth", None) is None and getattr(args, "latency", None) is None:
+        problem = _solved_links(problem, problem_path, result_path)
     given = any(getattr(args, a, None) is not None for a in _DEVICE_FLAGS)
     if given or problem.n_devices == 0 or problem.links is None:
         problem = apply_device_arguments(problem, args)
@@ -325,6 +345,39 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
         _check_result_devices(problem, problem_path, result_path)
     from ..pipeline import pipelined_for_result  # a pipelined result is over the unrolled step
     return pipelined_for_result(problem, getattr(args, "micro_batches", None), result_path)
+
+
+def _solved_links(problem: Problem, problem_path: str, result_path: str) -> Problem:
+    """``problem`` on the links its result file records, when they differ from the problem's own.
+
+    A result is judged against what it was solved for: a solve on the command line with
+    ``--bandwidth``/``--latency`` records those links in its result file. One note on stderr
+    names both when they differ.
+    """
+    import sys
+
+    from ..formats import result_links
+    from ..model.devices import default_links
+
+    recorded = result_links(result_path)
+    own = problem.links if problem.links is not None else default_links()
+    if recorded is None or recorded == own:
+        return problem
+    try:
+        moved = problem.with_devices(list(problem.devices), links=recorded, constraints=problem.constraints)
+    except OptpartError:  # the recorded overrides name other devices: the device check reports it
+        return problem
+    print(f"optpart: note: {safe(result_path)} was solved for links {_links_text(recorded)}; judged against "
+          f"them, not {safe(problem_path)}'s {_links_text(own)} (give --bandwidth/--latency to choose)",
+          file=sys.stderr)
+    return moved
+
+
+def _links_text(links) -> str:
+    from ..units import format_bandwidth
+
+    pairs = f" and {len(links.pairs)} per-pair values" if links.pairs else ""
+    return f"{format_bandwidth(links.bandwidth)} + {format_time(links.latency)}{pairs}"
 
 
 def _check_result_devices(problem: Problem, problem_path: str, result_path: str, *, flags: bool = False) -> None:
