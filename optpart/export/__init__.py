@@ -31,8 +31,8 @@ See ``docs/apply.md``.
 """
 
 from .pipeline import SplitPlan, split_points
-from .plan import ExportError, ModulePlan, device_map, module_plan, placement_map
+from .plan import ExportError, ModulePlan, closest_plan, device_map, module_plan, placement_map
 from .tree import node_modules
 
-__all__ = ["ModulePlan", "module_plan", "device_map", "split_points", "placement_map", "node_modules",
+__all__ = ["ModulePlan", "module_plan", "closest_plan", "device_map", "split_points", "placement_map", "node_modules",
            "SplitPlan", "ExportError"]

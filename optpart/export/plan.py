@@ -20,7 +20,8 @@ from .stages import stage_candidates, unit_order, untied
 from .tree import (Units, compress, entry_modules, export_modules, first_seen, held_tensors, kept_whole,
                    node_modules, split_modules)
 
-__all__ = ["ExportError", "ModulePlan", "module_plan", "pipeline_plan", "device_map", "placement_map"]
+__all__ = ["ExportError", "ModulePlan", "module_plan", "closest_plan", "pipeline_plan", "device_map", "placement_map",
+           "cost_profile"]
 
 #: How a plan is scored: ``"accelerate"`` one module at a time as ``dispatch_model`` runs a device
 #: map (:mod:`optpart.export.sequential`); ``"concurrent"`` the evaluator's canonical schedule,
