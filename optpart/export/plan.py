@@ -338,10 +338,55 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
             u = Units(problem, cut)
             tried.append(_build(problem, cut, u, _majority(problem, u, placement), model, original, split,
                                 f"closest to the placement at depth {d}", "accelerate"))
-    for weight, name in ((problem.memory, "memory"), (problem.time, "time")):
-        tried.append(_stage_plan(problem, modules, units, model, original, split,
-                                 f"contiguous blocks in module order balanced by {name}", "accelerate", weight))
+    every = all_blocks(units.n, problem.n_devices, EXHAUSTIVE)
+    if every is not None:  # few enough to score every contiguous split
+        order = np.asarray(unit_order(problem, units, modules), dtype=np.int64)
+        for blocks in every:
+            unit_dev = np.empty(units.n, dtype=np.int64)
+            unit_dev[order] = blocks
+            tried.append(_build(problem, modules, units, unit_dev, model, original, split,
+                                "contiguous blocks in module order (every split scored)", "accelerate"))
+    else:
+        for weight, name in ((problem.memory, "memory"), (problem.time, "time")):
+            tried.append(_stage_plan(problem, modules, units, model, original, split,
+                                     f"contiguous blocks in module order balanced by {name}", "accelerate", weight))
     return _pick(problem, tried, "no device map fits these devices: ")
+
+
+#: Most contiguous splits :func:`module_plan` scores one by one (beyond, balanced candidates).
+EXHAUSTIVE = 256
+
+
+def all_blocks(n: int, k: int, limit: int) -> list[np.ndarray] | None:
+    """Every split of ``n`` units in order into at most ``k`` contiguous blocks, block ``s`` on device ``s``.
+
+    Parameters
+    ----------
+    n, k : int
+        Units and devices.
+    limit : int
+        Most splits to list.
+
+    Returns
+    -------
+    list of numpy.ndarray or None
+        Device per position in the order, one array per split; None when there are more than ``limit``.
+    """
+    from itertools import combinations
+    from math import comb
+
+    if n == 0 or k == 0:
+        return [np.zeros(n, dtype=np.int64)] if n == 0 else None
+    if sum(comb(n - 1, j) for j in range(min(k, n))) > limit:
+        return None
+    out = []
+    for j in range(min(k, n)):
+        for cuts in combinations(range(1, n), j):
+            dev = np.zeros(n, dtype=np.int64)
+            for c in cuts:
+                dev[c:] += 1
+            out.append(dev)
+    return out
 
 
 def _pick(problem: Problem, tried: list[ModulePlan], advice: str) -> ModulePlan:

@@ -16,8 +16,9 @@ batch (the backward pass follows the same order in reverse, autograd moving grad
   schedule: parameters, buffers, gradients and optimizer state of the device's modules all
   step, activations while they are alive.
 
-The schedule is a valid one for the evaluator (:func:`optpart.evaluate.evaluate` with these
-start times scores it and checks memory and constraints).
+Every read of bytes on another device arrives before its reader starts;
+:func:`optpart.evaluate.evaluate` with these start times scores the schedule (memory and
+constraints).
 """
 
 from __future__ import annotations
