@@ -53,9 +53,10 @@ def kept_whole(problem: Problem) -> list[str]:
     * every outermost instance of a class the import was asked to keep whole
       (``meta["no_split"]``, instances found in ``meta["module_classes"]``): a device map or a
       pipeline never cuts inside it;
-    * every module that runs an operator holding parameter bytes it cannot name (a frozen
-      parameter, or any parameter of an inference graph: the importer puts its bytes on its first
-      reader and records no name unless the node's ``params`` metadata lists them). Such a
+    * every module with children that runs an operator holding parameter bytes it cannot name
+      (PyTorch imports: a frozen parameter, or any parameter of an inference graph: the importer
+      puts its bytes on its first reader and records no name unless the node's ``params``
+      metadata lists them). Such a
       parameter is almost always read by its own module's ``forward``; keeping that module whole
       gives it a device-map entry (accelerate refuses a map that leaves a tensor without one).
 
@@ -73,13 +74,17 @@ def kept_whole(problem: Problem) -> list[str]:
     wanted = set(meta.get("no_split") or ())
     classes = meta.get("module_classes") or {}
     paths = {p for p, c in classes.items() if c in wanted and p}
-    if problem.has_split and problem.node_meta:
-        pb = problem.param_bytes
-        for v in np.flatnonzero(pb > 0).tolist():
+    if meta.get("source") == "torch" and problem.has_split and problem.node_meta:
+        holders = set()
+        for v in np.flatnonzero(problem.param_bytes > 0).tolist():
             m = problem.node_meta[v]
             if (owned_tensor(problem.node_ids[v], m) is None and m.get("op") not in PLACEHOLDERS
                     and not m.get("params") and isinstance(m.get("module"), str)):
-                paths.add(m["module"])
+                holders.add(m["module"])
+        if holders:  # a module without children is whole anyway
+            below = set(classes) | {m for m in node_modules(problem) if m is not None}
+            parents = {b.rsplit(".", 1)[0] if "." in b else "" for b in below if b}
+            paths |= holders & parents
     out: list[str] = []
     for p in sorted(paths, key=lambda p: (p.count(".") if p else -1, p)):
         if not any(t == "" or p == t or p.startswith(t + ".") for t in out):
