@@ -23,9 +23,9 @@ import numpy as np
 from ..evaluate import evaluate
 from ..model.problem import Problem
 from ..result import Result
-from .plan import ExportError, _follow_inputs
+from .plan import ExportError
 from .sequential import sequential_run
-from .tree import node_modules, owned_tensor
+from .tree import follow_inputs, node_modules, owned_tensor
 
 __all__ = ["placement_from_device_map", "accelerate_map", "accelerate_baseline"]
 
@@ -86,7 +86,7 @@ def placement_from_device_map(problem: Problem, device_map: Mapping[str, Any]) -
         if key is not None:
             placement[v] = index[key]
             free[v] = False
-    return _follow_inputs(problem, placement, free), offloaded
+    return follow_inputs(problem, placement, free), offloaded
 
 
 def _owner_key(index: Mapping[str, int], path: str) -> str | None:

@@ -14,14 +14,14 @@ from ..errors import OptpartError
 from ..evaluate import evaluate, time_tolerance, violations
 from ..model.problem import Problem
 from ..result import Result
+from .costs import cost_profile, phases
 from .search import fullness, memory_advice, repair_stages
 from .sequential import SequentialRun, sequential_run
-from .stages import stage_candidates, unit_order, untied
-from .tree import (Units, compress, entry_modules, export_modules, first_seen, held_tensors, kept_whole,
-                   node_modules, split_modules)
+from .stages import EXHAUSTIVE, all_blocks, stage_candidates, unit_order, untied
+from .tree import (Units, compress, entry_modules, export_modules, first_seen, follow_inputs, held_tensors,
+                   kept_whole, node_modules, split_modules)
 
-__all__ = ["ExportError", "ModulePlan", "module_plan", "closest_plan", "pipeline_plan", "device_map", "placement_map",
-           "cost_profile"]
+__all__ = ["ExportError", "ModulePlan", "module_plan", "closest_plan", "pipeline_plan", "device_map", "placement_map"]
 
 #: How a plan is scored: ``"accelerate"`` one module at a time as ``dispatch_model`` runs a device
 #: map (:mod:`optpart.export.sequential`); ``"concurrent"`` the evaluator's canonical schedule,
@@ -102,7 +102,7 @@ class ModulePlan:
         if self.rule == "accelerate" and self.run is not None:
             devices = len(set(self.device_map.values()))
             return (f"device map: {len(self.device_map)} entries on {devices} device(s) ({self.method}); "
-                    f"{new} per step {_phases(problem)} as accelerate runs it, one device at a time "
+                    f"{new} per step {phases(problem)} as accelerate runs it, one device at a time "
                     f"({format_time(self.run.compute)} of operators, {self.run.transfers} tensor move(s) between "
                     f"devices taking {format_time(self.run.transfer)}){costs}; the operator placement's concurrent "
                     f"schedule takes {orig}; {self.memory_model} memory {fit}")
@@ -127,74 +127,6 @@ class ModulePlan:
 
         return [f"  {did}: {format_bytes(float(u))} of {format_bytes(float(c))} ({self.memory_model})"
                 for did, u, c in zip(problem.device_ids, self.memory.tolist(), problem.device_memory.tolist())]
-
-
-def _phases(problem: Problem | None) -> str:
-    """``(forward, backward and optimizer)`` as the problem's node phases say."""
-    phases = {str(m.get("phase", "forward")) for m in (problem.node_meta or [])} if problem is not None else set()
-    if not phases or phases == {"forward"}:
-        return "(forward)"
-    named = [p for p in ("forward", "backward", "optimizer") if p in phases]
-    return "(" + (", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else named[0]) + ")"
-
-
-def cost_profile(problem: Problem) -> str:
-    """The hardware the problem's costs assume, from what the import recorded, and its links.
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem (``meta["cost_model"]`` from ``optpart import``; links from its devices).
-
-    Returns
-    -------
-    str
-        For example ``costs: cost model 15.7 TFLOP/s x 0.5, 900 GB/s memory, 5 us per kernel;
-        links 25 GB/s, 10 us``.
-    """
-    from ..units import format_time
-
-    cm = (problem.meta or {}).get("cost_model") or {}
-    if cm.get("times") == "measured" and isinstance(cm.get("profile"), dict):
-        prof = cm["profile"]
-        node = f"operator times measured on {prof.get('device', '?')} (median of {prof.get('repeats', '?')} runs)"
-    elif cm:
-        node = (f"cost model {_si(cm.get('peak_flops'), 'FLOP/s')} x {cm.get('efficiency', '?')}, "
-                f"{_si(cm.get('memory_bandwidth'), 'B/s')} memory, {_time(cm.get('min_op_time'))} per kernel")
-    else:
-        node = "node times as given in the problem"
-    lat, bw = problem.latency, problem.bandwidth
-    off = ~np.eye(problem.n_devices, dtype=bool) if problem.n_devices > 1 else None
-    if off is None or not off.any():
-        links = "one device, no links"
-    elif np.ptp(lat[off]) == 0 and np.ptp(bw[off]) == 0:
-        links = f"links {_si(float(bw[off][0]), 'B/s')}, {format_time(float(lat[off][0]))}"
-    else:
-        links = (f"links {_si(float(bw[off].min()), 'B/s')} to {_si(float(bw[off].max()), 'B/s')}, "
-                 f"{format_time(float(lat[off].min()))} to {format_time(float(lat[off].max()))}")
-    return f"costs: {node}; {links}"
-
-
-def _si(value, unit: str) -> str:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return f"? {unit}"
-    if not np.isfinite(x):
-        return f"unlimited {unit}"
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
-
-
-def _time(value) -> str:
-    from ..units import format_time
-
-    try:
-        return format_time(float(value))
-    except (TypeError, ValueError):
-        return "?"
 
 
 def _placement_of(problem: Problem, result: Result | Mapping[str, str] | np.ndarray) -> np.ndarray:
@@ -252,40 +184,6 @@ def _score(problem: Problem, nodes: np.ndarray, placement: np.ndarray) -> np.nda
     if not s.any():
         s = np.bincount(d, minlength=k).astype(float)
     return s
-
-def _follow_inputs(problem: Problem, placement: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Place every free node on the device of its heaviest predecessor edge, else of its heaviest successor."""
-    p = placement.copy()
-    done = ~free
-    allowed = problem.allowed
-    src, dst, eb = problem.edge_src, problem.edge_dst, problem.edge_bytes
-
-    def pick(v: int, edges: np.ndarray, ends: np.ndarray) -> bool:
-        best, best_b = -1, -1.0
-        for e in edges.tolist():
-            u = int(ends[e])
-            if done[u] and allowed[v, p[u]] and eb[e] > best_b:
-                best, best_b = int(p[u]), float(eb[e])
-        if best >= 0:
-            p[v] = best
-            done[v] = True
-        return best >= 0
-
-    for v in problem.topo.tolist():
-        if not done[v]:
-            pick(v, problem.in_edges[problem.in_ptr[v]:problem.in_ptr[v + 1]], src)
-    for v in problem.topo[::-1].tolist():
-        if not done[v]:
-            pick(v, problem.out_edges[problem.out_ptr[v]:problem.out_ptr[v + 1]], dst)
-    for v in np.flatnonzero(~done).tolist():
-        p[v] = int(np.flatnonzero(allowed[v])[0]) if allowed[v].any() else 0
-    # A colocation group moves as one: with its module members (one unit, so one device), else
-    # to the device most of its members chose.
-    for members in problem.groups:
-        if free[members].any() and np.unique(p[members]).size > 1:
-            fixed = members[~free[members]]
-            p[members] = int(p[fixed[0]]) if fixed.size else int(np.bincount(p[members]).argmax())
-    return p
 
 def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
                 depth: int | str | None = None) -> ModulePlan:
@@ -351,42 +249,6 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
             tried.append(_stage_plan(problem, modules, units, model, original, split,
                                      f"contiguous blocks in module order balanced by {name}", "accelerate", weight))
     return _pick(problem, tried, "no device map fits these devices: ")
-
-
-#: Most contiguous splits :func:`module_plan` scores one by one (beyond, balanced candidates).
-EXHAUSTIVE = 256
-
-
-def all_blocks(n: int, k: int, limit: int) -> list[np.ndarray] | None:
-    """Every split of ``n`` units in order into at most ``k`` contiguous blocks, block ``s`` on device ``s``.
-
-    Parameters
-    ----------
-    n, k : int
-        Units and devices.
-    limit : int
-        Most splits to list.
-
-    Returns
-    -------
-    list of numpy.ndarray or None
-        Device per position in the order, one array per split; None when there are more than ``limit``.
-    """
-    from itertools import combinations
-    from math import comb
-
-    if n == 0 or k == 0:
-        return [np.zeros(n, dtype=np.int64)] if n == 0 else None
-    if sum(comb(n - 1, j) for j in range(min(k, n))) > limit:
-        return None
-    out = []
-    for j in range(min(k, n)):
-        for cuts in combinations(range(1, n), j):
-            dev = np.zeros(n, dtype=np.int64)
-            for c in cuts:
-                dev[c:] += 1
-            out.append(dev)
-    return out
 
 
 def _pick(problem: Problem, tried: list[ModulePlan], advice: str) -> ModulePlan:
@@ -552,7 +414,7 @@ def _build(problem: Problem, modules, units: Units, unit_dev: np.ndarray, model:
     for v, m in enumerate(modules):
         if not free[v]:
             placement[v] = by_module[m]
-    placement = _follow_inputs(problem, placement, free)
+    placement = follow_inputs(problem, placement, free)
     run = None
     if rule == "accelerate":
         run = sequential_run(problem, placement)

@@ -21,7 +21,7 @@ from ..model.constraints import Constraints
 from ..model.problem import Problem
 from .tree import Units, first_seen
 
-__all__ = ["untied", "stage_candidates", "unit_order"]
+__all__ = ["untied", "stage_candidates", "unit_order", "all_blocks"]
 
 
 def untied(problem: Problem, modules: list[str | None]) -> tuple[Problem, list[tuple[str, list[str]]]]:
@@ -144,3 +144,39 @@ def unit_order(problem: Problem, units: Units, modules: list[str | None]) -> lis
 
 def _unit_modules(units: Units, u: int, modules: list[str | None]) -> set[str]:
     return {modules[v] for v in units.members[u].tolist() if modules[v] is not None} or {units.keys[u]}
+
+
+#: Most contiguous splits :func:`module_plan` scores one by one (beyond, balanced candidates).
+EXHAUSTIVE = 256
+
+
+def all_blocks(n: int, k: int, limit: int) -> list[np.ndarray] | None:
+    """Every split of ``n`` units in order into at most ``k`` contiguous blocks, block ``s`` on device ``s``.
+
+    Parameters
+    ----------
+    n, k : int
+        Units and devices.
+    limit : int
+        Most splits to list.
+
+    Returns
+    -------
+    list of numpy.ndarray or None
+        Device per position in the order, one array per split; None when there are more than ``limit``.
+    """
+    from itertools import combinations
+    from math import comb
+
+    if n == 0 or k == 0:
+        return [np.zeros(n, dtype=np.int64)] if n == 0 else None
+    if sum(comb(n - 1, j) for j in range(min(k, n))) > limit:
+        return None
+    out = []
+    for j in range(min(k, n)):
+        for cuts in combinations(range(1, n), j):
+            dev = np.zeros(n, dtype=np.int64)
+            for c in cuts:
+                dev[c:] += 1
+            out.append(dev)
+    return out

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..model.problem import Problem
 
-__all__ = ["node_modules", "export_modules", "kept_whole"]
+__all__ = ["node_modules", "export_modules", "kept_whole", "follow_inputs"]
 
 
 def node_modules(problem: Problem) -> list[str | None]:
@@ -378,3 +378,57 @@ def split_modules(problem: Problem, modules: list[str | None], placement: np.nda
     pairs = np.unique(ids[keep] * problem.n_devices + placement[keep])
     count = np.bincount(pairs // problem.n_devices, minlength=len(names))
     return [names[i] for i in np.flatnonzero(count > 1).tolist()]
+
+
+def follow_inputs(problem: Problem, placement: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Place every free node where it runs under accelerate's hooks: beside its heaviest input.
+
+    A node outside every mapped module (an input, the loss, a split parent's own operator)
+    goes to the device of its predecessor with the largest edge, else of its successor with the
+    largest edge; a colocation group moves as one.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    placement : numpy.ndarray of int
+        Device per node; entries of free nodes are ignored.
+    free : numpy.ndarray of bool
+        The nodes to place.
+
+    Returns
+    -------
+    numpy.ndarray of int
+        The completed placement (a copy).
+    """
+    p = placement.copy()
+    done = ~free
+    allowed = problem.allowed
+    src, dst, eb = problem.edge_src, problem.edge_dst, problem.edge_bytes
+
+    def pick(v: int, edges: np.ndarray, ends: np.ndarray) -> bool:
+        best, best_b = -1, -1.0
+        for e in edges.tolist():
+            u = int(ends[e])
+            if done[u] and allowed[v, p[u]] and eb[e] > best_b:
+                best, best_b = int(p[u]), float(eb[e])
+        if best >= 0:
+            p[v] = best
+            done[v] = True
+        return best >= 0
+
+    for v in problem.topo.tolist():
+        if not done[v]:
+            pick(v, problem.in_edges[problem.in_ptr[v]:problem.in_ptr[v + 1]], src)
+    for v in problem.topo[::-1].tolist():
+        if not done[v]:
+            pick(v, problem.out_edges[problem.out_ptr[v]:problem.out_ptr[v + 1]], dst)
+    for v in np.flatnonzero(~done).tolist():
+        p[v] = int(np.flatnonzero(allowed[v])[0]) if allowed[v].any() else 0
+    # A colocation group moves as one: with its module members (one unit, so one device), else
+    # to the device most of its members chose.
+    for members in problem.groups:
+        if free[members].any() and np.unique(p[members]).size > 1:
+            fixed = members[~free[members]]
+            p[members] = int(p[fixed[0]]) if fixed.size else int(np.bincount(p[members]).argmax())
+    return p
