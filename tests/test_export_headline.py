@@ -94,9 +94,9 @@ def test_at_the_plain_capacity_rule_neither_gpt2_export_fits_and_each_names_its_
         need = parse_bytes(re.search(r"--memory (\S+)", plan.advice).group(1))
         peak = float(plan.result.memory_peak.max())
         assert peak <= need < peak + 11 * 2**20
-    # the bundled capacity is the device map's need rounded up to 256 MiB
+    # the bundled capacity holds the device map (as accelerate runs it, one device at a time)
     need = float(dm.result.memory_peak.max())
-    assert float(optpart.load(GPT2).device_memory[0]) == -(-need // 2**28) * 2**28
+    assert float(optpart.load(GPT2).device_memory[0]) >= -(-need // 2**28) * 2**28
 
 
 def test_headline_gpt2_plan_exports_and_applies(gpt2):
@@ -221,7 +221,7 @@ def test_maps_with_tensors_of_the_top_level_module_pass_accelerates_check_and_di
     placement = np.arange(problem.n_nodes) % 3  # every module's operators over all devices
     for g in problem.groups:
         placement[list(g)] = placement[g[0]]
-    plan = export.module_plan(problem, optpart.evaluate(problem, placement), resolve=False)
+    plan = export.closest_plan(problem, optpart.evaluate(problem, placement), rule="accelerate")
     assert root_tensor in plan.device_map and len(set(plan.device_map.values())) > 1
     model.eval()
     check_device_map(model, plan.device_map)  # raises when a parameter or buffer has no device

@@ -20,17 +20,17 @@ def phases(problem: Problem | None) -> str:
     Parameters
     ----------
     problem : Problem, optional
-        The problem (node metadata ``phase``; none means forward).
+        The problem (node metadata ``phase``; a node without one is forward).
 
     Returns
     -------
     str
-        The phases in parentheses.
+        The phases in parentheses; ``""`` without a problem.
     """
-    phases = {str(m.get("phase", "forward")) for m in (problem.node_meta or [])} if problem is not None else set()
-    if not phases or phases == {"forward"}:
-        return "(forward)"
-    named = [p for p in ("forward", "backward", "optimizer") if p in phases]
+    if problem is None:
+        return ""
+    phases = {str(m.get("phase", "forward")) for m in (problem.node_meta or [{}] * problem.n_nodes)}
+    named = [p for p in ("forward", "backward", "optimizer") if p in phases] or ["forward"]
     return "(" + (", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else named[0]) + ")"
 
 

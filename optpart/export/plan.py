@@ -102,7 +102,7 @@ class ModulePlan:
         if self.rule == "accelerate" and self.run is not None:
             devices = len(set(self.device_map.values()))
             return (f"device map: {len(self.device_map)} entries on {devices} device(s) ({self.method}); "
-                    f"{new} per step {phases(problem)} as accelerate runs it, one device at a time "
+                    f"{new} per step{' ' + phases(problem) if problem is not None else ''} as accelerate runs it, one device at a time "
                     f"({format_time(self.run.compute)} of operators, {self.run.transfers} tensor move(s) between "
                     f"devices taking {format_time(self.run.transfer)}){costs}; the operator placement's concurrent "
                     f"schedule takes {orig}; {self.memory_model} memory {fit}")

@@ -132,3 +132,26 @@ def test_no_split_classes_recorded_by_the_import_are_kept_whole():
         assert not any(k.startswith(("h.0.", "h.1.")) for k in plan.device_map), plan.device_map
         assert len(set(plan.placement[2:6].tolist())) == 1 and len(set(plan.placement[6:].tolist())) == 1
     assert all(not s.startswith(("h.0.", "h.1.")) for s in export.split_points(p, inside).split_points)
+
+
+def test_cli_prints_the_rule_the_costs_and_the_modules_kept_whole(tmp_path, capsys):
+    from optpart.cli import main
+    from optpart.formats import save, save_result
+
+    nodes = [{"id": f"{ph}.{m}.{j}", "time": 1, "memory": 1, "module": m, "phase": ph}
+             for ph in ("forward", "backward") for m in ("emb", "h.0.attn", "h.0.mlp") for j in range(2)]
+    edges = [{"src": nodes[i]["id"], "dst": nodes[i + 1]["id"], "bytes": 1} for i in range(len(nodes) - 1)]
+    classes = {"": "M", "emb": "Embedding", "h": "ModuleList", "h.0": "Block", "h.0.attn": "Attn", "h.0.mlp": "MLP"}
+    p = optpart.Problem.build(nodes=nodes, edges=edges, links={"latency": 1e-5, "bandwidth": 25e9},
+                              meta={"module_classes": classes, "no_split": ["Block"]}).with_devices(2, memory=8.0)
+    save(p, tmp_path / "p.json")
+    save_result(optpart.evaluate(p, np.arange(p.n_nodes) % 2), p, tmp_path / "r.json")
+    base = [str(tmp_path / "r.json"), "-p", str(tmp_path / "p.json"), "-o", str(tmp_path / "out.json")]
+    assert main(["export", *base]) == 0
+    out = capsys.readouterr().out
+    assert "per step (forward and backward) as accelerate runs it, one device at a time" in out
+    assert "costs: node times as given in the problem; links 25 GB/s, 10 us" in out
+    assert "kept whole: 1 module(s) ('h.0')" in out
+    assert main(["export", *base, "-f", "split_points"]) == 0
+    out = capsys.readouterr().out
+    assert "with the devices working at once" in out and "stages share" not in out
