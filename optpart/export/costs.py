@@ -7,6 +7,8 @@ import --profile``), and from the problem's links; a time printed without them c
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..model.problem import Problem
@@ -48,46 +50,32 @@ def cost_profile(problem: Problem) -> str:
         For example ``costs: cost model 15.7 TFLOP/s x 0.5, 900 GB/s memory, 5 us per kernel;
         links 25 GB/s, 10 us``.
     """
-    from ..units import format_time
+    from ..units import format_bandwidth, format_time
 
     cm = (problem.meta or {}).get("cost_model") or {}
     if cm.get("times") == "measured" and isinstance(cm.get("profile"), dict):
         prof = cm["profile"]
         node = f"operator times measured on {prof.get('device', '?')} (median of {prof.get('repeats', '?')} runs)"
     elif cm:
-        node = (f"cost model {_si(cm.get('peak_flops'), 'FLOP/s')} x {cm.get('efficiency', '?')}, "
-                f"{_si(cm.get('memory_bandwidth'), 'B/s')} memory, {_time(cm.get('min_op_time'))} per kernel")
+        node = (f"cost model {_number(cm.get('peak_flops')) / 1e12:.3g} TFLOP/s x {cm.get('efficiency', '?')}, "
+                f"{format_bandwidth(_number(cm.get('memory_bandwidth')))} memory, "
+                f"{format_time(_number(cm.get('min_op_time')))} per kernel")
     else:
         node = "node times as given in the problem"
     lat, bw = problem.latency, problem.bandwidth
     off = ~np.eye(problem.n_devices, dtype=bool) if problem.n_devices > 1 else None
     if off is None or not off.any():
         links = "one device, no links"
-    elif np.ptp(lat[off]) == 0 and np.ptp(bw[off]) == 0:
-        links = f"links {_si(float(bw[off][0]), 'B/s')}, {format_time(float(lat[off][0]))}"
+    elif np.all(lat[off] == lat[off][0]) and np.all(bw[off] == bw[off][0]):
+        links = f"links {format_bandwidth(float(bw[off][0]))}, {format_time(float(lat[off][0]))}"
     else:
-        links = (f"links {_si(float(bw[off].min()), 'B/s')} to {_si(float(bw[off].max()), 'B/s')}, "
+        links = (f"links {format_bandwidth(float(bw[off].min()))} to {format_bandwidth(float(bw[off].max()))}, "
                  f"{format_time(float(lat[off].min()))} to {format_time(float(lat[off].max()))}")
     return f"costs: {node}; {links}"
 
 
-def _si(value, unit: str) -> str:
+def _number(value) -> float:
     try:
-        x = float(value)
+        return float(value)
     except (TypeError, ValueError):
-        return f"? {unit}"
-    if not np.isfinite(x):
-        return f"unlimited {unit}"
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}"
-
-
-def _time(value) -> str:
-    from ..units import format_time
-
-    try:
-        return format_time(float(value))
-    except (TypeError, ValueError):
-        return "?"
+        return math.nan
