@@ -155,3 +155,16 @@ def test_cli_prints_the_rule_the_costs_and_the_modules_kept_whole(tmp_path, caps
     assert main(["export", *base, "-f", "split_points"]) == 0
     out = capsys.readouterr().out
     assert "with the devices working at once" in out and "stages share" not in out
+
+
+def test_the_costs_line_names_measured_times_and_links_that_differ():
+    from optpart.export.costs import cost_profile
+
+    measured = {"peak_flops": 15.7e12, "efficiency": 0.5, "times": "measured",
+                "profile": {"device": "cpu", "repeats": 5, "warmup": 1}}
+    p = optpart.Problem.build(nodes=[{"id": "a", "time": 1, "memory": 1}], edges=[], meta={"cost_model": measured},
+                              devices=[{"id": f"d{i}", "memory": 1} for i in range(3)],
+                              links={"latency": 1e-5, "bandwidth": 25e9,
+                                     "pairs": [{"src": "d0", "dst": "d1", "bandwidth": 1e9, "latency": 2e-6}]})
+    assert cost_profile(p) == ("costs: operator times measured on cpu (median of 5 runs); "
+                               "links 1 GB/s to 25 GB/s, 2 us to 10 us")
