@@ -48,7 +48,7 @@ def node_modules(problem: Problem) -> list[str | None]:
     return out
 
 def kept_whole(problem: Problem) -> list[str]:
-    """Module paths that every export keeps on one device, outermost first, sorted.
+    """Module paths that every export keeps on one device, none inside another, sorted.
 
     * every outermost instance of a class the import was asked to keep whole
       (``meta["no_split"]``, instances found in ``meta["module_classes"]``): a device map or a
@@ -56,9 +56,9 @@ def kept_whole(problem: Problem) -> list[str]:
     * every module with children that runs an operator holding parameter bytes it cannot name
       (PyTorch imports: a frozen parameter, or any parameter of an inference graph: the importer
       puts its bytes on its first reader and records no name unless the node's ``params``
-      metadata lists them). Such a
-      parameter is almost always read by its own module's ``forward``; keeping that module whole
-      gives it a device-map entry (accelerate refuses a map that leaves a tensor without one).
+      metadata lists them). Such a parameter is almost always read by its own module's
+      ``forward``; keeping that module whole gives it a device-map entry (accelerate refuses a
+      map that leaves a tensor without one).
 
     Parameters
     ----------
@@ -78,8 +78,10 @@ def kept_whole(problem: Problem) -> list[str]:
         holders = set()
         for v in np.flatnonzero(problem.param_bytes > 0).tolist():
             m = problem.node_meta[v]
-            if (owned_tensor(problem.node_ids[v], m) is None and m.get("op") not in PLACEHOLDERS
-                    and not m.get("params") and isinstance(m.get("module"), str)):
+            nid = problem.node_ids[v]
+            if (owned_tensor(nid, m) is None and m.get("op") not in PLACEHOLDERS
+                    and not nid.startswith(("input.", "target.")) and not m.get("params")
+                    and isinstance(m.get("module"), str)):
                 holders.add(m["module"])
         if holders:  # a module without children is whole anyway
             below = set(classes) | {m for m in node_modules(problem) if m is not None}
@@ -163,7 +165,7 @@ def held_tensors(problem: Problem) -> dict[int, list[str]]:
     return out
 
 
-#: Node ``op`` values of graph inputs and buffers (placeholders hold their own bytes).
+#: Node ``op`` values of nodes that hold their own tensor: graph inputs, buffers, optimizer state.
 PLACEHOLDERS = ("input", "buffer", "optimizer.update")
 
 
