@@ -455,11 +455,13 @@ def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray
     --------
     >>> import optpart
     >>> p = optpart.Problem.build(
-    ...     nodes=[{"id": "a", "time": 1, "memory": 1, "module": "layers.0"},
-    ...            {"id": "b", "time": 1, "memory": 1, "module": "layers.1"}],
-    ...     edges=[{"src": "a", "dst": "b", "bytes": 0}]).with_devices(2, memory=4)
+    ...     nodes=[{"id": "a", "time": 1, "memory": 3, "module": "layers.0"},
+    ...            {"id": "b", "time": 1, "memory": 3, "module": "layers.1"}],
+    ...     edges=[{"src": "a", "dst": "b", "bytes": 8}]).with_devices(2, memory=4)
     >>> device_map(p, {"a": "dev0", "b": "dev1"})
     {'layers.0': 0, 'layers.1': 1}
+    >>> device_map(p.with_devices(2, memory=8), {"a": "dev0", "b": "dev1"})  # one device: no move
+    {'': 0}
     """
     if values not in ("index", "id"):
         raise ExportError(f"values={values!r}; use 'index' or 'id'")
