@@ -35,6 +35,7 @@ from .. import __version__
 from ..errors import OptpartError, SolverError
 from ..formats import load, problem_to_json
 from ..model.devices import Device
+from ..model.devices import with_resolved_devices
 from ..model.problem import Problem
 from ..api import PIPELINE_ORDERS, solve
 from ..solvers.registry import SOLVERS, solver_info
@@ -229,7 +230,7 @@ def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str]
     for inst in instances:
         base, source = (inst, None) if isinstance(inst, Problem) else (load(inst), str(inst))
         for k in (list(devices) if devices is not None else [None]):
-            with_devices = base.resolved(**_device_values(device_args, k))
+            with_devices = with_resolved_devices(base, **_device_values(device_args, k))
             for s in scales:
                 problem = scale_memory(with_devices, s)
                 digest = problem_hash(problem)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import OptpartError
-from ..model.devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY
+from ..model.devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, with_resolved_devices
 from ..model.problem import Problem
 from ..result import Result
 from ..text import safe
@@ -129,7 +129,7 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
     if isinstance(flags["bandwidth"], str):
         check_bandwidth(flags["bandwidth"], "--bandwidth")
     try:
-        return problem.resolved(**flags)
+        return with_resolved_devices(problem, **flags)
     except OptpartError as exc:
         msg = str(exc)
         for name in _DEVICE_FLAGS:

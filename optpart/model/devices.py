@@ -45,8 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Device", "LinkOverride", "Links", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "default_links",
            "device_count", "per_device", "devices_from_values", "device_list", "device_table", "link_matrices",
-           "check_path_bounds",
-           "resolve_devices"]
+           "check_path_bounds", "resolve_devices", "with_resolved_devices"]
 
 #: Links used when neither the file nor the caller gives any.
 DEFAULT_BANDWIDTH = "25GB/s"
@@ -497,3 +496,26 @@ def resolve_devices(problem: "Problem", *, devices: int | None = None, memory: V
         links = Links(links.latency, links.bandwidth,
                       tuple(o for o in links.pairs if o.src in kept and o.dst in kept))
     return new, links
+
+
+def with_resolved_devices(problem: "Problem", **values: Value) -> "Problem":
+    """``problem`` on the devices and links ``values`` ask for (:func:`resolve_devices`'s rules).
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph, with or without devices.
+    **values
+        ``devices``, ``memory``, ``speed``, ``bandwidth``, ``latency``, as :func:`resolve_devices`
+        takes them.
+
+    Returns
+    -------
+    Problem
+        ``problem`` itself when the values leave its devices and links as they are.
+    """
+    devices, links = resolve_devices(problem, **values)
+    if list(devices) == list(problem.devices) and links is problem.links:
+        return problem
+    return problem.with_devices(list(devices), links=links, constraints=problem.constraints)
+

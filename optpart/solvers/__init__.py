@@ -9,7 +9,8 @@ default ``heuristic`` and the seed method alone, ``pardnn``) and :mod:`.baseline
 from __future__ import annotations
 
 from .base import Solution, finalize
+from .incumbent import Interrupted
 from .registry import SOLVERS, SolverInfo, available_solvers, get_solver, solve, solver_info, solver_names
 
-__all__ = ["Solution", "finalize", "SOLVERS", "SolverInfo", "available_solvers", "get_solver", "solve",
+__all__ = ["Solution", "finalize", "Interrupted", "SOLVERS", "SolverInfo", "available_solvers", "get_solver", "solve",
            "solver_info", "solver_names"]
