@@ -30,9 +30,9 @@ predecessor with the largest edge (its successor's for nodes without predecessor
 See ``docs/apply.md``.
 """
 
-from .pipeline import SplitPlan, split_points
+from .pipeline import SplitPlan, TorchPipeline, split_points, torch_pipeline
 from .plan import ExportError, ModulePlan, device_map, module_plan, placement_map
 from .tree import node_modules
 
 __all__ = ["ModulePlan", "module_plan", "device_map", "split_points", "placement_map", "node_modules",
-           "SplitPlan", "ExportError"]
+           "SplitPlan", "ExportError", "TorchPipeline", "torch_pipeline"]

@@ -203,6 +203,9 @@ def run_pipeline(model_factory: str | Callable, inputs: Any = None, result: Any 
                "optimizer": optimizer, "lr": float(lr), "threads": int(threads), "cores": cores, "memory": memory,
                "address": address, "port": int(port), "timeout": float(timeout), "search_path": tuple(search_path),
                "csv": str(csv), "out": tmp, "world": k, "parent": os.getpid(), "kill": dict(kill or {})}
+        # A killed rank leaves the semaphores its imports made (tqdm's lock) to multiprocessing's resource
+        # tracker, which would warn about them at exit: the run's failure is already reported in one line.
+        os.environ.setdefault("PYTHONWARNINGS", "ignore::UserWarning:multiprocessing.resource_tracker")
         procs = [ctx.Process(target=run_rank, args=(r, job), daemon=True) for r in range(k)]
         for p in procs:
             p.start()

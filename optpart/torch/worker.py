@@ -72,13 +72,15 @@ def run_rank(rank: int, job: dict) -> None:
 
         torch.save(report, out / f"rank{rank}.pt")
     except BaseException as exc:  # every failure becomes one line for the parent
-        text = f"{type(exc).__name__}: {exc}"
-        chain = [text] + [f"{type(c).__name__}: {c}" for c in _causes(exc)]
-        peer = any(h in c for c in chain for h in _PEER_HINTS)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        chain = [exc] + _causes(exc)
+        peer = any(h in f"{type(c).__name__}: {c}" for c in chain for h in _PEER_HINTS)
         from ..errors import OptpartError
 
-        line = first if isinstance(exc, OptpartError) else f"{type(exc).__name__}: {first}"
+        root = chain[-1]
+        first = (str(root).strip().splitlines() or [""])[0].strip()
+        line = first if isinstance(root, OptpartError) else f"{type(root).__name__}: {first}".rstrip(": ")
+        if root is not exc and not isinstance(exc, OptpartError):
+            line += f" (in {(str(exc).strip().splitlines() or [type(exc).__name__])[0].strip().rstrip(':')})"
         (out / f"rank{rank}.err").write_text(("peer:" if peer else "") + line[:400])
         os._exit(3)
     finally:
@@ -141,6 +143,9 @@ def _run(rank: int, job: dict) -> dict:
     from .pipeplan import PipelinePlan
     from .stages import split_batch, stage_modules
 
+    import logging
+
+    logging.getLogger("torch.distributed.pipelining").setLevel(logging.CRITICAL)  # failures are reported in one line
     torch.set_num_threads(job["threads"])
     if job["cores"]:
         os.sched_setaffinity(0, {job["cores"][rank % len(job["cores"])]})
@@ -215,14 +220,15 @@ def _run(rank: int, job: dict) -> dict:
                      for name, p in mods[s].named_parameters() if p.grad is not None}
     peak = None
     if job["memory"]:
-        from torch.distributed._tools.mem_tracker import MemTracker
+        from .memtrack import LiveBytes
 
         dist.barrier()
-        tracker = MemTracker()
-        tracker.track_external(*mods.values(), *([opt] if opt is not None else []))
-        with tracker:
+        state = [t for st in (opt.state.values() if opt is not None else ()) for t in st.values()]
+        held = [*params, *(p.grad for p in params if p.grad is not None), *state,
+                *(b for mod in mods.values() for b in mod.buffers())]
+        with LiveBytes(held) as tracker:
             one_step([])
-        peak = max(snap.get("Total", 0) for snap in tracker.get_tracker_snapshot("peak").values())
+        peak = tracker.peak
     dist.barrier()
     return {"device": plan.devices[rank], "stages": mine, "times": times, "losses": losses_by_step, "grads": grads,
             "cpu": cpu, "wall": wall, "wait": wait, "peak": peak, "tied": list(sm.tied)}
