@@ -192,6 +192,10 @@ def run_pipeline(model_factory: str | Callable, inputs: Any = None, result: Any 
         raise OptpartError(f"--steps {steps} must be at least 1")
     if optimizer not in ("adam", "sgd", None):
         raise OptpartError(f"optimizer {optimizer!r} must be 'adam', 'sgd' or None")
+    if inputs is not None:  # the batch must divide into M micro-batches: said here, before any process starts
+        from .stages import split_batch
+
+        split_batch(inputs, (), plan.micro_batches)
     predicted, predicted_peak = _predictions(result, plan, problem)
     threads = threads or max(1, (os.cpu_count() or 1) // k)
     port = port or _free_port(address)

@@ -50,8 +50,8 @@ class StageModules:
     step : TracedStep
         The trace at the micro-batch size the modules were cut from.
     grad_of : dict of str to bool
-        Whether each value sent between stages carries a gradient (a floating tensor computed
-        from a trained parameter, not detached nor made by a factory operator).
+        Whether each value sent between stages carries a gradient (autograd's answer on meta
+        tensors).
     """
 
     modules: list
@@ -229,6 +229,17 @@ def stage_modules(module, mb_inputs: Any, stage_of: Mapping[str, int], n_stages:
         if not 0 <= s < n_stages:
             raise OptpartError(f"the plan puts node '{nd.name}' in stage {s}; stages are 0..{n_stages - 1}")
         stage[nd] = s
+    writes = set()
+    for nd in fwd:  # a buffer's update (batch norm's running statistics) runs where the buffer is read
+        buf = nd.args[0] if nd.target is torch.ops.aten.copy_.default and nd.args[0] in state_name else None
+        readers = sorted({stage[u] for u in buf.users if u is not nd and u in stage}) if buf is not None else []
+        if len(readers) > 1:
+            raise OptpartError(f"buffer '{state_name[buf]}' is read in stages {readers} and updated by '{nd.name}': "
+                               "each stage would keep its own copy of it")
+        if readers:
+            stage[nd] = readers[0]
+        if buf is not None:
+            writes.add(nd)
     if stage.get(loss) != n_stages - 1:
         raise OptpartError(f"the loss '{loss.name}' is in stage {stage.get(loss)}, not in the last stage "
                            f"{n_stages - 1}: torch pipelining takes the loss from the last stage")
@@ -276,6 +287,8 @@ def stage_modules(module, mb_inputs: Any, stage_of: Mapping[str, int], n_stages:
         for nd in fwd:
             if stage[nd] == s:
                 env[nd] = graph.node_copy(nd, local)
+                if nd in writes:  # not an autograd-visible in-place write: the operator read the buffer
+                    env[nd].target = update_buffer
         if s == n_stages - 1:
             graph.output(env[loss])
         else:
@@ -284,39 +297,48 @@ def stage_modules(module, mb_inputs: Any, stage_of: Mapping[str, int], n_stages:
         stage_params.append(sorted(set(own), key=list(params).index))
         for name in stage_params[-1]:
             uses.setdefault(name, []).append(s)
-    grad = _carries_grad(fwd, [nd for nd, name in state_name.items() if name in params and name not in step.frozen])
-    return StageModules(modules=modules, received=[[v.name for v in r] for r in received], params=stage_params,
+    names = [[v.name for v in r] for r in received]
+    return StageModules(modules=modules, received=names, params=stage_params,
                         tied={n: ss for n, ss in sorted(uses.items()) if len(ss) > 1}, step=step,
-                        grad_of={v.name: v in grad for r in received for v in r} | {loss.name: True})
+                        grad_of=_carries_grad(torch, modules, names, data) | {loss.name: True})
 
 
-#: ATen operators whose output carries no gradient whatever their inputs (factories, detach).
-_NO_GRAD = ("detach", "ones_like", "zeros_like", "empty_like", "full_like", "rand_like", "randn_like", "new_ones",
-            "new_zeros", "new_empty", "new_full", "scalar_tensor", "arange", "zeros", "ones", "full", "empty")
+def _carries_grad(torch, modules: list, received: list[list[str]], data: list) -> dict[str, bool]:
+    """Whether each value sent between stages carries a gradient: the stages run once on fake
+    tensors (``torch.func.functional_call`` swaps in fake parameters and buffers: no storage, no
+    effect on the modules), so autograd itself says which outputs require grad."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    out = {nd.name: False for nd in data}
+    with FakeTensorMode():
+        vals = [torch.empty(tuple(nd.meta["val"].shape), dtype=nd.meta["val"].dtype) for nd in data]
+        for s, mod in enumerate(modules[:-1]):
+            state = {n: torch.empty(t.shape, dtype=t.dtype).requires_grad_(t.requires_grad)
+                     for n, t in [*mod.named_parameters(), *mod.named_buffers()]}
+            with torch.enable_grad():
+                vals = list(torch.func.functional_call(mod, state, tuple(vals)))
+            for name, v in zip(received[s + 1], vals):
+                out[name] = bool(v.requires_grad)
+            vals = [v.detach().requires_grad_(v.requires_grad) for v in vals]
+    return out
 
 
-def _carries_grad(fwd: list, trained: list) -> set:
-    """The forward values computed from a trained parameter that autograd differentiates."""
-    grad = set(trained)
-    for nd in fwd:
-        val = nd.meta.get("val")
-        floating = getattr(val, "dtype", None) is not None and (val.dtype.is_floating_point or val.dtype.is_complex)
-        op = getattr(getattr(nd.target, "overloadpacket", None), "__name__", "")
-        if _is_getitem(nd):
-            src = nd.args[0]
-            if src in grad and floating:
-                grad.add(nd)
-        elif floating and op not in _NO_GRAD and any(a in grad for a in nd.all_input_nodes):
-            grad.add(nd)
-        elif not floating and _is_tuple_with_float(val) and any(a in grad for a in nd.all_input_nodes) \
-                and op not in _NO_GRAD:
-            grad.add(nd)  # a multi-output operator: its getitem projections decide
-    return grad
+def update_buffer(buffer, value):
+    """Write ``value`` into a stage's buffer (batch norm's running statistics) as eager batch norm
+    does: in place, unseen by autograd (the operator that read the buffer saved it for backward).
 
+    Parameters
+    ----------
+    buffer, value : torch.Tensor
+        The buffer and its new value.
 
-def _is_tuple_with_float(val) -> bool:
-    return isinstance(val, (tuple, list)) and any(getattr(v, "dtype", None) is not None
-                                                  and v.dtype.is_floating_point for v in val)
+    Returns
+    -------
+    torch.Tensor
+        The buffer.
+    """
+    buffer.data.copy_(value.detach())
+    return buffer
 
 
 def _register(torch, root, name: str, param, buffer, frozen) -> None:
