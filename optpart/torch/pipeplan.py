@@ -116,7 +116,13 @@ class PipelinePlan:
         return {s: rank[d] for s, d in enumerate(self.stage_devices)}
 
     def rank_actions(self) -> dict[int, list[str]]:
-        """Action strings per rank (the rows of torch's schedule CSV)."""
+        """Action strings per rank (the rows of torch's schedule CSV).
+
+        Returns
+        -------
+        dict of int to list of str
+            Rank -> its actions, in order.
+        """
         return {r: list(self.actions.get(d, ())) for r, d in enumerate(self.devices)}
 
     def stage_of(self) -> dict[str, int]:
