@@ -120,7 +120,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=3, metavar="N", help="training steps (default 3; the first is "
                                                                       "reported apart)")
     p.add_argument("--json", action="store_true", help="print the measurements as JSON")
-    p.add_argument("--path", action="append", metavar="DIR", help="directory to search for the factory's module")
+    p.add_argument("--path", action="append", metavar="DIR", help="directory to search for the factory's module (repeatable; default: none, installed packages only)")
     p.add_argument("--optimizer", choices=("adam", "sgd", "none"), default="adam",
                    help="the optimizer step after each pipeline step (default adam)")
     p.add_argument("--lr", type=float, default=1e-3, help="learning rate (default 1e-3)")
