@@ -138,7 +138,10 @@ def apply(
     example_inputs : tensor, sequence of tensors or dict of keyword tensors
         As given to the importer; the graph is traced for their shapes.
     result : Result or {node id: device id}
-        The plan. A :class:`~optpart.result.Result` also gives the schedule order.
+        The plan. A :class:`~optpart.result.Result` also gives the schedule order. A pipelined
+        result (over the unrolled step of ``M`` micro-batches, node ids ``v@mb<i>``) gives a
+        :class:`MicroBatchedStep`: one micro-batch's step placed as copy 0 of every node, run on
+        each micro-batch, the gradients accumulated.
     devices : {device id: torch device}, optional
         Where each optpart device runs, e.g. ``{"gpu0": "cuda:0", "gpu1": "cuda:1"}``.
         Default: the device ids are torch devices themselves.
@@ -158,7 +161,7 @@ def apply(
 
     Returns
     -------
-    torch.fx.GraphModule
+    torch.fx.GraphModule or MicroBatchedStep
         ``gm(*inputs, *targets)`` (``gm(**inputs)`` for keyword inputs) ``-> (loss, {param name: grad})``
         (with ``outputs=True``: ``(loss, grads, outputs)``). ``gm.meta["optpart"]`` holds the
         node -> torch device map and the number of transfers. For inference with the same plan
