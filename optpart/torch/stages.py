@@ -29,7 +29,10 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import OptpartError
 
-__all__ = ["StageModules", "stage_modules", "forward_nodes", "split_batch"]
+__all__ = ["StageModules", "stage_modules", "forward_nodes", "split_batch", "update_buffer", "restore_layout"]
+
+#: The view operators a stage runs as ``reshape`` (set on first use; torch is imported lazily).
+_VIEWS: tuple = ()
 
 
 @dataclass
@@ -200,6 +203,8 @@ def stage_modules(module, mb_inputs: Any, stage_of: Mapping[str, int], n_stages:
 
     from ..formats.torch import trace_training_step
 
+    global _VIEWS
+    _VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
     if step is None:
         step = trace_training_step(module, mb_inputs, loss_fn=loss_fn, targets=mb_targets)
     gm = step.graph_module
@@ -262,6 +267,10 @@ def stage_modules(module, mb_inputs: Any, stage_of: Mapping[str, int], n_stages:
         graph, root, env = fx.Graph(), torch.nn.Module(), {}
         for v in received[s]:
             env[v] = graph.placeholder(f"in_{v.name}")
+            val = v.meta.get("val")
+            if s > 0 and isinstance(val, torch.Tensor) and not val.is_contiguous() and _dense(val):
+                # sent dense: given back the traced layout, so every operator sees what the trace saw
+                env[v] = graph.call_function(restore_layout, (env[v], tuple(val.stride())))
         own: list[str] = []
 
         def local(a, s=s, graph=graph, root=root, env=env, own=own):
@@ -289,6 +298,8 @@ def stage_modules(module, mb_inputs: Any, stage_of: Mapping[str, int], n_stages:
                 env[nd] = graph.node_copy(nd, local)
                 if nd in writes:  # not an autograd-visible in-place write: the operator read the buffer
                     env[nd].target = update_buffer
+                elif nd.target in _VIEWS:  # a received value's layout may differ (an expanded one arrives
+                    env[nd].target = torch.ops.aten.reshape.default  # dense): the same values, no aliasing needed
         if s == n_stages - 1:
             graph.output(env[loss])
         else:
@@ -321,6 +332,32 @@ def _carries_grad(torch, modules: list, received: list[list[str]], data: list) -
                 out[name] = bool(v.requires_grad)
             vals = [v.detach().requires_grad_(v.requires_grad) for v in vals]
     return out
+
+
+def _dense(val) -> bool:
+    from torch._prims_common import is_non_overlapping_and_dense_or_false
+
+    return bool(is_non_overlapping_and_dense_or_false(val))
+
+
+def restore_layout(x, stride: tuple):
+    """``x`` (received dense) with the strides the trace had (a transposed activation), same values.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        The received tensor.
+    stride : tuple of int
+        The traced strides (non-overlapping and dense).
+
+    Returns
+    -------
+    torch.Tensor
+        A copy of ``x`` laid out with ``stride`` (differentiable).
+    """
+    import torch
+
+    return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
 
 
 def update_buffer(buffer, value):
