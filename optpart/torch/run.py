@@ -91,9 +91,9 @@ class PipelineRun:
         return times[mid] if len(times) % 2 else 0.5 * (times[mid - 1] + times[mid])
 
     def noisy(self, limit: float = 0.1) -> bool:
-        """Whether another job held the cores: some rank waited in the run queue more than ``limit``
-        of its wall time, or its CPU time fell short of its wall time by more than ``limit``
-        while it was not waiting for a peer.
+        """Whether another job held the cores: some rank waited in the run queue (schedstat) more
+        than ``limit`` of its wall time over the timed steps. (CPU time below wall time alone is
+        no sign: a rank also waits for its peers.)
 
         Parameters
         ----------

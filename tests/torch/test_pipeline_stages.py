@@ -163,3 +163,19 @@ def test_named_1f1b_runs_min_m_s_minus_s_forwards_first_then_alternates():
     assert acts[0] == ["0F0", "0F1", "0F2", "0B0", "0F3", "0B1", "0B2", "0B3"]
     assert acts[2] == ["2F0", "2B0", "2F1", "2B1", "2F2", "2B2", "2F3", "2B3"]
     assert named_actions("GPipe", 2, 2)[1] == ["1F0", "1F1", "1B0", "1B1"]
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(schedule=st.sampled_from(["GPipe", "1F1B"]), stages=st.integers(1, 5), m=st.sampled_from([1, 2, 3, 8, 64]))
+def test_named_action_lists_pass_torchs_own_schedule_validation(schedule, stages, m):
+    from torch.distributed.pipelining.schedules import _Action, _validate_schedule
+
+    acts = named_actions(schedule, stages, m)
+    mapping = _validate_schedule({r: [_Action.from_str(a) for a in row] for r, row in acts.items()}, stages, stages, m)
+    assert mapping == {s: s for s in range(stages)}
+    rec = {"micro_batches": m, "schedule": schedule, "actions": {f"d{r}": row for r, row in acts.items()},
+           "stages": [{"stage": s, "device": f"d{s}", "nodes": []} for s in range(stages)]}
+    assert PipelinePlan.of(rec).rank_actions() == acts
