@@ -179,3 +179,18 @@ def test_named_action_lists_pass_torchs_own_schedule_validation(schedule, stages
     rec = {"micro_batches": m, "schedule": schedule, "actions": {f"d{r}": row for r, row in acts.items()},
            "stages": [{"stage": s, "device": f"d{s}", "nodes": []} for s in range(stages)]}
     assert PipelinePlan.of(rec).rank_actions() == acts
+
+
+def test_live_bytes_counts_storage_while_it_is_referenced():
+    from optpart.torch.memtrack import LiveBytes
+
+    held = torch.zeros(250)  # 1000 bytes alive before the mode starts
+    with LiveBytes([held]) as t:
+        a = torch.ones(1000)  # 4000 bytes
+        b = a * 2  # 4000 more
+        view = b.view(10, 100)  # shares b's storage: nothing more
+        assert (t.now, t.peak) == (9000, 9000)
+        del a
+        assert t.now == 5000
+        del b, view
+        assert (t.now, t.peak) == (1000, 9000)
