@@ -184,7 +184,7 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
     if input_shapes:
         raise OptpartError("--input-shape applies to ONNX models; a PyTorch factory makes its own inputs")
     fn_name = spec.rsplit(":", 1)[1]
-    module, inputs, extra = load_model(spec, search_path)
+    module, inputs, extra = load_model(spec, search_path or ())
     from ..formats.torch_import import from_torch
 
     problem = from_torch(module, inputs, training=True if training is None else training,
