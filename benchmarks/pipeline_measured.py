@@ -147,13 +147,10 @@ def _optpart_order(p, m: int, overhead: float):
     from optpart.torch.replay import pipelined_result
 
     tries = [pipelined_result(p, m, "GPipe", overhead=overhead), pipelined_result(p, m, "1F1B", overhead=overhead)]
-    last = [f"1F{i}" for i in range(m)]
     acts = [a for i in range(m) for a in (f"1F{i}", f"1I{i}")] + [f"1W{i}" for i in range(m)]
     first = tries[1].options["pipeline"]["actions"]["dev0"]
-    assert last
     tries.append(pipelined_result(p, m, "custom", overhead=overhead, actions={"dev0": first, "dev1": acts}))
-    best = min(tries, key=lambda r: r.makespan)
-    return best
+    return min(tries, key=lambda r: (r.makespan, float(r.memory_peak.max())))  # ties: the smaller peak
 
 
 def _run_exported(spec: str, result, problem, steps: int):
