@@ -19,6 +19,9 @@ An optpart placement maps *operators* to devices; frameworks place *modules*:
   order modules run, the module where each stage begins (``SplitPoint.BEGINNING`` in
   ``torch.distributed.pipelining``).
 * :func:`placement_map` gives the raw ``{node id: device id}``.
+* :func:`torch_pipeline` gives a pipelined result's stages, ranks, action lists (torch's
+  schedule CSV, or the built-in schedule's class) and predicted step time, for
+  ``torch.distributed.pipelining`` and ``optpart run``.
 
 Operators are tied to modules by the node metadata ``module`` (the ``named_modules()``
 path of the innermost module that ran them, written by the PyTorch importer); an
