@@ -48,6 +48,7 @@ COMMAND_MODULES: list[str] = [
     "optpart.cli.import_",
     "optpart.cli.show",
     "optpart.cli.export",
+    "optpart.cli.run",
 ]
 
 

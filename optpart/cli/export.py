@@ -3,7 +3,9 @@
 ``--format device_map`` writes the accelerate/transformers ``device_map`` that runs fastest
 as accelerate runs it (one device at a time) within memory, and prints that time with the
 hardware profile it assumes; ``--format split_points`` writes the modules where pipeline stages
-begin; ``--format placement`` writes ``{node id: device id}``. Each format is one builder in
+begin; ``--format placement`` writes ``{node id: device id}``; ``--format pipeline`` writes a
+pipelined result's stages, ranks and action lists for ``torch.distributed.pipelining`` (and
+``optpart run``) with its predicted step time. Each module-level format is one builder in
 :data:`BUILDERS` (problem, result, arguments) -> (document, plan or None, notes).
 
 Exit codes: 0 written; 1 written, but the module-level plan does not fit memory or
@@ -13,11 +15,13 @@ constraints (the reason is printed); 2 bad input, or the plan is not a pipeline.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 from pathlib import Path
 
 from .. import export
+from ..errors import OptpartError
 from ..progress import progress, set_quiet
 from ..text import safe
 from ..formats import load_result
@@ -40,12 +44,14 @@ def _placement(problem, result, args: argparse.Namespace):
 
 #: ``--format`` -> builder of (JSON document, module-level plan or None, notes to print).
 BUILDERS = {"device_map": _device_map, "split_points": _split_points, "placement": _placement}
-FORMATS = tuple(BUILDERS)
+FORMATS = (*BUILDERS, "pipeline")
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
     if args.quiet:
         set_quiet(True)
+    if args.format == "pipeline":
+        return _export_pipeline(args)
     # A live line with elapsed time on a terminal (silent when piped or with -q): the search scores
     # a few dozen module-level plans.
     with progress(f"export {safe(Path(args.result).name)}") as bar:
@@ -84,6 +90,35 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0 if plan is None or plan.fits else 1
 
 
+def _export_pipeline(args: argparse.Namespace) -> int:
+    """``--format pipeline``: ``pipeline.json`` (and ``schedule.csv`` for the plan's own order) in a
+    folder, or ``FILE.json`` with ``FILE.csv`` beside it."""
+    from ..formats import load
+
+    if args.out in (None, "-"):
+        raise OptpartError("--format pipeline writes a folder or a .json file: give -o DIR or -o FILE.json")
+    result = load_result(args.result, load_problem_for_result(args, args.problem, args.result))
+    exp = export.torch_pipeline(load(args.problem), result)
+    out = Path(args.out)
+    if out.suffix == ".json":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        doc_path, csv_path = out, out.with_suffix(".csv")
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        doc_path, csv_path = out / "pipeline.json", out / "schedule.csv"
+    if exp.custom:
+        with open(csv_path, "w", newline="", encoding="utf-8") as fh:
+            csv.writer(fh).writerows(exp.rows)
+        exp.doc["schedule_csv"] = csv_path.name
+    doc_path.write_text(json.dumps(exp.doc, indent=1) + "\n", encoding="utf-8")
+    if not args.quiet:
+        print(exp.summary())
+        for line in exp.notes:
+            print(line)
+        print(f"wrote pipeline -> {doc_path}" + (f" and {csv_path}" if exp.custom else ""))
+    return 0
+
+
 def _depth(text: str):
     if text == "auto":
         return text
@@ -98,8 +133,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("result", help="result file (optpart solve -o ...)")
     p.add_argument("--problem", "-p", required=True, metavar="FILE", help="the problem file the result is for")
     p.add_argument("--format", "-f", choices=FORMATS, default="device_map",
-                   help="device_map (accelerate/transformers), split_points (torch pipelining) or placement "
-                        "(node id -> device id); default device_map")
+                   help="device_map (accelerate/transformers), split_points (torch pipelining), placement "
+                        "(node id -> device id) or pipeline (a pipelined result's stages and action lists for "
+                        "torch's pipeline runtime and optpart run; -o DIR or FILE.json); default device_map")
     p.add_argument("-o", "--out", metavar="FILE", help="output JSON file (default: standard output)")
     p.add_argument("--ids", action="store_true", help="device_map values are device ids, not indices")
     p.add_argument("--depth", type=_depth, metavar="N|auto",
@@ -110,5 +146,5 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 #: ``optpart export`` (registered by :func:`optpart.cli.build_parser`)
-COMMANDS = (Command("export", "write a result as a device map, pipeline split points or a placement",
+COMMANDS = (Command("export", "write a result as a device map, pipeline split points, a placement or a pipeline",
                     _arguments, _cmd_export),)

@@ -11,18 +11,16 @@ with ``--devices/--memory`` are written into the file.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
-import traceback
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from ..errors import FormatError, OptpartError
 from ..formats import save
 from ..formats.costmodel import CostModel
 from ..pipeline.cli_hooks import add_micro_batch_argument, check_micro_batches
 from ..progress import set_quiet
+from ..torch.factory import load_model
 from ..units import format_bandwidth, format_bytes, format_time, parse_list, parse_speed
 from .common import Command, check_bandwidth, check_sizes
 
@@ -185,25 +183,8 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
         raise FormatError(f"cannot import {spec!r}: give an .onnx file or a PyTorch factory 'package.module:function'")
     if input_shapes:
         raise OptpartError("--input-shape applies to ONNX models; a PyTorch factory makes its own inputs")
-    mod_name, fn_name = spec.rsplit(":", 1)
-    factory = _load_factory(spec, mod_name, fn_name, search_path or ())
-    try:
-        made = factory()
-    except Exception as exc:  # the user's code failed: bad input, not a bug of optpart
-        raise FormatError(f"the model factory {spec!r} raised {_where(exc)}") from exc
-    extra: dict = {}
-    if isinstance(made, dict):
-        if "module" not in made or "inputs" not in made:
-            raise FormatError(f"{spec}() returned a dict without 'module' and 'inputs' (it has {sorted(made)})")
-        module, inputs = made["module"], made["inputs"]
-        extra = {k: made[k] for k in ("targets", "loss_fn") if k in made}
-    elif isinstance(made, tuple) and len(made) in (2, 3):
-        module, inputs = made[0], made[1]
-        if len(made) == 3:
-            extra["loss_fn"] = made[2]
-    else:
-        raise FormatError(f"{spec}() must return (module, example_inputs), (module, example_inputs, loss_fn) "
-                          f"or a dict with 'module' and 'inputs'; it returned {type(made).__name__}")
+    fn_name = spec.rsplit(":", 1)[1]
+    module, inputs, extra = load_model(spec, search_path or ())
     from ..formats.torch_import import from_torch
 
     problem = from_torch(module, inputs, training=True if training is None else training,
@@ -216,78 +197,6 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
         inputs, targets, _ = split_micro_batch(inputs, extra.pop("targets", ()), micro_batches)  # timed per micro-batch
         problem = measured_problem(problem, module, inputs, targets=targets, **profile, **extra)
     return problem
-
-
-def _load_factory(spec: str, mod_name: str, fn_name: str, search_path: Sequence[str]) -> Callable:
-    """The factory function named by ``spec``, importing its module (this runs the module)."""
-    if mod_name.endswith(".py"):
-        path = Path(mod_name)
-        if not path.is_file():
-            raise FormatError(f"cannot load the model factory {spec!r}: no file {mod_name!r}")
-        unit = importlib.util.spec_from_file_location(f"optpart_user_{path.stem}", path)
-        if unit is None or unit.loader is None:
-            raise FormatError(f"cannot load the model factory {spec!r}: {mod_name!r} is not a Python module")
-        module = importlib.util.module_from_spec(unit)
-        try:
-            unit.loader.exec_module(module)
-        except Exception as exc:  # the module's top level failed
-            raise _import_failed(spec, mod_name, exc) from exc
-    else:
-        added = [str(Path(d).resolve()) for d in search_path if str(Path(d).resolve()) not in sys.path]
-        sys.path.extend(added)  # after site-packages: user files never shadow installed packages
-        try:
-            module = importlib.import_module(mod_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name != mod_name and not mod_name.startswith(exc.name + "."):
-                raise _import_failed(spec, mod_name, exc) from exc  # found; its own import failed
-            hint = "" if search_path else " (the working directory is not searched: add --path . or give a .py file)"
-            raise FormatError(f"cannot load the model factory {spec!r}: {exc}{hint}") from None
-        except Exception as exc:  # the module's top level failed
-            raise _import_failed(spec, mod_name, exc) from exc
-        finally:
-            for d in added:
-                sys.path.remove(d)
-    factory = getattr(module, fn_name, None)
-    if not callable(factory):
-        raise FormatError(f"cannot load the model factory {spec!r}: {mod_name} has no function {fn_name!r}")
-    return factory
-
-
-def _import_failed(spec: str, mod_name: str, exc: Exception) -> FormatError:
-    """The bad-input error for a factory module whose top level raised ``exc``."""
-    return FormatError(f"cannot load the model factory {spec!r}: importing {mod_name} raised {_where(exc, True)}")
-
-
-def _where(exc: Exception, top_level: bool = False) -> str:
-    """``exc`` in one phrase for a bad-input message: its type, its text and where in the user's
-    code it was raised (the deepest line in the first file of the traceback that is not optpart's
-    or importlib's).
-
-    Parameters
-    ----------
-    exc : Exception
-        Raised by the user's module or factory.
-    top_level : bool
-        ``exc`` came from importing the module: the first frame running a module's top level is
-        the user's file.
-
-    Returns
-    -------
-    str
-        For example ``"ValueError: my model is broken (zoo.py, line 2)"``.
-    """
-    if isinstance(exc, SyntaxError) and exc.filename:
-        return f"{type(exc).__name__}: {exc.msg} ({exc.filename}, line {exc.lineno})"
-    ours = (Path(__file__).resolve(), Path(importlib.__file__).resolve().parent)
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")
-              and not any(p == ours[0] or p.is_relative_to(ours[1]) for p in [Path(f.filename).resolve()])]
-    if top_level:  # import hooks (pytest's, a site-packages loader) may run before the module's code
-        frames = [f for f in frames if f.name == "<module>"][:1] + frames
-    where = ""
-    if frames:
-        line = [f for f in frames if f.filename == frames[0].filename][-1]
-        where = f" ({frames[0].filename}, line {line.lineno})"
-    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def _cmd_import(args: argparse.Namespace) -> int:

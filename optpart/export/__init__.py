@@ -17,6 +17,9 @@ An optpart placement maps *operators* to devices; frameworks place *modules*:
   modules run, the module where each stage begins (``SplitPoint.BEGINNING`` in
   ``torch.distributed.pipelining``), scored with the devices working at once.
 * :func:`placement_map` gives the raw ``{node id: device id}``.
+* :func:`torch_pipeline` gives a pipelined result's stages, ranks, action lists (torch's
+  schedule CSV, or the built-in schedule's class) and predicted step time, for
+  ``torch.distributed.pipelining`` and ``optpart run``.
 
 Operators are tied to modules by the node metadata ``module`` (the ``named_modules()``
 path of the innermost module that ran them, written by the PyTorch importer); an
@@ -30,9 +33,9 @@ so the scored plan puts each of them on the device of its predecessor with the l
 See ``docs/export.md`` and ``docs/apply.md``.
 """
 
-from .pipeline import SplitPlan, split_points
+from .pipeline import SplitPlan, TorchPipeline, split_points, torch_pipeline
 from .plan import ExportError, ModulePlan, closest_plan, device_map, module_plan, placement_map
 from .tree import node_modules
 
 __all__ = ["ModulePlan", "module_plan", "closest_plan", "device_map", "split_points", "placement_map", "node_modules",
-           "SplitPlan", "ExportError"]
+           "SplitPlan", "ExportError", "TorchPipeline", "torch_pipeline"]
