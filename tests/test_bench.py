@@ -18,7 +18,8 @@ import pytest
 import optpart
 from optpart.bench import db as bdb
 from optpart.bench.report import format_report, summarize
-from optpart.bench.sweep import Progress, check_solvers, plan_sweep, problem_hash, run_sweep, scale_memory
+from optpart.bench.progress_line import Progress
+from optpart.bench.sweep import check_solvers, plan_sweep, problem_hash, run_sweep, scale_memory
 from optpart.cli import main
 from optpart.errors import OptpartError, SolverError
 from optpart.generators import layered_dag, training_graph

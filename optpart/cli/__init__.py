@@ -125,6 +125,11 @@ def _check_args(args: argparse.Namespace) -> None:
     seed = getattr(args, "seed", None)
     if isinstance(seed, int) and not 0 <= seed <= MAX_SEED:
         raise OptpartError(f"--seed {seed} must be between 0 and {MAX_SEED}")
+    plugins = getattr(args, "plugin", None)
+    if plugins:
+        from ..solvers.registry import load_plugins
+
+        load_plugins(plugins)  # and into $OPTPART_PLUGINS: a sweep's worker processes load them too
     out = getattr(args, "out", None)
     if isinstance(out, str) and out:
         parent = Path(out).parent

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Sequence
@@ -16,14 +17,17 @@ from ..errors import OptpartError
 from ..model.devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, resolve_devices
 from ..model.problem import Problem
 from ..result import Result
+from ..solvers.registry import default_time_limits
 from ..text import safe
 from ..units import format_bytes, format_time, parse_bandwidth, parse_bytes, parse_list, parse_time
 
 __all__ = ["Command", "add_device_arguments", "apply_device_arguments", "check_sizes", "check_bandwidth",
-           "time_argument", "load_problem_for_result", "parse_option", "table",
+           "check_time", "time_argument", "plural", "add_plugin_argument", "hardware_options", "load_problem_for_result", "parse_option", "table",
            "format_summary", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED"]
 
 _DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
+#: ``--device-type/--dtype/--link`` (:mod:`optpart.hardware`), as ``with_hardware`` names them.
+_HARDWARE_FLAGS = ("device_type", "dtype", "link")
 
 
 @dataclass(frozen=True)
@@ -47,15 +51,30 @@ class Command:
     description: str | None = None
 
 
-def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+def add_device_arguments(parser: argparse.ArgumentParser, *, hardware: bool = False) -> None:
     """``--devices/--memory/--speed/--bandwidth/--latency``: devices and links for a graph file.
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
         The subcommand's parser; the flags are added to it (read back by :func:`apply_device_arguments`).
+    hardware : bool
+        Also ``--device-type/--dtype/--link`` (:mod:`optpart.hardware`): commands that price a
+        problem for a solve (``solve``, ``fit``, ``info``, ``bench``).
     """
     g = parser.add_argument_group("devices and links (override the file's)")
+    if hardware:
+        from ..hardware import DEVICE_TYPES, DTYPES, LINK_TYPES
+
+        g.add_argument("--device-type", metavar="NAME",
+                       help="accelerator the devices are: node times priced for it (exact for files imported by "
+                            "this optpart), its capacity and its link unless --memory/--link say otherwise "
+                            f"(default: the file's own costs; one of {', '.join(DEVICE_TYPES)}; docs/costmodel.md)")
+        g.add_argument("--dtype", choices=DTYPES,
+                       help="number format kernels run in: its dense peak prices compute (default fp32)")
+        g.add_argument("--link", metavar="NAME",
+                       help=f"link between devices: {', '.join(LINK_TYPES)}, or nvlink (the device type's own) "
+                            "(default: the device type's usual one)")
     g.add_argument("--devices", "-k", type=int, metavar="K",
                    help="number of devices (default: the file's; a file without devices needs it)")
     g.add_argument("--memory", "-m", metavar="SIZE[,SIZE...]",
@@ -81,11 +100,43 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, who: str = "the solver
         How an option is written (``SOLVER.KEY=VALUE`` where one command runs several solvers).
     """
     parser.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
-                        help=f"time {who} may use: seconds, or with a unit (90s, 5m, 1h); default: none (each "
-                             "solver's own budget, see optpart solvers NAME)")
+                        help=f"time {who} may use, with a unit (90s, 5m, 1h); default: each solver's own: "
+                             f"{default_time_limits()}")
     parser.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
     parser.add_argument("--option", action="append", metavar=option_metavar,
                         help="solver option, repeatable (default: none, each solver's own defaults; optpart solvers NAME)")
+
+
+def add_plugin_argument(parser: argparse.ArgumentParser) -> None:
+    """``--plugin MODULE``: import a module that registers solvers (docs/plugins.md).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser (read back by :func:`optpart.cli.main`, which loads the
+        modules and adds them to ``$OPTPART_PLUGINS`` for worker processes).
+    """
+    parser.add_argument("--plugin", action="append", metavar="MODULE",
+                        help="import MODULE (package.module, package.module:register or path/to/file.py), which "
+                             "registers solvers with optpart.register_solver; repeatable (default: none; installed "
+                             "packages' optpart.solvers entry points and $OPTPART_PLUGINS are always found)")
+
+
+def hardware_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--device-type/--dtype/--link`` a command was given, as a result records them
+    (``options``), so that ``evaluate``, ``show`` and ``plot`` price its problem the same way.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed flags of :func:`add_device_arguments` with ``hardware=True``.
+
+    Returns
+    -------
+    dict
+        ``{"device_type": ..., "dtype": ..., "link": ...}``, the flags given only.
+    """
+    return {name: getattr(args, name) for name in _HARDWARE_FLAGS if getattr(args, name, None) is not None}
 
 
 def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Problem:
@@ -110,7 +161,14 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
         check_sizes(flags["memory"], "--memory")
     if isinstance(flags["bandwidth"], str):
         check_bandwidth(flags["bandwidth"], "--bandwidth")
+    if isinstance(flags["latency"], str):
+        check_time(flags["latency"], "--latency")
+    names = {name: getattr(args, name, None) for name in _HARDWARE_FLAGS}
     try:
+        if any(v is not None for v in names.values()):
+            from ..hardware import with_hardware
+
+            return with_hardware(problem, **names, **flags)
         return resolve_devices(problem, **flags)
     except OptpartError as exc:
         msg = str(exc)
@@ -163,8 +221,36 @@ def check_bandwidth(text: str, flag: str) -> float:
         raise OptpartError(f"{flag}: {exc}") from None
 
 
+_BARE_NUMBER = re.compile(r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$")
+
+
+def check_time(text: str, flag: str) -> float:
+    """A duration flag's value, with a unit (``--latency 10`` is refused, not read as 10 seconds).
+
+    Parameters
+    ----------
+    text : str
+        The flag's value, e.g. ``10us`` or ``5m``.
+    flag : str
+        The flag, named in the error.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
+    if _BARE_NUMBER.match(str(text)):
+        raise OptpartError(f"{flag} {text.strip()}: a time needs its unit (s, ms, us, ns, m, h): write "
+                           f"{text.strip()}s or {text.strip()}us")
+    try:
+        return parse_time(text)
+    except OptpartError as exc:
+        raise OptpartError(f"{flag}: {exc}") from None
+
+
 def time_argument(text: str) -> float:
-    """An argparse type for durations with units (``60``, ``90s``, ``5m``, ``1.5h``), in seconds.
+    """An argparse type for durations with a unit (``90s``, ``5m``, ``1.5h``), in seconds; a bare
+    number is refused like a size without a unit.
 
     Parameters
     ----------
@@ -176,6 +262,8 @@ def time_argument(text: str) -> float:
     float
         Seconds.
     """
+    if _BARE_NUMBER.match(str(text)):
+        raise argparse.ArgumentTypeError(f"{text.strip()!r} needs a unit: write {text.strip()}s (or m, h)")
     try:
         return parse_time(text)
     except OptpartError as exc:
@@ -245,8 +333,49 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def plural(n: int, word: str) -> str:
+    """``'1 solve'``, ``'2 solves'``, ``'0 devices'``.
+
+    Parameters
+    ----------
+    n : int
+        The count.
+    word : str
+        The singular noun (its plural adds ``s``).
+
+    Returns
+    -------
+    str
+    """
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def costs_line(problem: Problem) -> str:
+    """``costs     H100-SXM bf16: 990 TFLOP/s at 50%, 3.35 TB/s; links 450 GB/s, 10 us (nvlink4)``:
+    what the times shown assume, named beside them.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem whose times are shown.
+
+    Returns
+    -------
+    str
+        One line: the profile (or "costs as given in the file") and the links.
+    """
+    from ..hardware import costs_label, links_label
+
+    label = costs_label(problem)
+    return f"costs     {label.removeprefix('costs ')}; links {links_label(problem.links)}"
+
+
 def format_summary(problem: Problem, result: Result) -> str:
     """The human summary of a result: headline figures and one row per device.
+
+    Memory is shown under the model the result is for, beside the capacity; the other
+    model's figures (which the placement need not respect) follow the table on a line of
+    their own, labelled as such.
 
     Parameters
     ----------
@@ -258,11 +387,12 @@ def format_summary(problem: Problem, result: Result) -> str:
     Returns
     -------
     str
-        Status, makespan, bound and gap, then per device: nodes, busy time, utilisation, static
-        and peak memory beside the capacity.
+        Problem, solver, status, makespan, bound and gap, the cost profile, then per device:
+        nodes, busy time, utilisation, memory under the result's model, capacity and speed.
     """
     lines = [
-        f"problem   {safe(problem.name)}: {problem.n_nodes} nodes, {problem.n_edges} edges, {problem.n_devices} devices",
+        f"problem   {safe(problem.name)}: {plural(problem.n_nodes, 'node')}, {plural(problem.n_edges, 'edge')}, "
+        f"{plural(problem.n_devices, 'device')}",
         f"solver    {safe(result.solver)}",
         f"status    {result.status.value}" + (f" ({safe(result.message)})" if result.message else ""),
     ]
@@ -271,21 +401,30 @@ def format_summary(problem: Problem, result: Result) -> str:
                      f"gap {result.gap:.2%}")
     else:
         lines.append(f"lower bound {format_time(result.lower_bound)}")
-    lines.append(f"time      {format_time(result.wall_seconds)}")
-    other = "peak" if result.memory_model == "static" else "static"
-    lines.append(f"memory    {result.memory_model} model" + (f" respected; {other} shown for reference"
-                                                              if result.ok else " requested"))
+    lines.append(costs_line(problem))
+    lines.append(f"time      {format_time(result.wall_seconds)} (wall clock of the solve)")
+    model = result.memory_model
+    other = "peak" if model == "static" else "static"
+    same = not problem.has_split  # without the param/output/temp split the two models agree
+    words = {"peak": "peak (liveness)", "static": "static (sum of node memories)"}
+    lines.append(f"memory    {words[model]} model " + ("respected" if result.ok else "requested")
+                 + ("; static and peak agree on this graph" if same and result.ok else ""))
     if result.ok:
         busy = np.bincount(result.placement, weights=problem.duration(result.placement),
                            minlength=problem.n_devices)
         count = np.bincount(result.placement, minlength=problem.n_devices)
+        used = result.memory_peak if model == "peak" else result.memory_static
         rows = []
         for d, dev in enumerate(problem.devices):
             rows.append([safe(dev.id, 60), str(count[d]), format_time(busy[d]),
                          f"{busy[d] / result.makespan:.0%}" if result.makespan > 0 else "-",
-                         format_bytes(result.memory_static[d]), format_bytes(result.memory_peak[d]),
-                         format_bytes(dev.memory), f"{dev.speed:g}"])
-        lines += ["", table(rows, ["device", "nodes", "busy", "util", "static mem", "peak mem", "capacity", "speed"])]
+                         format_bytes(used[d]), format_bytes(dev.memory), f"{dev.speed:g}"])
+        lines += ["", table(rows, ["device", "nodes", "busy", "util", f"{model} mem", "capacity", "speed"])]
+        if not same:
+            figures = result.memory_static if other == "static" else result.memory_peak
+            lines.append(f"{other} model (not the one in force, not compared with capacity): "
+                         + ", ".join(f"{safe(dev.id, 60)} {format_bytes(figures[d])}"
+                                     for d, dev in enumerate(problem.devices)))
     return "\n".join(lines)
 
 
@@ -314,8 +453,21 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
         The problem to read and judge the result against.
     """
     from ..formats import load, with_result_devices
+    from ..formats._io import parse_json, read_bytes
 
-    problem = with_result_devices(load(problem_path), result_path)
+    problem = load(problem_path)
+    doc = parse_json(read_bytes(result_path), result_path)
+    doc = doc if isinstance(doc, dict) else {}
+    if isinstance(doc.get("problem"), str) and doc["problem"] != problem.name:
+        import sys
+
+        print(f"note: {safe(result_path)} is a result for problem '{safe(doc['problem'])}'; {safe(problem_path)} "
+              f"holds '{safe(problem.name)}'", file=sys.stderr)
+    recorded = {k: v for k, v in (doc.get("options") or {}).items() if k in _HARDWARE_FLAGS and isinstance(v, str)}
+    if recorded:  # solved with --device-type/--dtype/--link: price the problem as the solve did
+        problem = _priced_as_solved(problem, recorded, doc)
+    else:
+        problem = with_result_devices(problem, result_path)
     given = any(getattr(args, a, None) is not None for a in _DEVICE_FLAGS)
     if given or problem.n_devices == 0 or problem.links is None:
         problem = apply_device_arguments(problem, args)
@@ -325,6 +477,26 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
         _check_result_devices(problem, problem_path, result_path)
     from ..pipeline import pipelined_for_result  # a pipelined result is over the unrolled step
     return pipelined_for_result(problem, getattr(args, "micro_batches", None), result_path)
+
+
+def _priced_as_solved(problem: Problem, names: dict[str, str], doc: dict) -> Problem:
+    """``problem`` priced with the hardware a result was solved on (its ``options`` record
+    ``device_type/dtype/link``), on the devices and links the result records."""
+    from ..formats.optpart_json import problem_for_result
+    from ..hardware import pricing, reprice, resolve
+
+    kind, cm = pricing(problem)
+    if kind == "model":
+        problem = reprice(problem, resolve(**names).cost_model(cm))
+    if "devices" not in doc:
+        return problem
+    split = problem.has_split
+    bare = Problem.from_arrays(  # the result's devices and links replace the file's
+        problem.node_ids, problem.time, problem.memory, problem.edge_src, problem.edge_dst, problem.edge_bytes,
+        constraints=problem.constraints, param_bytes=problem.param_bytes if split else None,
+        output_bytes=problem.output_bytes if split else None, temp_bytes=problem.temp_bytes if split else None,
+        node_meta=problem.node_meta, name=problem.name, meta=problem.meta)
+    return problem_for_result(bare, doc)
 
 
 def _check_result_devices(problem: Problem, problem_path: str, result_path: str, *, flags: bool = False) -> None:
