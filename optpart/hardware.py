@@ -92,7 +92,7 @@ def _dev(name, product, memory_gb, bandwidth_gbs, link, nvlink_total_gbs, source
 _NV = "https://www.nvidia.com/"
 #: The device types by name (dense peaks in TFLOP/s, memory in GB as printed, bandwidth in GB/s).
 DEVICE_TYPES: dict[str, DeviceType] = {d.name: d for d in (
-    _dev("V100", "NVIDIA V100 SXM2 16 GB", 16, 900, "nvlink2", 300, _NV + "en-us/data-center/v100/ (data sheet)",
+    _dev("V100", "NVIDIA V100 SXM2 16 GB", 16, 900, "nvlink2", 300, _NV + "en-us/data-center/v100/",
          fp32=15.7, fp16=125),
     _dev("V100-32GB", "NVIDIA V100 SXM2 32 GB", 32, 900, "nvlink2", 300, _NV + "en-us/data-center/v100/",
          fp32=15.7, fp16=125),

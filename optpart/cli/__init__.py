@@ -32,7 +32,8 @@ from typing import Sequence
 from .. import __version__
 from ..errors import OptpartError
 from ..text import safe
-from .common import MAX_SEED, add_device_arguments, apply_device_arguments, format_summary
+from .common import MAX_SEED, add_device_arguments, apply_device_arguments
+from .summary import format_summary
 
 __all__ = ["main", "build_parser", "add_device_arguments", "apply_device_arguments", "format_summary",
            "COMMAND_MODULES"]

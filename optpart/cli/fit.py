@@ -30,12 +30,10 @@ from .common import (
     add_run_arguments,
     apply_device_arguments,
     check_sizes,
-    costs_line,
-    format_summary,
     hardware_options,
     parse_option,
-    plural,
 )
+from .summary import costs_line, format_summary, plural
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:

@@ -21,7 +21,8 @@ from ..errors import OptpartError
 from ..formats import load_result
 from ..model.problem import Problem
 from ..units import format_bytes, format_time
-from .common import Command, add_device_arguments, costs_line, load_problem_for_result, table
+from .common import Command, add_device_arguments, load_problem_for_result, table
+from .summary import costs_line
 
 __all__ = ["COMMANDS", "group_rows", "block_depth"]
 

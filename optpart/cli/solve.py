@@ -12,7 +12,8 @@ from ..api import solve
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solver_names
 from ..solvers.spec import MEMORY_MODELS
 from .common import (Command, add_device_arguments, add_plugin_argument, add_run_arguments, apply_device_arguments,
-                     format_summary, hardware_options, parse_option)
+                     hardware_options, parse_option)
+from .summary import format_summary
 from ..text import safe
 from ..pipeline import PipelineStep, add_micro_batch_argument, check_micro_batches
 

@@ -240,6 +240,7 @@ def as_solution(problem: Problem, answer: Any, solver: str, memory_model: str) -
                           f"index 0..{problem.n_devices - 1} for each of {problem.n_nodes} nodes")
     start = None if start is None else np.asarray(start, dtype=np.float64)
     scored = evaluate(problem, placement, start, solver=solver, memory_model=memory_model)
-    if scored.status is Status.INVALID:  # over capacity, a constraint or (its own schedule) a rule broken
-        return Solution(Status.UNKNOWN, message=f"{solver}: {scored.message}", memory_model=memory_model)
+    broken = [scored.message] if scored.status is Status.INVALID else violations(problem, scored)
+    if broken:  # over capacity, a constraint broken, or its own schedule breaking a rule
+        return Solution(Status.UNKNOWN, message=f"{solver}: " + "; ".join(broken), memory_model=memory_model)
     return Solution(Status.FEASIBLE, placement=placement, start=start, memory_model=memory_model)
