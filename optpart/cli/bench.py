@@ -145,7 +145,8 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
                    help="memory model every placement must respect (default peak; docs/model.md section 3)")
     p.add_argument("--micro-batches", "-M", metavar="M[,M...]",
                    help="micro-batch counts to sweep: each run pipelines one step as M micro-batches through one "
-                        "placement (docs/model.md section 7; solvers also gpipe, 1f1b); default 1")
+                        "placement (docs/model.md section 7; solvers also gpipe, 1f1b); default: each file's own "
+                        "count (optpart import --micro-batches), else 1")
     add_run_arguments(p, who="each run", option_metavar="SOLVER.KEY=VALUE")
     p.add_argument("--db", default="results.sqlite", help="results database (default results.sqlite)")
     p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (default 1)")

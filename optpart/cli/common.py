@@ -393,12 +393,13 @@ def _priced_as_solved(problem: Problem, names: dict[str, str], doc: dict) -> Pro
     if "devices" not in doc:
         return problem
     split = problem.has_split
-    bare = Problem.from_arrays(  # the result's devices and links replace the file's
+    bare = Problem.from_arrays(  # the result's devices and links replace the file's (constraints name them)
         problem.node_ids, problem.time, problem.memory, problem.edge_src, problem.edge_dst, problem.edge_bytes,
-        constraints=problem.constraints, param_bytes=problem.param_bytes if split else None,
-        output_bytes=problem.output_bytes if split else None, temp_bytes=problem.temp_bytes if split else None,
-        node_meta=problem.node_meta, name=problem.name, meta=problem.meta)
-    return problem_for_result(bare, doc)
+        param_bytes=problem.param_bytes if split else None, output_bytes=problem.output_bytes if split else None,
+        temp_bytes=problem.temp_bytes if split else None, node_meta=problem.node_meta, name=problem.name,
+        meta=problem.meta)
+    solved = problem_for_result(bare, doc)
+    return solved.with_devices(list(solved.devices), links=solved.links, constraints=problem.constraints)
 
 
 def _check_result_devices(problem: Problem, problem_path: str, result_path: str, *, flags: bool = False) -> None:

@@ -286,8 +286,10 @@ def _extra_hint(exc: BaseException) -> str:
     if root not in _EXTRAS:
         return ""
     extra = _EXTRAS[root]
-    return (f"; {root} is not installed: pip install 'optpart[{extra}]' (from a clone: pip install -e \".[{extra}]\")"
-            if extra else f"; {root} is not installed (pip install {root})")
+    if extra is None:
+        return f"; {root} is not installed (pip install {root})"
+    also = " (Hugging Face models: optpart[hf], which includes it)" if root == "torch" else ""
+    return f"; {root} is not installed: pip install 'optpart[{extra}]'{also} (from a clone: pip install -e \".[{extra}]\")"
 
 
 def _import_failed(spec: str, mod_name: str, exc: Exception) -> FormatError:

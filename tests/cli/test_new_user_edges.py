@@ -247,3 +247,16 @@ def test_every_optpart_command_of_the_readme_use_it_section_parses():
 
 def test_the_default_cost_model_is_named_as_the_default():
     assert CostModel().describe() == "V100 fp32 (the default): 15.7 TFLOP/s at 50%, 900 GB/s"
+
+
+def test_a_result_on_another_link_is_judged_on_it_with_the_files_pins(capsys, tmp_path):
+    p = optpart.Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 1}, {"id": "b", "time": 1.0, "memory": 1}],
+                              edges=[{"src": "a", "dst": "b", "bytes": 10**9}],
+                              devices=[{"id": "g0", "memory": 10}, {"id": "g1", "memory": 10}],
+                              constraints={"pin": {"a": "g1"}}, links={"latency": 1e-5, "bandwidth": 25e9})
+    path, out = tmp_path / "pinned.json", tmp_path / "r.json"
+    optpart.save(p, path)
+    code, text, _ = _cli(capsys, "solve", path, "--link", "nvlink4", "-s", "heft", "-o", out)
+    assert code == 0 and "links 450 GB/s, 10 us (nvlink4)" in text
+    code, text, err = _cli(capsys, "evaluate", path, out)
+    assert code == 0 and "verdict   valid" in text and "nvlink4" in text, err
