@@ -47,15 +47,21 @@ _INSTANCE_HEADER = [("problem", "problem"), ("devices", "devices"), ("memory_sca
 
 #: What the columns of a Markdown report mean (printed under the table).
 LEGEND = {
-    "setting": ("memory scale: each device's capacity as a multiple of the instance's own (of total memory / K "
-                "for a graph without capacities); feasible: share of runs with a placement; optimal: share "
-                "proven optimal; makespan/best: the run's makespan over the best any run in the database found "
-                "for the same problem and devices (1.000 = the best), geometric mean and maximum over runs with "
-                "a placement; gap mean: mean of (makespan - best proven bound) / makespan; wall median: median "
-                "wall time of the solver, seconds. One line per run: optpart report DB --by instance."),
-    "instance": ("makespan/best: the run's makespan over the best any run found for the same problem, devices "
-                 "and memory scale (1.000 = the best); gap: (makespan - best proven bound) / makespan; a run "
-                 "without a placement shows its status and '-'."),
+    "setting": "\n".join([
+        "Columns:",
+        "- memory scale: each device's capacity as a multiple of the instance's own (of total memory / K for a "
+        "graph without capacities)",
+        "- feasible, optimal: share of runs with a placement; share proven optimal",
+        "- makespan/best geo, max: the run's makespan over the best any run in the database found for the same "
+        "problem and devices (1.000 = the best), geometric mean and maximum over the runs with a placement",
+        "- gap mean: mean of (makespan - best proven bound) / makespan over the runs with a placement",
+        "- wall median (s): median wall time of the solver",
+        "One line per run: optpart report DB --by instance."]),
+    "instance": "\n".join([
+        "Columns:",
+        "- makespan/best: the run's makespan over the best any run found for the same problem, devices and memory "
+        "scale (1.000 = the best)",
+        "- gap: (makespan - best proven bound) / makespan; a run without a placement shows its status and '-'"]),
 }
 
 _SOLVED = ("optimal", "feasible")

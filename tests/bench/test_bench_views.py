@@ -59,8 +59,8 @@ def test_the_setting_report_says_what_its_columns_mean():
     text = format_report(summarize([_rows("p", "alpha", "a", "optimal", 10.0, 10.0)]), "markdown", legend=True)
     header = text.splitlines()[0]
     assert "makespan/best geo" in header and "memory scale" in header and "ms/best" not in header
-    for words in ("memory scale: each device's capacity as a multiple", "makespan/best: the run's makespan over the best",
-                  "gap mean", "--by instance"):
+    for words in ("- memory scale: each device's capacity as a multiple", "- makespan/best geo, max: the run's makespan",
+                  "- gap mean", "--by instance"):
         assert words in text
 
 
