@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 from ..api import PIPELINE_ORDERS
-from ..solvers.registry import solver_info, solver_names, solver_spec
+from ..solvers.registry import load_plugins, solver_info, solver_names, solver_spec
 from .common import Command, add_plugin_argument, table
 
 #: What each pipeline order is (``optpart.pipeline.orders``), for ``optpart solvers NAME``.
@@ -46,6 +46,7 @@ def _time_limit(info, spec, long: bool = False) -> str:
 
 
 def _cmd_solvers(args: argparse.Namespace) -> int:
+    load_plugins()  # a broken module of $OPTPART_PLUGINS is reported here, in one line
     if args.names:
         names = [n for n in args.names if n not in PIPELINE_ORDERS]
         names = [solver_info(n).name for n in names]

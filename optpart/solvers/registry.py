@@ -246,7 +246,10 @@ def solver_names() -> list[str]:
     -------
     list of str
     """
-    load_plugins()
+    try:
+        load_plugins()
+    except SolverError:  # a broken plugin module is reported when a solver is asked for, not when listing
+        pass
     return sorted(set(SOLVERS) | set(_plugins.entry_point_names()))
 
 
