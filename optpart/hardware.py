@@ -36,12 +36,12 @@ import numpy as np
 
 from .errors import OptpartError
 from .formats.costmodel import CostModel
-from .model.devices import Links, default_links, resolve_devices
+from .model.devices import Links, default_links
 from .model.problem import Problem
 from .units import format_bandwidth, format_time
 
 __all__ = ["DeviceType", "LinkType", "Hardware", "DEVICE_TYPES", "LINK_TYPES", "DTYPES", "resolve", "reprice",
-           "with_hardware", "costs_label", "links_label", "pricing"]
+           "with_hardware", "as_solved", "costs_label", "links_label", "pricing"]
 
 #: The number formats a profile prices: fp32 (CUDA cores), tf32, bf16, fp16 (tensor cores).
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
@@ -404,7 +404,7 @@ def with_hardware(problem: Problem, device_type: str | None = None, *, dtype: st
         Names for :func:`resolve`.
     **devices
         ``devices`` (count), ``memory``, ``speed``, ``bandwidth``, ``latency`` as
-        :func:`optpart.model.devices.resolve_devices` takes them; ``memory`` defaults to the
+        :meth:`Problem.resolved` takes them; ``memory`` defaults to the
         type's capacity and ``bandwidth``/``latency`` to the link's figures.
 
     Returns
@@ -433,4 +433,42 @@ def with_hardware(problem: Problem, device_type: str | None = None, *, dtype: st
     if hw.link is not None:
         values.setdefault("bandwidth", hw.link.bandwidth)
         values.setdefault("latency", hw.link.latency)
-    return resolve_devices(problem, **values)
+    return problem.resolved(**values)
+
+
+def as_solved(problem: Problem, doc: Mapping[str, Any]) -> Problem | None:
+    """``problem`` as a result document was solved on, when the solve named hardware: priced
+    with the ``device_type``/``dtype``/``link`` its ``options`` record, on the devices and links
+    it records (``optpart evaluate``, ``show``, ``plot`` and ``export`` read results so).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem file's problem.
+    doc : mapping
+        The parsed result document.
+
+    Returns
+    -------
+    Problem or None
+        None when the result records no hardware (the problem file's costs stand).
+    """
+    from .formats.optpart_json import problem_for_result
+
+    options = doc.get("options") if isinstance(doc, Mapping) else None
+    names = {k: v for k, v in (options or {}).items() if k in ("device_type", "dtype", "link") and isinstance(v, str)}
+    if not names:
+        return None
+    kind, cm = pricing(problem)
+    if kind == "model":
+        problem = reprice(problem, resolve(**names).cost_model(cm))
+    if "devices" not in doc:
+        return problem
+    split = problem.has_split
+    bare = Problem.from_arrays(  # the result's devices and links replace the file's (constraints name them)
+        problem.node_ids, problem.time, problem.memory, problem.edge_src, problem.edge_dst, problem.edge_bytes,
+        param_bytes=problem.param_bytes if split else None, output_bytes=problem.output_bytes if split else None,
+        temp_bytes=problem.temp_bytes if split else None, node_meta=problem.node_meta, name=problem.name,
+        meta=problem.meta)
+    solved = problem_for_result(bare, doc)
+    return solved.with_devices(list(solved.devices), links=solved.links, constraints=problem.constraints)

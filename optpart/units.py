@@ -194,7 +194,9 @@ def parse_time(text: str | float | int) -> float:
     key = unit if unit in _TIME_UNITS else unit.lower()
     if key not in _TIME_UNITS:
         raise OptpartError(f"unknown time unit {unit!r} in {text!r}; use s, ms, us, ns, m (minutes) or h")
-    return _checked(value * _TIME_UNITS[key], text, "time")
+    scale = _TIME_UNITS[key]
+    # below a second divide by the exact power of ten: '10us' is 1e-05, the double nearest 10e-6
+    return _checked(value / round(1 / scale) if scale < 1 else value * scale, text, "time")
 
 
 def format_bytes(n: float) -> str:

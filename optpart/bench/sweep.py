@@ -33,7 +33,6 @@ from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from .. import __version__
 from ..hardware import with_hardware
-from ..model.devices import resolve_devices
 from ..errors import OptpartError, SolverError
 from ..formats import load, problem_to_json
 from ..model.devices import Device
@@ -238,7 +237,7 @@ def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str]
             if any(key in values for key in _HARDWARE):  # priced for a device type (optpart.hardware)
                 with_devices = with_hardware(base, **values)
             else:
-                with_devices = resolve_devices(base, **values)
+                with_devices = base.resolved(**values)
             for s in scales:
                 problem = scale_memory(with_devices, s)
                 digest = problem_hash(problem)

@@ -12,15 +12,33 @@ from functools import partial
 from typing import Any, Callable, Sequence
 
 from ..errors import OptpartError
-from ..model.devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, resolve_devices
+from ..model.devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY
 from ..model.problem import Problem
-from ..solvers.registry import default_time_limits
+from ..solvers.registry import SOLVERS
 from ..text import safe
-from ..units import format_bytes, parse_bandwidth, parse_bytes, parse_list, parse_time
+from ..units import format_bytes, format_time, parse_bandwidth, parse_bytes, parse_list, parse_time
 
 __all__ = ["Command", "add_device_arguments", "apply_device_arguments", "check_sizes", "check_bandwidth",
            "check_time", "time_argument", "add_plugin_argument", "hardware_options", "load_problem_for_result",
-           "parse_option", "table", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED"]
+           "parse_option", "table", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED", "Terminated", "on_sigterm"]
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when the process gets SIGTERM, so that ``finally`` blocks
+    run (a sweep stops its workers, drops its claims, closes its database) and a solve keeps
+    its best plan as it does on Ctrl-C (:class:`optpart.solvers.incumbent.Interrupted`)."""
+
+
+def on_sigterm(signum, frame) -> None:
+    """The SIGTERM handler of the ``optpart`` command: raise :class:`Terminated`.
+
+    Parameters
+    ----------
+    signum, frame
+        As :func:`signal.signal` passes them.
+    """
+    raise Terminated()
+
 
 _DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
 #: ``--device-type/--dtype/--link`` (:mod:`optpart.hardware`), as ``with_hardware`` names them.
@@ -98,7 +116,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, who: str = "the solver
     """
     parser.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
                         help=f"time {who} may use, with a unit (90s, 5m, 1h); default: each solver's own: "
-                             f"{default_time_limits()}")
+                             f"{_default_time_limits()}")
     parser.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
     parser.add_argument("--option", action="append", metavar=option_metavar,
                         help="solver option, repeatable (default: none, each solver's own defaults; optpart solvers NAME)")
@@ -136,6 +154,13 @@ def hardware_options(args: argparse.Namespace) -> dict[str, str]:
     return {name: getattr(args, name) for name in _HARDWARE_FLAGS if getattr(args, name, None) is not None}
 
 
+def _default_time_limits() -> str:
+    """``'cpsat 60 s, milp 60 s; the others run until done'`` (no solver module is imported)."""
+    timed = [f"{n} {SOLVERS[n].default_time_limit:g} s" for n in sorted(SOLVERS)
+             if SOLVERS[n].default_time_limit is not None]
+    return ", ".join(timed) + "; the others run until done"
+
+
 def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Problem:
     """The problem with the devices and links the command line asks for: the flags go to
     :func:`optpart.model.devices.resolve_devices` (the rules live there), and its errors name
@@ -166,7 +191,7 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
             from ..hardware import with_hardware
 
             return with_hardware(problem, **names, **flags)
-        return resolve_devices(problem, **flags)
+        return problem.resolved(**flags)
     except OptpartError as exc:
         msg = str(exc)
         for name in _DEVICE_FLAGS:
@@ -365,11 +390,15 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
 
         print(f"note: {safe(result_path)} is a result for problem '{safe(doc['problem'])}'; {safe(problem_path)} "
               f"holds '{safe(problem.name)}'", file=sys.stderr)
-    recorded = {k: v for k, v in (doc.get("options") or {}).items() if k in _HARDWARE_FLAGS and isinstance(v, str)}
-    if recorded:  # solved with --device-type/--dtype/--link: price the problem as the solve did
-        problem = _priced_as_solved(problem, recorded, doc)
+    from ..hardware import as_solved
+
+    solved = as_solved(problem, doc)  # solved with --device-type/--dtype/--link: priced as the solve did
+    if solved is not None:
+        problem = solved
     else:
         problem = with_result_devices(problem, result_path)
+        if problem.n_devices and getattr(args, "bandwidth", None) is None and getattr(args, "latency", None) is None:
+            problem = _solved_links(problem, problem_path, result_path)
     given = any(getattr(args, a, None) is not None for a in _DEVICE_FLAGS)
     if given or problem.n_devices == 0 or problem.links is None:
         problem = apply_device_arguments(problem, args)
@@ -381,25 +410,37 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
     return pipelined_for_result(problem, getattr(args, "micro_batches", None), result_path)
 
 
-def _priced_as_solved(problem: Problem, names: dict[str, str], doc: dict) -> Problem:
-    """``problem`` priced with the hardware a result was solved on (its ``options`` record
-    ``device_type/dtype/link``), on the devices and links the result records."""
-    from ..formats.optpart_json import problem_for_result
-    from ..hardware import pricing, reprice, resolve
+def _solved_links(problem: Problem, problem_path: str, result_path: str) -> Problem:
+    """``problem`` on the links its result file records, when they differ from the problem's own.
 
-    kind, cm = pricing(problem)
-    if kind == "model":
-        problem = reprice(problem, resolve(**names).cost_model(cm))
-    if "devices" not in doc:
+    A result is judged against what it was solved for: a solve on the command line with
+    ``--bandwidth``/``--latency`` records those links in its result file. One note on stderr
+    names both when they differ.
+    """
+    import sys
+
+    from ..formats import result_links
+    from ..model.devices import default_links
+
+    recorded = result_links(result_path)
+    own = problem.links if problem.links is not None else default_links()
+    if recorded is None or recorded == own:
         return problem
-    split = problem.has_split
-    bare = Problem.from_arrays(  # the result's devices and links replace the file's (constraints name them)
-        problem.node_ids, problem.time, problem.memory, problem.edge_src, problem.edge_dst, problem.edge_bytes,
-        param_bytes=problem.param_bytes if split else None, output_bytes=problem.output_bytes if split else None,
-        temp_bytes=problem.temp_bytes if split else None, node_meta=problem.node_meta, name=problem.name,
-        meta=problem.meta)
-    solved = problem_for_result(bare, doc)
-    return solved.with_devices(list(solved.devices), links=solved.links, constraints=problem.constraints)
+    try:
+        moved = problem.with_devices(list(problem.devices), links=recorded, constraints=problem.constraints)
+    except OptpartError:  # the recorded overrides name other devices: the device check reports it
+        return problem
+    print(f"optpart: note: {safe(result_path)} was solved for links {_links_text(recorded)}; judged against "
+          f"them, not {safe(problem_path)}'s {_links_text(own)} (give --bandwidth/--latency to choose)",
+          file=sys.stderr)
+    return moved
+
+
+def _links_text(links) -> str:
+    from ..units import format_bandwidth
+
+    pairs = f" and {len(links.pairs)} per-pair values" if links.pairs else ""
+    return f"{format_bandwidth(links.bandwidth)} + {format_time(links.latency)}{pairs}"
 
 
 def _check_result_devices(problem: Problem, problem_path: str, result_path: str, *, flags: bool = False) -> None:

@@ -1,9 +1,10 @@
 """``optpart export``: write a result as a file a framework reads (docs/apply.md).
 
-``--format device_map`` writes the accelerate/transformers ``device_map`` of the closest
-module-consistent plan and prints its makespan beside the operator placement's;
-``--format split_points`` writes the modules where pipeline stages begin;
-``--format placement`` writes ``{node id: device id}``.
+``--format device_map`` writes the accelerate/transformers ``device_map`` that runs fastest
+as accelerate runs it (one device at a time) within memory, and prints that time with the
+hardware profile it assumes; ``--format split_points`` writes the modules where pipeline stages
+begin; ``--format placement`` writes ``{node id: device id}``. Each format is one builder in
+:data:`BUILDERS` (problem, result, arguments) -> (document, plan or None, notes).
 
 Exit codes: 0 written; 1 written, but the module-level plan does not fit memory or
 constraints (the reason is printed); 2 bad input, or the plan is not a pipeline.
@@ -22,29 +23,37 @@ from ..text import safe
 from ..formats import load_result
 from .common import Command, add_device_arguments, load_problem_for_result
 
-FORMATS = ("device_map", "split_points", "placement")
+def _device_map(problem, result, args: argparse.Namespace):
+    plan = export.module_plan(problem, result, depth=args.depth)
+    doc = {k: (problem.device_ids[d] if args.ids else d) for k, d in plan.device_map.items()}
+    return doc, plan, []
+
+
+def _split_points(problem, result, args: argparse.Namespace):
+    sp = export.split_points(problem, result, depth=args.depth)
+    return sp.to_dict(), sp.plan, sp.notes()
+
+
+def _placement(problem, result, args: argparse.Namespace):
+    return export.placement_map(problem, result), None, []
+
+
+#: ``--format`` -> builder of (JSON document, module-level plan or None, notes to print).
+BUILDERS = {"device_map": _device_map, "split_points": _split_points, "placement": _placement}
+FORMATS = tuple(BUILDERS)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
     if args.quiet:
         set_quiet(True)
-    plan, notes = None, []
-    # A live line with elapsed time on a terminal (silent when piped or with -q): a plan that does not
-    # fit is re-solved with modules colocated, which takes as long as a solve.
+    # A live line with elapsed time on a terminal (silent when piped or with -q): the search scores
+    # a few dozen module-level plans.
     with progress(f"export {safe(Path(args.result).name)}") as bar:
         bar.stage("reading")
         problem = load_problem_for_result(args, args.problem, args.result)
         result = load_result(args.result, problem)
         bar.stage(f"building the {args.format}")
-        if args.format == "placement":
-            doc: object = export.placement_map(problem, result)
-        else:
-            plan = export.module_plan(problem, result, resolve=not args.no_resolve, depth=args.depth)
-            if args.format == "device_map":
-                doc = {k: (problem.device_ids[d] if args.ids else d) for k, d in plan.device_map.items()}
-            else:
-                sp = export.split_points(problem, result, plan=plan, depth=args.depth)
-                plan, doc, notes = sp.plan, sp.to_dict(), sp.notes()
+        doc, plan, notes = BUILDERS[args.format](problem, result, args)
     text = json.dumps(doc, indent=1) + "\n"
     to_stdout = args.out in (None, "-")
     if to_stdout:
@@ -56,10 +65,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
     if plan is not None:
         if not args.quiet or not plan.fits:
             out = info if plan.fits else sys.stderr
-            print(plan.summary(), file=out)
+            print(plan.summary(problem), file=out)
             print("\n".join(plan.memory_lines(problem)), file=out)
             if plan.advice:
                 print(plan.advice, file=out)
+        if plan.kept_whole and not args.quiet:
+            shown = ", ".join(repr(m) for m in plan.kept_whole[:5]) + (" ..." if len(plan.kept_whole) > 5 else "")
+            print(f"kept whole: {len(plan.kept_whole)} module(s) ({shown}): --no-split classes, or modules holding "
+                  "parameters the import did not name", file=info)
         if plan.split_modules and not args.quiet:
             shown = ", ".join(plan.split_modules[:5]) + (" ..." if len(plan.split_modules) > 5 else "")
             print(f"the operator placement split {len(plan.split_modules)} module(s) across devices: {shown}",
@@ -91,9 +104,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ids", action="store_true", help="device_map values are device ids, not indices")
     p.add_argument("--depth", type=_depth, metavar="N|auto",
                    help="keep modules whole down to N path components (3: each transformer.h.N block of GPT-2); "
-                        "auto: the coarsest that fits and is as fast; default: as fine as the placement needs")
-    p.add_argument("--no-resolve", action="store_true",
-                   help="do not re-solve with modules colocated when the majority plan does not fit")
+                        "auto: the coarsest that fits and is as fast; default: as fine as the modules go")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
     add_device_arguments(p)
 

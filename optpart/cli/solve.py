@@ -9,10 +9,11 @@ from ..errors import OptpartError
 from ..formats import load, result_to_json, save_result
 from ..progress import progress, set_quiet
 from ..api import solve
+from ..solvers.incumbent import Interrupted
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solver_names
 from ..solvers.spec import MEMORY_MODELS
-from .common import (Command, add_device_arguments, add_plugin_argument, add_run_arguments, apply_device_arguments,
-                     hardware_options, parse_option)
+from .common import (Command, Terminated, add_device_arguments, add_plugin_argument, add_run_arguments,
+                     apply_device_arguments, hardware_options, parse_option)
 from .summary import format_summary
 from ..text import safe
 from ..pipeline import PipelineStep, add_micro_batch_argument, check_micro_batches
@@ -33,8 +34,12 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         micro_batches = check_micro_batches(args.micro_batches, problem)
         bar.stage(f"solving with {safe(args.solver)}"
                   + (f" (time limit {args.time_limit:g} s)" if args.time_limit else ""))
-        result = solve(problem, args.solver, memory_model=args.memory_model, time_limit=args.time_limit,
-                       seed=args.seed, micro_batches=micro_batches, **options)
+        stopped: KeyboardInterrupt | None = None
+        try:
+            result = solve(problem, args.solver, memory_model=args.memory_model, time_limit=args.time_limit,
+                           seed=args.seed, micro_batches=micro_batches, **options)
+        except Interrupted as exc:  # Ctrl-C or SIGTERM: the best plan so far is still written
+            result, stopped = exc.result, exc.__context__ if isinstance(exc.__context__, KeyboardInterrupt) else exc
         result.options.update(hardware_options(args))  # evaluate/show/plot price the problem the same way
         if micro_batches > 1:  # the result is over the unrolled step (docs/model.md section 7)
             problem = PipelineStep(problem, micro_batches).unrolled()
@@ -47,6 +52,10 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         print(format_summary(problem, result))
         if args.out:
             print(f"\nresult written to {args.out}")
+    if stopped is not None:
+        kept = f"; it is written to {args.out}" if args.out and result.ok else ""
+        print(f"optpart: {safe(result.message)} ({result.status.value}){kept}", file=sys.stderr)
+        return 143 if isinstance(stopped, Terminated) else 130
     if not result.ok:
         print(f"optpart: {result.status.value}: {safe(result.message or 'no placement found')}", file=sys.stderr)
         return 1

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 
 from ..api import PIPELINE_ORDERS
-from ..solvers.registry import load_plugins, solver_info, solver_names, solver_spec
+from ..solvers import load_plugins
+from ..solvers.registry import solver_info, solver_names, solver_spec
 from .common import Command, add_plugin_argument, table
 
 #: What each pipeline order is (``optpart.pipeline.orders``), for ``optpart solvers NAME``.

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..model.problem import Problem
 from ..result import Result
-from .plan import ExportError, ModulePlan, module_plan, pipeline_plan
+from .plan import ExportError, ModulePlan, closest_plan, pipeline_plan
 
 __all__ = ["SplitPlan", "split_points"]
 
@@ -61,13 +61,14 @@ class SplitPlan:
                 "before the optimizer step (or untie it)" for owner, mods in self.plan.shared]
 
 def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
-                 plan: ModulePlan | None = None, depth: int | None = None) -> SplitPlan:
-    """Pipeline stages for ``result``, in the order modules first run.
+                 depth: int | str | None = None) -> SplitPlan:
+    """Pipeline stages for ``result``, in the order modules first run, scored with the devices working at once.
 
-    The closest module-consistent plan (``plan``, else :func:`module_plan`) when it is a
-    pipeline that fits; otherwise contiguous stages built from the order modules run
-    (:func:`optpart.export.plan.pipeline_plan`) when they fit, or when the closest plan is no
-    pipeline at all (then ``fits`` says whether they fit, and ``plan.method`` why they were built).
+    The closest module-level plan (every module on the device holding most of its time and
+    memory) when it is a pipeline that fits; otherwise contiguous stages built from the order
+    modules run (:func:`optpart.export.plan.pipeline_plan`) when they fit, or when the closest
+    plan is no pipeline at all (then ``fits`` says whether they fit, and ``plan.method`` why they
+    were built). No stage boundary falls inside a module the import kept whole (``--no-split``).
 
     Parameters
     ----------
@@ -75,10 +76,8 @@ def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarr
         The problem; its nodes need ``module`` metadata.
     result : Result, {node id: device id} or array of device indices
         The operator placement.
-    plan : ModulePlan, optional
-        The module-consistent plan to split, when already computed.
     depth : int, optional
-        Keep modules whole down to this many path components (both plans).
+        Keep modules whole down to this many path components (``"auto"`` is taken as none).
 
     Returns
     -------
@@ -86,7 +85,8 @@ def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarr
         The stages; ``plan.shared`` names parameters that stages share (replicated by
         ``torch.distributed.pipelining``: sum their gradients before the optimizer step).
     """
-    plan = plan or module_plan(problem, result, depth=depth)
+    depth = depth if isinstance(depth, int) else None
+    plan = closest_plan(problem, result, depth=depth, rule="concurrent")
     try:
         stages = _stages(problem, plan)
         if plan.fits:
@@ -94,7 +94,7 @@ def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarr
         why = "the closest module plan does not fit"
     except ExportError as exc:
         stages, why = None, f"the placement is not a pipeline ({exc})"
-    alt = pipeline_plan(problem, result, depth=depth if isinstance(depth, int) else None)
+    alt = pipeline_plan(problem, result, depth=depth)
     if alt.fits or stages is None:
         alt.method = f"pipeline: contiguous stages in module order, since {why}"
         return SplitPlan(stages=_stages(problem, alt), plan=alt)
@@ -108,8 +108,8 @@ def _stages(problem: Problem, plan: ModulePlan) -> list[tuple[str, str]]:
     prev = -1
     last_name = ""
     for name, d in plan.device_map.items():
-        if name in plan.tensor_keys:  # a pipeline splits at modules; a parent's own tensors follow it
-            continue
+        if name in plan.tensor_keys or name not in plan.entry_modules:
+            continue  # a pipeline splits at modules that run; a parent's own tensors follow it
         if d != prev:
             if d in used:
                 raise ExportError(

@@ -40,7 +40,7 @@ from ..errors import ProblemError
 from . import records, screening
 from .columns import check_sum, float_column, partial_column
 from .constraints import Constraints, allowed_mask, constraint_devices, resolve_constraints
-from .devices import Device, Links, check_path_bounds, device_list, device_table, link_matrices
+from .devices import Device, Links, check_path_bounds, device_list, device_table, link_matrices, resolve_devices
 from .frozen import FrozenDict, FrozenList
 from .graph import adjacency, check_edges, topological_order
 from .placement import PlacementViews
@@ -295,14 +295,14 @@ class Problem(PlacementViews):
         self._allowed = None
 
     def _freeze(self) -> "Problem":
-        """Make every array read-only and the problem frozen (``p.time[0] = 1`` raises
-        ValueError, ``p.time = ...`` AttributeError)."""
+        """Make every array read-only for good and the problem frozen (``p.time[0] = 1`` and
+        ``p.time.flags.writeable = True`` raise ValueError, ``p.time = ...`` AttributeError)."""
         for key in _FIELDS:
             value = getattr(self, key, None)
             if isinstance(value, np.ndarray):
-                value.flags.writeable = False
-        for arr in self.groups:  # the one list of arrays (not node_ids: 10^6 strings to walk)
-            arr.flags.writeable = False
+                object.__setattr__(self, key, _locked(value))
+        # the one list of arrays (not node_ids: 10^6 strings to walk)
+        object.__setattr__(self, "groups", FrozenList(_locked(arr) for arr in self.groups))
         object.__setattr__(self, "_frozen", True)
         return self
 
@@ -316,8 +316,8 @@ class Problem(PlacementViews):
     def allowed(self) -> np.ndarray:
         """``n x k`` boolean mask: may node ``v`` run on device ``d`` (pins, forbids and groups applied)."""
         if self._allowed is None:  # computed once, on first use: a cache, not a rebinding
-            object.__setattr__(self, "_allowed", allowed_mask(self.n_nodes, self.n_devices, self.pin,
-                                                              self.forbidden, self.group_of, self.groups))
+            object.__setattr__(self, "_allowed", _locked(allowed_mask(self.n_nodes, self.n_devices, self.pin,
+                                                                      self.forbidden, self.group_of, self.groups)))
         return self._allowed
 
     @property
@@ -402,6 +402,26 @@ class Problem(PlacementViews):
                                f"devices ({', '.join(q.device_ids)}) do not include")
         q._set_constraints(keep)
         return q._freeze()
+
+    def resolved(self, **values: Any) -> "Problem":
+        """The problem on the devices and links that ``values`` ask for, read by the one resolver
+        of device and link values, :func:`~optpart.model.devices.resolve_devices` (the rules of
+        ``--devices/--memory/--speed/--bandwidth/--latency``).
+
+        Parameters
+        ----------
+        **values
+            ``devices``, ``memory``, ``speed``, ``bandwidth``, ``latency`` (each optional).
+
+        Returns
+        -------
+        Problem
+            ``self`` when the values leave its devices and links as they are.
+        """
+        devices, links = resolve_devices(self, **values)
+        if list(devices) == list(self.devices) and links is self.links:
+            return self
+        return self.with_devices(list(devices), links=links, constraints=self.constraints)
 
     def with_memory_scale(self, scale: float) -> "Problem":
         """The same problem with every device capacity multiplied by ``scale``.
@@ -490,3 +510,13 @@ def _unpickle(state: dict[str, Any]) -> Problem:
     for key, value in state.items():
         object.__setattr__(p, key, value)
     return p._freeze()
+
+
+def _locked(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as a view through a read-only buffer, which numpy can never make writeable again
+    (no copy for a contiguous array; an array locked so already is returned as it is)."""
+    if isinstance(arr.base, memoryview) and arr.base.readonly:
+        return arr
+    arr = np.ascontiguousarray(arr)
+    return np.frombuffer(memoryview(arr).toreadonly(), dtype=arr.dtype).reshape(arr.shape)
+

@@ -9,8 +9,9 @@ default ``heuristic`` and the seed method alone, ``pardnn``) and :mod:`.baseline
 from __future__ import annotations
 
 from .base import Solution, finalize
-from .registry import (SOLVERS, SolverInfo, available_solvers, get_solver, load_plugin_payload, load_plugins,
-                       plugin_payload, register_solver, solve, solver_info, solver_names)
+from .plugins import load_plugins
+from .registry import (SOLVERS, SolverInfo, available_solvers, get_solver, load_plugin_payload, plugin_payload,
+                       register_solver, solve, solver_info, solver_names)
 from .spec import Option
 
 __all__ = ["Solution", "finalize", "SOLVERS", "SolverInfo", "available_solvers", "get_solver", "solve",

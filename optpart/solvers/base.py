@@ -28,6 +28,7 @@ from ..model.memory import overflow_message
 from ..model.problem import Problem
 from ..result import Result, Status
 from ..schedule import EftSchedule, MemoryPolicy, NoRoom, StaticPolicy
+from .incumbent import offer
 
 __all__ = ["Solution", "finalize", "engine_solution", "as_solution"]
 
@@ -47,6 +48,10 @@ class Solution:
     message: str = ""
     memory_model: str = "static"
     stats: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if Status(self.status).has_solution:  # kept in case the solve is interrupted (incumbent.py)
+            offer(self.placement, self.start)
 
 
 def finalize(problem: Problem, solution: Solution, solver: str, wall_seconds: float,

@@ -41,14 +41,15 @@ from ..errors import ProblemError, SolverError
 from ..bounds import problem_lower_bound
 from ..model.problem import Problem
 from ..result import Result, Status
-from .base import finalize
+from .base import Solution, finalize
+from .incumbent import Interrupted, keeping_best
 from . import plugins as _plugins
 from .plugins import Plugin
 from .spec import MEMORY_MODELS, Option, SolverSpec
 
 __all__ = ["SolverInfo", "SOLVERS", "DEFAULT_SOLVER", "DEFAULT_MEMORY_MODEL", "solver_names",
            "available_solvers", "solver_info", "solver_spec", "get_solver", "solve", "register_solver",
-           "load_plugins", "plugin_payload", "load_plugin_payload", "default_time_limits"]
+           "plugin_payload", "load_plugin_payload"]
 
 #: The solver used when none is named (CLI, :func:`solve`, bench).
 DEFAULT_SOLVER = "heuristic"
@@ -191,18 +192,6 @@ def register_solver(name: str, function: Callable[..., Any], *, options: Sequenc
     return info
 
 
-def load_plugins(targets: Sequence[str] = ()) -> None:
-    """Import plugin modules once per process (``$OPTPART_PLUGINS`` and ``targets``; see
-    :func:`optpart.solvers.plugins.load_plugins`).
-
-    Parameters
-    ----------
-    targets : sequence of str
-        ``package.module``, ``package.module:register`` or ``path/to/plugin.py``.
-    """
-    _plugins.load_plugins(targets)
-
-
 def plugin_payload(names: Sequence[str]) -> list[dict[str, Any]]:
     """How a sweep's workers register the plugins among ``names`` (see
     :func:`optpart.solvers.plugins.plugin_payload`).
@@ -229,7 +218,7 @@ def load_plugin_payload(payload: Sequence[Mapping[str, Any]]) -> None:
     payload : sequence of mapping
         :func:`plugin_payload`'s entries.
     """
-    load_plugins()  # a plugin from a .py file is importable once $OPTPART_PLUGINS has loaded it
+    _plugins.load_plugins()  # a plugin from a .py file is importable once $OPTPART_PLUGINS has loaded it
     for entry in payload:
         if entry["name"] in SOLVERS:
             continue
@@ -247,23 +236,10 @@ def solver_names() -> list[str]:
     list of str
     """
     try:
-        load_plugins()
+        _plugins.load_plugins()
     except SolverError:  # a broken plugin module is reported when a solver is asked for, not when listing
         pass
     return sorted(set(SOLVERS) | set(_plugins.entry_point_names()))
-
-
-def default_time_limits() -> str:
-    """The solvers' own time limits, in one phrase for ``--help`` (no solver module is imported).
-
-    Returns
-    -------
-    str
-        ``'cpsat 60 s, milp 60 s; the others run until done'``.
-    """
-    timed = [f"{n} {SOLVERS[n].default_time_limit:g} s" for n in sorted(SOLVERS)
-             if SOLVERS[n].default_time_limit is not None]
-    return ", ".join(timed) + "; the others run until done"
 
 
 def available_solvers() -> list[str]:
@@ -296,7 +272,7 @@ def solver_info(name: str) -> SolverInfo:
     """
     key = ALIASES.get(name, name)
     if key not in SOLVERS:
-        load_plugins()
+        _plugins.load_plugins()
     if key not in SOLVERS and not _plugins.from_entry_point(key, SOLVERS.__contains__):
         raise SolverError(f"unknown solver '{name}'; available: {', '.join(solver_names())} "
                           "(a solver of your own: optpart.register_solver, or --plugin MODULE)")
@@ -470,10 +446,51 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
     kwargs = dict(checked)
     if _accepts(fn, "memory_model"):
         kwargs["memory_model"] = run_model
-    solution = fn(problem, time_limit=time_limit, seed=seed, hint=_normalize_hint(problem, hint), **kwargs)
+    with keeping_best() as plans:
+        try:
+            solution = fn(problem, time_limit=time_limit, seed=seed, hint=_normalize_hint(problem, hint), **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted(_best_so_far(problem, plans, info.name, time.perf_counter() - t0, record,
+                                           memory_model, run_model)) from None
     result = finalize(problem, solution, info.name, time.perf_counter() - t0, record, memory_model=memory_model)
     if ignored:
         note = f"ignored: {', '.join(ignored)} ({info.name} does not use {'them' if len(ignored) > 1 else 'it'})"
         result.stats["ignored"] = ignored
         result.message = f"{result.message}; {note}" if result.message else note
     return result
+
+
+def _best_so_far(problem: Problem, plans: list, solver: str, wall_seconds: float, options: dict[str, Any],
+                 memory_model: str, run_model: str) -> Result:
+    """The shortest offered plan that fits, scored as a ``feasible`` result marked interrupted.
+
+    Plans come from :mod:`optpart.solvers.incumbent` (newest first on equal makespans); one made
+    for another problem (another size) is skipped, and a plan whose own schedule breaks a rule
+    here is scored on its canonical schedule instead. ``unknown`` when none fits.
+    """
+    best: Result | None = None
+    for placement, start in reversed(plans):
+        if placement.shape != (problem.n_nodes,) or (placement.size and (
+                placement.min() < 0 or placement.max() >= problem.n_devices)):
+            continue
+        for times in ((start, None) if start is not None else (None,)):
+            try:
+                found = finalize(problem, Solution(Status.FEASIBLE, placement=placement, start=times,
+                                                   memory_model=run_model), solver, wall_seconds, options,
+                                 memory_model=memory_model)
+            except (SolverError, ValueError, IndexError):
+                continue
+            if found.ok and (best is None or found.makespan < best.makespan):
+                best = found
+            break
+    note = f"interrupted after {wall_seconds:.1f} s"
+    if best is None:
+        return Result(problem=problem.name, solver=solver, status=Status.UNKNOWN,
+                      lower_bound=problem_lower_bound(problem), memory_model=memory_model,
+                      wall_seconds=wall_seconds, message=f"{note}, before any plan that fits was found",
+                      options=options, stats={"interrupted": True})
+    best.status = Status.FEASIBLE
+    best.message = f"{note}: the best plan found so far"
+    best.stats = {"interrupted": True}
+    return best
+

@@ -126,7 +126,7 @@ def test_the_cli_loads_a_plugin_module_and_solves_with_it(capsys):
 
 def test_a_sweep_runs_plugins_in_worker_processes_and_refuses_what_they_cannot_import(tmp_path):
     from optpart.bench import load_runs, plan_sweep, run_sweep
-    from optpart.solvers.registry import load_plugins
+    from optpart.solvers import load_plugins
 
     load_plugins([str(PLACERS)])
     specs = plan_sweep([MLP4], ["fill", "round-robin"], devices=[2], memory_scales=[1.5])
