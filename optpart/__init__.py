@@ -23,8 +23,7 @@ from .model.devices import Device, LinkOverride, Links
 from .model.problem import Problem
 from .result import Result, Status
 from .api import solve
-from .solvers import Option, available_solvers, register_solver, solver_names
-from .solvers.incumbent import Interrupted
+from .solvers import Interrupted, Option, available_solvers, register_solver, solver_names
 from . import export  # noqa: E402,F401  (optpart.export.device_map(problem, result); docs/apply.md)
 
 __version__ = "0.1.0"

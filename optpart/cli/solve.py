@@ -9,7 +9,7 @@ from ..errors import OptpartError
 from ..formats import load, result_to_json, save_result
 from ..progress import progress, set_quiet
 from ..api import solve
-from ..solvers.incumbent import Interrupted
+from ..solvers import Interrupted
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solver_names
 from ..solvers.spec import MEMORY_MODELS
 from .common import (Command, Terminated, add_device_arguments, add_plugin_argument, add_run_arguments,
