@@ -32,7 +32,8 @@ from typing import Sequence
 from .. import __version__
 from ..errors import OptpartError
 from ..text import safe
-from .common import MAX_SEED, Terminated, on_sigterm, add_device_arguments, apply_device_arguments, format_summary
+from .common import MAX_SEED, Terminated, on_sigterm, add_device_arguments, apply_device_arguments
+from .summary import format_summary
 
 __all__ = ["main", "build_parser", "add_device_arguments", "apply_device_arguments", "format_summary",
            "COMMAND_MODULES"]
@@ -126,6 +127,11 @@ def _check_args(args: argparse.Namespace) -> None:
     seed = getattr(args, "seed", None)
     if isinstance(seed, int) and not 0 <= seed <= MAX_SEED:
         raise OptpartError(f"--seed {seed} must be between 0 and {MAX_SEED}")
+    plugins = getattr(args, "plugin", None)
+    if plugins:
+        from ..solvers import load_plugins
+
+        load_plugins(plugins)  # and into $OPTPART_PLUGINS: a sweep's worker processes load them too
     out = getattr(args, "out", None)
     if isinstance(out, str) and out:
         parent = Path(out).parent

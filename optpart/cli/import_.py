@@ -18,11 +18,12 @@ from typing import Sequence
 from ..errors import FormatError, OptpartError
 from ..formats import save
 from ..formats.costmodel import CostModel
+from ..hardware import costs_label, links_label, resolve
 from ..pipeline.cli_hooks import add_micro_batch_argument, check_micro_batches
 from ..progress import set_quiet
 from ..torch.factory import load_model
-from ..units import format_bandwidth, format_bytes, format_time, parse_list, parse_speed
-from .common import Command, check_bandwidth, check_sizes
+from ..units import format_bandwidth, format_bytes, format_flops, format_time, parse_list, parse_speed
+from .common import Command, check_bandwidth, check_sizes, check_time
 
 __all__ = ["COMMANDS", "cost_model_from_args", "add_cost_model_arguments", "import_model"]
 
@@ -39,7 +40,8 @@ _COST_FLAGS = (
 
 
 def add_cost_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the cost model flags (``--flops``, ``--link-bandwidth``, ...) to ``parser``.
+    """Add the hardware profile (``--device-type/--dtype/--link``) and cost model flags
+    (``--peak-flops``, ``--link-bandwidth``, ...) to ``parser``.
 
     Parameters
     ----------
@@ -51,7 +53,17 @@ def add_cost_model_arguments(parser: argparse.ArgumentParser) -> None:
     -------
     None
     """
-    g = parser.add_argument_group("cost model (docs/costmodel.md; defaults: one V100-class fp32 device)")
+    from ..hardware import DEVICE_TYPES, DTYPES, LINK_TYPES
+
+    g = parser.add_argument_group("hardware and cost model (docs/costmodel.md; default: one V100 at fp32, links "
+                                  "of 25 GB/s and 10 us)")
+    g.add_argument("--device-type", metavar="NAME",
+                   help="the accelerator to price for: its dtype's dense peak, memory bandwidth, link, and (with "
+                        f"--devices) its capacity; one of {', '.join(DEVICE_TYPES)} (default: V100)")
+    g.add_argument("--dtype", choices=DTYPES, help="number format kernels run in (default fp32)")
+    g.add_argument("--link", metavar="NAME",
+                   help=f"link between devices: {', '.join(LINK_TYPES)}, or nvlink (the device type's own) "
+                        "(default: the device type's usual one, else 25 GB/s and 10 us)")
     defaults = CostModel()
     for flag, field, metavar, text in _COST_FLAGS:
         g.add_argument(flag, dest=f"cm_{field}", metavar=metavar,
@@ -86,7 +98,13 @@ def cost_model_from_args(args: argparse.Namespace) -> CostModel:
     for flag, field, _, _ in _COST_FLAGS:
         if field.endswith("bandwidth") and isinstance(values[field], str):
             check_bandwidth(values[field], flag)  # a bare number is refused, not read as bytes per second
-    return CostModel().replace(**values)
+        if field.endswith(("latency", "time")) and isinstance(values[field], str):
+            check_time(values[field], flag)  # a bare number is refused, not read as seconds
+    names = {k: getattr(args, k, None) for k in ("device_type", "dtype", "link")}
+    base = CostModel()
+    if any(v is not None for v in names.values()):
+        base = resolve(**names).cost_model(base)
+    return base.replace(**values)  # explicit figures win over the profile's (and drop its name)
 
 
 def _parse_shape(text: str) -> tuple[str, list[int]]:
@@ -160,6 +178,9 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
         A flag that does not apply to the model's format, a factory that fails or returns
         something else than a module and inputs, or an import error (one line each).
     """
+    if spec.endswith(".py") or (":" not in spec and Path(spec).suffix == ".py"):
+        raise FormatError(f"{spec}: a Python file is imported through one of its functions: give "
+                          f"'{spec}:FUNCTION', the function that returns (module, example inputs)")
     if spec.endswith(".onnx") or Path(spec).is_file():
         from ..formats.onnx_import import from_onnx
         from ..progress import progress
@@ -217,6 +238,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
                            search_path=args.path or (), profile=profile, check=args.check,
                            micro_batches=check_micro_batches(args.micro_batches))
     memory = check_sizes(args.memory, "--memory") if args.memory is not None else None
+    if memory is None and args.device_type is not None and args.devices is not None:
+        memory = [resolve(args.device_type).memory]  # the device type's capacity
     speed = parse_list(args.speed, parse_speed, "--speed") if args.speed is not None else None
     if args.devices is not None or memory is not None or speed is not None:
         if args.devices is not None and args.devices < 1:
@@ -238,8 +261,17 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if not args.quiet:
         mode = f", traced with {meta['trace_mode']} tensors" if "trace_mode" in meta else ""
         print(f"{problem.name}: {problem.n_nodes} nodes, {problem.n_edges} edges, "
-              f"{meta.get('total_flops', 0) / 1e9:.4g} GFLOP, parameters {format_bytes(meta.get('parameter_bytes', 0))}, "
-              f"memory {format_bytes(float(problem.memory.sum()))}, work {problem.time.sum():.4g} s{mode} -> {args.out}")
+              f"{format_flops(meta.get('total_flops', 0))}, parameters {format_bytes(meta.get('parameter_bytes', 0))}, "
+              f"memory {format_bytes(float(problem.memory.sum()))}, work {format_time(float(problem.time.sum()))}"
+              f"{mode} -> {args.out}")
+        print(f"  costs: {costs_label(problem).removeprefix('costs ')}; links {links_label(problem.links)}"
+              + (f"; {problem.n_devices} x {format_bytes(float(problem.device_memory[0]))}" if problem.n_devices
+                 else ""))
+        width = meta.get("parameter_bytes", 0) / max(1, meta.get("parameters", 0))
+        if args.dtype in ("bf16", "fp16") and width >= 4:
+            print(f"  note: the model's parameters are {8 * width:.0f}-bit: compute is priced at the {args.dtype} "
+                  "rate, memory and bytes at the traced dtypes (cast the model in the factory, e.g. "
+                  "model.to(torch.bfloat16), to count them in 16 bits)", file=sys.stderr)
         if "pipeline" in meta:
             pl = meta["pipeline"]
             print(f"  one micro-batch of {pl['micro_batch_size']} samples traced ({pl['micro_batches']} make the "

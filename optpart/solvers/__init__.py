@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from .base import Solution, finalize
 from .incumbent import Interrupted
-from .registry import SOLVERS, SolverInfo, available_solvers, get_solver, solve, solver_info, solver_names
+from .plugins import load_plugins
+from .registry import (SOLVERS, SolverInfo, available_solvers, get_solver, load_plugin_payload, plugin_payload,
+                       register_solver, solve, solver_info, solver_names)
+from .spec import Option
 
-__all__ = ["Solution", "finalize", "Interrupted", "SOLVERS", "SolverInfo", "available_solvers", "get_solver", "solve",
-           "solver_info", "solver_names"]
+__all__ = ["Solution", "finalize", "SOLVERS", "SolverInfo", "available_solvers", "get_solver", "solve",
+           "solver_info", "solver_names", "register_solver", "Option", "load_plugins", "plugin_payload",
+           "load_plugin_payload", "Interrupted"]

@@ -83,9 +83,28 @@ def load_factory(spec: str, search_path: Sequence[str] = ()) -> Callable:
     return factory
 
 
+#: The extra that installs a package a model factory may need (pip install 'optpart[EXTRA]').
+_EXTRAS = {"torch": "torch", "transformers": "hf", "onnx": "onnx", "accelerate": "accelerate",
+           "torchvision": None, "timm": None}
+
+
+def _extra_hint(exc: BaseException) -> str:
+    """``'; pip install -e ".[hf]"'`` when ``exc`` is a missing package an optpart extra installs."""
+    name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    root = (name or "").split(".")[0]
+    if root not in _EXTRAS:
+        return ""
+    extra = _EXTRAS[root]
+    if extra is None:
+        return f"; {root} is not installed (pip install {root})"
+    also = " (Hugging Face models: optpart[hf], which includes it)" if root == "torch" else ""
+    return f"; {root} is not installed: pip install 'optpart[{extra}]'{also} (from a clone: pip install -e \".[{extra}]\")"
+
+
 def _import_failed(spec: str, mod_name: str, exc: Exception) -> FormatError:
     """The bad-input error for a factory module whose top level raised ``exc``."""
-    return FormatError(f"cannot load the model factory {spec!r}: importing {mod_name} raised {_where(exc, True)}")
+    return FormatError(f"cannot load the model factory {spec!r}: importing {mod_name} raised {_where(exc, True)}"
+                       + _extra_hint(exc))
 
 
 def _where(exc: Exception, top_level: bool = False) -> str:
@@ -146,7 +165,7 @@ def load_model(factory: str | Callable, search_path: Sequence[str] = ()) -> tupl
     try:
         made = fn()
     except Exception as exc:  # the user's code failed: bad input, not a bug of optpart
-        raise FormatError(f"the model factory {spec!r} raised {_where(exc)}") from exc
+        raise FormatError(f"the model factory {spec!r} raised {_where(exc)}{_extra_hint(exc)}") from exc
     extra: dict = {}
     if isinstance(made, dict):
         if "module" not in made or "inputs" not in made:
