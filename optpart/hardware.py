@@ -36,7 +36,7 @@ import numpy as np
 
 from .errors import OptpartError
 from .formats.costmodel import CostModel
-from .model.devices import Links, default_links
+from .model.devices import Links, default_links, with_resolved_devices
 from .model.problem import Problem
 from .units import format_bandwidth, format_time
 
@@ -433,7 +433,7 @@ def with_hardware(problem: Problem, device_type: str | None = None, *, dtype: st
     if hw.link is not None:
         values.setdefault("bandwidth", hw.link.bandwidth)
         values.setdefault("latency", hw.link.latency)
-    return problem.resolved(**values)
+    return with_resolved_devices(problem, **values)
 
 
 def as_solved(problem: Problem, doc: Mapping[str, Any]) -> Problem | None:
