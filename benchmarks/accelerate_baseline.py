@@ -1,11 +1,13 @@
-"""accelerate's own device map beside ours: makespan, peak memory per device, fits?
+"""accelerate's own device map beside ours, both as accelerate runs them: time, peak memory, fits?
 
 For every model: ``accelerate.infer_auto_device_map`` on the same model and devices
 (``max_memory`` = capacity minus a ``--reserve`` share held back for activations, the usual
 practice), alone ("sequential") and after ``get_balanced_memory`` ("balanced", what
-transformers' ``device_map="auto"`` does on several devices), each map turned into a placement the way accelerate runs it and scored by our
-evaluator under ``peak`` (:mod:`optpart.export.accelerate`), beside the default solver's
-placement and our own module-level device map (``optpart export -f device_map``).
+transformers' ``device_map="auto"`` does on several devices), each map turned into a placement
+the way accelerate runs it and scored one device at a time (:mod:`optpart.export.sequential`)
+under ``peak``, beside our own device map (``optpart export -f device_map`` of the default
+solver's placement), scored the same way, and the default solver's operator placement
+(its concurrent schedule, for reference).
 
 Models: the bundled PyTorch instances of ``instances/make.py`` on their own devices (built on
 the ``meta`` device: no weights), and Hugging Face models from small configs (random
@@ -94,17 +96,19 @@ def row(name: str, problem: optpart.Problem, model, reserve: float) -> list[str]
     finally:
         logging.disable(logging.NOTSET)
     ours = optpart.solve(problem)
-    plan = export.module_plan(problem, ours)
     cells = [name, str(problem.n_nodes), format_bytes(float(problem.device_memory[0]))]
     for res, dmap in acc:
         used = sorted({v for v in dmap.values()}, key=str)
         cells += [format_time(res.makespan), fullest(problem, res), "yes" if res.ok else "NO",
                   ",".join(map(str, used))]
-    cells += [format_time(ours.makespan) if ours.ok else ours.status.value,
-              fullest(problem, ours) if ours.ok else "-", "yes" if ours.ok else "NO"]
+    if not ours.ok:
+        return cells + [ours.status.value] + ["-"] * 6
+    plan = export.module_plan(problem, ours)
+    cells += [format_time(plan.makespan), fullest(problem, plan.result), "yes" if plan.fits else "NO",
+              ",".join(map(str, sorted(set(plan.device_map.values())))), str(plan.run.transfers)]
     for res, _ in acc:
-        cells.append(f"{res.makespan / ours.makespan:.2f}x" if ours.ok else "-")
-    cells.append(f"{format_time(plan.makespan)} {fullest(problem, plan.result)} {'fits' if plan.fits else 'DOES NOT FIT'}")
+        cells.append(f"{res.makespan / plan.makespan:.2f}x")
+    cells.append(format_time(ours.makespan))
     return cells
 
 
@@ -121,13 +125,15 @@ def main(argv: list[str] | None = None) -> int:
         print("(transformers not installed: Hugging Face models skipped)\n")
     print(f"accelerate's device map (max_memory = {1 - args.reserve:.0%} of capacity; 'sequential' = "
           "infer_auto_device_map alone, 'balanced' = get_balanced_memory first, what transformers' "
-          "device_map='auto' does) vs optpart (default solver, and its module-level device map), scored by the "
-          "evaluator under peak memory; 'fullest' = highest peak / capacity\n")
+          "device_map='auto' does) vs optpart's device map of the default solver's placement, every map timed as "
+          "accelerate runs it (one device at a time, forward, backward and optimizer, a move per tensor that "
+          "crosses devices) under peak memory; 'fullest' = highest peak / capacity; the last column is the "
+          "operator placement's own concurrent makespan\n")
     print(table(rows, ["model", "nodes", "capacity",
-                       "sequential makespan", "fullest", "fits", "devices",
-                       "balanced makespan", "fullest", "fits", "devices",
-                       "optpart makespan", "fullest", "fits", "sequential / optpart", "balanced / optpart",
-                       "optpart device map"]))
+                       "sequential time", "fullest", "fits", "devices",
+                       "balanced time", "fullest", "fits", "devices",
+                       "optpart map time", "fullest", "fits", "devices", "moves",
+                       "sequential / optpart", "balanced / optpart", "operator placement"]))
     return 0
 
 

@@ -43,11 +43,12 @@ sys.path.insert(0, {root!r})
 t = [time.perf_counter()]
 c = [time.process_time()]
 from optpart.formats import load, save_result
+from optpart.model.devices import with_resolved_devices
 from optpart.solvers.registry import get_solver, solver_spec, _run_model, DEFAULT_MEMORY_MODEL
 from optpart.solvers.base import finalize
-from optpart.model.devices import resolve_devices
+
 t.append(time.perf_counter()); c.append(time.process_time())
-p = resolve_devices(load({file!r}), devices={devices!r})
+p = with_resolved_devices(load({file!r}), devices={devices!r})
 rss_read = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t.append(time.perf_counter()); c.append(time.process_time())
 model = DEFAULT_MEMORY_MODEL

@@ -5,11 +5,11 @@ downloaded) and returns ``(torch module, example inputs)``, what ``optpart impor
 file.py:function`` expects::
 
     optpart import examples/zoo.py:gpt2 -o gpt2.json --no-split GPT2Block   # Hugging Face (extra hf)
-    optpart import examples/zoo.py:mlp -o mlp.json                          # torch.nn only
+    optpart import examples/zoo.py:mlp -o mlp.json                          # torch.nn only (extra torch)
 
 Run as a script to write an ONNX file of :func:`mlp` for ``optpart import model.onnx``::
 
-    python examples/zoo.py model.onnx                                       # extra onnx
+    python examples/zoo.py model.onnx                                       # extras torch, onnx
 """
 
 from __future__ import annotations
@@ -59,14 +59,23 @@ def write_onnx(path: str) -> None:
     path : str
         The ``.onnx`` file to write.
     """
+    import warnings
+
+    import onnx  # noqa: F401  (torch's exporter needs it; imported here to name it when missing)
     import torch
 
     model, inputs = mlp()
-    torch.onnx.export(model, inputs, path, dynamo=False, input_names=["x"], output_names=["y"])
+    with warnings.catch_warnings():  # torch announces its newer exporter, which needs onnxscript
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(model, inputs, path, dynamo=False, input_names=["x"], output_names=["y"])
 
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or not sys.argv[1].endswith(".onnx"):
         sys.exit("usage: python examples/zoo.py FILE.onnx")
-    write_onnx(sys.argv[1])
+    try:
+        write_onnx(sys.argv[1])
+    except ModuleNotFoundError as exc:
+        sys.exit(f"examples/zoo.py: writing an ONNX file needs torch and onnx ({exc.name} is not installed): "
+                 "pip install -e \".[torch,onnx]\"")
     print(f"wrote {sys.argv[1]}")

@@ -183,7 +183,7 @@ def _exports_fit(problem: Problem, result) -> bool:
     from optpart import export
 
     dm = export.module_plan(problem, result)
-    return bool(dm.fits and export.split_points(problem, result, plan=dm).plan.fits)
+    return bool(dm.fits and export.split_points(problem, result).plan.fits)
 
 
 def _module_plan_need(rel: str, minimum: float | None) -> tuple[float, str]:

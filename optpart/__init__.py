@@ -23,7 +23,7 @@ from .model.devices import Device, LinkOverride, Links
 from .model.problem import Problem
 from .result import Result, Status
 from .api import solve
-from .solvers import available_solvers, solver_names
+from .solvers import Interrupted, Option, available_solvers, register_solver, solver_names
 from . import export  # noqa: E402,F401  (optpart.export.device_map(problem, result); docs/apply.md)
 
 __version__ = "0.1.0"
@@ -40,10 +40,10 @@ def __getattr__(name: str):
 __all__ = [
     "Problem", "Device", "Links", "LinkOverride", "Constraints",
     "Result", "Status",
-    "solve", "solver_names", "available_solvers",
+    "solve", "solver_names", "available_solvers", "register_solver", "Option",
     "evaluate", "judge", "Verdict", "canonical_schedule", "check", "violations", "static_memory", "peak_memory",
     "lower_bound", "all_bounds", "critical_path_bound", "work_bound", "largest_node_bound",
     "load", "save", "load_result", "save_result", "from_networkx", "to_networkx",
-    "OptpartError", "ProblemError", "FormatError", "SolverError", "ScheduleError",
+    "OptpartError", "ProblemError", "FormatError", "SolverError", "ScheduleError", "Interrupted",
     "__version__",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .model.constraints import Constraints
-from .model.devices import Links
+from .model.devices import Links, default_links
 from .model.problem import Problem
 
 try:  # the ``fast`` extra: faster number text (the same bytes)
@@ -304,10 +304,10 @@ def result_json_pieces(result: Any, problem: Problem, include_wall_time: bool = 
                                                 float_reprs(result.finish), "}"], n), True))
     footer: list[tuple[str, Any]] = []
     # The devices and links the result was computed for, so that a result file read beside a
-    # bare graph file (no devices in it) can be shown, judged and exported as it was solved.
+    # bare graph file (no devices in it) can be shown, judged and exported as it was solved,
+    # and judged against the links it was solved for (a file without links has the default ones).
     footer.append(("devices", [{"id": d.id, "memory": _num(d.memory), "speed": d.speed} for d in problem.devices]))
-    if problem.links is not None:
-        footer.append(("links", links_to_dict(problem.links)))
+    footer.append(("links", links_to_dict(problem.links if problem.links is not None else default_links())))
     if has:
         footer.append(("memory", {d: {"static": _num(s), "peak": _num(pk)} for d, s, pk in
                                   zip(problem.device_ids, result.memory_static.tolist(),

@@ -36,7 +36,6 @@ from .api import solve
 
 __all__ = ["FitResult", "capacity_lower_bound", "devices_lower_bound", "min_capacity", "min_devices", "on_devices"]
 
-_DEFAULT_LINKS = Links(10e-6, 25e9)  # the CLI's defaults for a file without links
 
 
 @dataclass
@@ -182,7 +181,7 @@ def devices_lower_bound(problem: Problem, capacity: float, memory_model: str | N
 
 def on_devices(problem: Problem, k: int, capacity: float) -> Problem:
     """``problem`` on ``k`` devices of ``capacity`` bytes each (the file's device ids and speeds kept
-    where they exist, its links or the CLI defaults).
+    where they exist, its links, else the default links).
 
     Parameters
     ----------
@@ -201,8 +200,8 @@ def on_devices(problem: Problem, k: int, capacity: float) -> Problem:
     old = problem.devices
     speeds = [d.speed for d in old] if len(old) == k else [1.0] * k
     devs = [Device(old[i].id if i < len(old) else f"dev{i}", float(capacity), speeds[i]) for i in range(k)]
-    links = problem.links if problem.links is not None else _DEFAULT_LINKS
-    if len(old) > k:
+    links = problem.links
+    if links is not None and len(old) > k:
         keep = {d.id for d in devs}
         links = Links(links.latency, links.bandwidth, tuple(o for o in links.pairs if o.src in keep and o.dst in keep))
     return problem.with_devices(devs, links=links)

@@ -21,6 +21,7 @@ __all__ = [
     "parse_list",
     "format_bytes",
     "format_time",
+    "format_flops",
     "format_bandwidth",
 ]
 
@@ -193,7 +194,9 @@ def parse_time(text: str | float | int) -> float:
     key = unit if unit in _TIME_UNITS else unit.lower()
     if key not in _TIME_UNITS:
         raise OptpartError(f"unknown time unit {unit!r} in {text!r}; use s, ms, us, ns, m (minutes) or h")
-    return _checked(value * _TIME_UNITS[key], text, "time")
+    scale = _TIME_UNITS[key]
+    # below a second divide by the exact power of ten: '10us' is 1e-05, the double nearest 10e-6
+    return _checked(value / round(1 / scale) if scale < 1 else value * scale, text, "time")
 
 
 def format_bytes(n: float) -> str:
@@ -220,8 +223,14 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def _three(v: float) -> str:
+    """Three significant digits, never an exponent: ``3.11024 -> '3.11'``, ``1234.5 -> '1234'``."""
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def format_time(t: float) -> str:
-    """Seconds with an adapted unit: ``0.0123 -> '12.3 ms'``.
+    """Seconds with an adapted unit and three significant digits: ``0.0123 -> '12.3 ms'``,
+    ``3.11024 -> '3.11 s'``.
 
     Parameters
     ----------
@@ -231,7 +240,7 @@ def format_time(t: float) -> str:
     Returns
     -------
     str
-        The value in s, ms, us or ns, with 4 to 6 significant digits.
+        The value in s, ms, us or ns (whole numbers from 100 up: ``'348 ms'``, ``'1234 s'``).
     """
     if t is None or math.isnan(t):
         return "-"
@@ -240,13 +249,36 @@ def format_time(t: float) -> str:
     a = abs(t)
     if a == 0:
         return "0 s"
-    if a >= 1:
-        return f"{t:.6g} s"
-    if a >= 1e-3:
-        return f"{t * 1e3:.4g} ms"
-    if a >= 1e-6:
-        return f"{t * 1e6:.4g} us"
-    return f"{t * 1e9:.4g} ns"
+    for unit, size in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if a >= size * 0.9995:  # 999.96 ms reads 1 s, not 1000 ms
+            return f"{_three(t / size)} {unit}"
+    return f"{_three(t * 1e9)} ns"
+
+
+def format_flops(n: float) -> str:
+    """Floating-point operations in decimal units with three significant digits:
+    ``4.453e13 -> '44.5 TFLOP'``.
+
+    Parameters
+    ----------
+    n : float
+        Operations (a count, not a rate).
+
+    Returns
+    -------
+    str
+        The count in FLOP, kFLOP, MFLOP, GFLOP, TFLOP, PFLOP or EFLOP.
+
+    Examples
+    --------
+    >>> format_flops(4.453e13), format_flops(0), format_flops(999.6)
+    ('44.5 TFLOP', '0 FLOP', '1 kFLOP')
+    """
+    for unit, size in (("EFLOP", 1e18), ("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6),
+                       ("kFLOP", 1e3)):
+        if abs(n) >= size * 0.9995:
+            return f"{_three(n / size)} {unit}"
+    return f"{_three(n)} FLOP"
 
 
 def format_bandwidth(bw: float) -> str:

@@ -178,7 +178,7 @@ def test_etf_starts_the_earliest_pair_first():
                {"id": "t", "time": 1.0, "memory": 1}],
         edges=[{"src": a, "dst": b} for a, b in
                (("s", "p0"), ("s", "p1"), ("s", "p2"), ("p0", "t"), ("p1", "t"), ("p2", "t"))],
-        devices=[Device("d0", 10), Device("d1", 10)])
+        devices=[Device("d0", 10), Device("d1", 10)], links=Links(0.0, float("inf")))
     r = optpart.solve(p, "etf")
     optpart.check(p, r)
     # s on d0 at 0; at time 1 both devices are free: p0 (highest rank) on d0, p1 on d1;

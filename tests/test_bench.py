@@ -18,7 +18,8 @@ import pytest
 import optpart
 from optpart.bench import db as bdb
 from optpart.bench.report import format_report, summarize
-from optpart.bench.sweep import Progress, check_solvers, plan_sweep, problem_hash, run_sweep, scale_memory
+from optpart.bench.progress_line import Progress
+from optpart.bench.sweep import check_solvers, plan_sweep, problem_hash, run_sweep, scale_memory
 from optpart.cli import main
 from optpart.errors import OptpartError, SolverError
 from optpart.generators import layered_dag, training_graph
@@ -134,7 +135,8 @@ def test_progress_line_per_run_in_logs_and_carriage_return_on_a_terminal(graphs)
     for s in specs:
         bar.update(s, "feasible")
     lines = log.getvalue().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("[1/2]") and "eta" in lines[0] and "\r" not in log.getvalue()
+    assert lines[0] == "optpart bench: 2 run(s) to go; one line per finished run"  # shown before any run ends
+    assert len(lines) == 3 and lines[1].startswith("[1/2]") and "eta" in lines[1] and "\r" not in log.getvalue()
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -142,9 +144,11 @@ def test_progress_line_per_run_in_logs_and_carriage_return_on_a_terminal(graphs)
 
     tty = Tty()
     bar = Progress(2, tty)
+    bar.started(specs[0])  # a terminal shows the first run as it starts
+    assert tty.getvalue().endswith("running single on " + specs[0].problem.name + " K=1 x1")
     for s in specs:
         bar.update(s, "feasible")
-    assert tty.getvalue().count("\r") == 2 and tty.getvalue().endswith("\n") and tty.getvalue().count("\n") == 1
+    assert tty.getvalue().count("\r") == 3 and tty.getvalue().endswith("\n") and tty.getvalue().count("\n") == 2
 
 
 # ---------------------------------------------------------------------- the database survives a kill
@@ -257,11 +261,11 @@ def test_report_figures_against_hand_computed_values():
 def test_bench_and_report_commands(graphs, tmp_path, capsys):
     db_path = tmp_path / "r.sqlite"
     code = main(["bench", *map(str, graphs), "--solvers", "single", "--devices", "1,2", "--memory-scale", "2",
-                 "--time-limit", "10", "--db", str(db_path), "--executor", "inline", "--bandwidth", "1GB/s"])
+                 "--time-limit", "10s", "--db", str(db_path), "--executor", "inline", "--bandwidth", "1GB/s"])
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "4 runs: 4 run now, 0 already in" in out.out and "| single | 1" in out.out
-    assert out.err.count("\n") == 4 and "[4/4]" in out.err
+    assert out.err.count("\n") == 5 and "[4/4]" in out.err  # a first line before any run ends, then one per run
     assert all(r["options"] == '{"seed":0,"time_limit":10.0}' for r in _rows(db_path))
     assert main(["report", str(db_path), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -24,7 +24,7 @@ def test_solve_prints_a_table_and_evaluate_rescores_the_same_makespan(tmp_path):
     out = tmp_path / "r.json"
     proc = run("solve", str(SMALL), "--solver", "single", "--devices", "2", "--memory", "8GiB", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert "makespan" in proc.stdout and "device" in proc.stdout and "static mem" in proc.stdout
+    assert "makespan" in proc.stdout and "device" in proc.stdout and "peak mem" in proc.stdout
     written = json.loads(out.read_text())
     assert written["status"] == "feasible"
     proc = run("evaluate", str(SMALL), str(out), "--devices", "2", "--memory", "8GiB", "--json")
@@ -123,7 +123,7 @@ def test_solve_memory_model_flag_and_defaults(tmp_path, capsys):
         main(["solve", str(SMALL), "--devices", "2", "--memory-model", "liveness"])
     assert usage.value.code == 2 and "invalid choice: 'liveness'" in capsys.readouterr().err
     assert main(["solve", str(SMALL), "--devices", "2"]) == 0
-    assert "memory    peak model respected" in capsys.readouterr().out
+    assert "memory    peak (liveness) model respected" in capsys.readouterr().out
 
 
 def test_solvers_command_shows_guarantees_and_options(capsys):

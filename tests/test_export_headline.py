@@ -19,7 +19,8 @@ import pytest
 
 import optpart
 from optpart import export
-from optpart.export.stages import pipeline_modules, untied
+from optpart.export.stages import untied
+from optpart.export.tree import export_modules
 from optpart.model.memory import peak_memory
 from optpart.units import parse_bytes
 
@@ -50,10 +51,10 @@ def test_bundled_gpt2_plan_exports_as_a_device_map_and_split_points_that_fit(gpt
     cap = problem.device_memory
     assert problem.n_devices == 4
     dm = export.module_plan(problem, result)
-    sp = export.split_points(problem, result, plan=dm)
+    sp = export.split_points(problem, result)
     # The split points are scored as torch pipelining runs them: the tied embedding/head
     # weight is replicated per stage (its colocation split by module), and a note says so.
-    relaxed, _ = untied(problem, pipeline_modules(problem, None))
+    relaxed, _ = untied(problem, export_modules(problem))
     for plan, judged in ((dm, problem), (sp.plan, relaxed)):
         assert plan.memory_model == "peak"
         assert plan.fits and "DOES NOT FIT" not in plan.summary(), plan.summary()
@@ -87,15 +88,15 @@ def test_at_the_plain_capacity_rule_neither_gpt2_export_fits_and_each_names_its_
     result = optpart.solve(problem)
     assert result.ok and np.all(result.memory_peak <= rule)
     dm = export.module_plan(problem, result)
-    sp = export.split_points(problem, result, plan=dm)
+    sp = export.split_points(problem, result)
     for plan in (dm, sp.plan):
         assert not plan.fits and "DOES NOT FIT" in plan.summary()
         need = parse_bytes(re.search(r"--memory (\S+)", plan.advice).group(1))
         peak = float(plan.result.memory_peak.max())
         assert peak <= need < peak + 11 * 2**20
-    # the bundled capacity is the device map's need rounded up to 256 MiB
+    # the bundled capacity holds the device map (as accelerate runs it, one device at a time)
     need = float(dm.result.memory_peak.max())
-    assert float(optpart.load(GPT2).device_memory[0]) == -(-need // 2**28) * 2**28
+    assert float(optpart.load(GPT2).device_memory[0]) >= -(-need // 2**28) * 2**28
 
 
 def test_headline_gpt2_plan_exports_and_applies(gpt2):
@@ -104,7 +105,7 @@ def test_headline_gpt2_plan_exports_and_applies(gpt2):
     pipelining = pytest.importorskip("torch.distributed.pipelining")
     problem, result = gpt2
     dm = export.module_plan(problem, result)
-    sp = export.split_points(problem, result, plan=dm)
+    sp = export.split_points(problem, result)
     assert dm.fits and sp.plan.fits and len(sp.stages) > 1
     # They apply to the model the instance was traced from (same module names, small sizes).
     torch.manual_seed(0)
@@ -162,7 +163,7 @@ def test_opt_and_whisper_export_plans_that_fit_at_default_depth_and_dispatch(bui
     result = optpart.solve(problem)
     assert result.ok
     dm = export.module_plan(problem, result)
-    sp = export.split_points(problem, result, plan=dm)
+    sp = export.split_points(problem, result)
     assert dm.fits, dm.summary()
     assert sp.plan.fits, sp.plan.summary()
     # The stages run in module order, each device at most once.
@@ -220,7 +221,7 @@ def test_maps_with_tensors_of_the_top_level_module_pass_accelerates_check_and_di
     placement = np.arange(problem.n_nodes) % 3  # every module's operators over all devices
     for g in problem.groups:
         placement[list(g)] = placement[g[0]]
-    plan = export.module_plan(problem, optpart.evaluate(problem, placement), resolve=False)
+    plan = export.closest_plan(problem, optpart.evaluate(problem, placement), rule="accelerate")
     assert root_tensor in plan.device_map and len(set(plan.device_map.values())) > 1
     model.eval()
     check_device_map(model, plan.device_map)  # raises when a parameter or buffer has no device

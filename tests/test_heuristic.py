@@ -125,7 +125,7 @@ def test_critical_chain_follows_binding_edges():
 
 
 def test_eft_prefers_parallel_devices_for_fork_join():
-    p = fork_join(4, time=1.0).with_devices(4)
+    p = fork_join(4, time=1.0).with_devices(4, links=Links(0.0, float("inf")))  # free links
     g = Graph(p)
     res = eft_schedule(g, p.device_memory.tolist())
     assert res is not None

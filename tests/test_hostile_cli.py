@@ -12,8 +12,8 @@ import sys
 import pytest
 
 import optpart
+from optpart.model.devices import with_resolved_devices
 from optpart.cli import main
-from optpart.model.devices import resolve_devices
 from optpart.errors import OptpartError
 from optpart.model.devices import Device
 from optpart.model.problem import Problem
@@ -148,26 +148,26 @@ def test_plot_draws_dollar_signs_in_ids(tmp_path, capsys):
 # ---------------------------------------------------------------------- resolve_devices (library)
 def test_resolve_devices_reads_numbers_units_lists_and_dicts():
     p = Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 1}])
-    q = resolve_devices(p, devices=3, memory="80GiB,80GiB,40GiB", speed=[1, 2, 1.5])
+    q = with_resolved_devices(p, devices=3, memory="80GiB,80GiB,40GiB", speed=[1, 2, 1.5])
     assert q.device_ids == ["dev0", "dev1", "dev2"]
     assert q.device_memory.tolist() == [80 * 2**30, 80 * 2**30, 40 * 2**30]
     assert q.device_speed.tolist() == [1.0, 2.0, 1.5]
     # Defaults when neither the file nor the caller gives links: 25 GB/s and 10 us.
-    assert (q.links.bandwidth, q.links.latency) == (25e9, pytest.approx(1e-5, rel=1e-12))
-    r = resolve_devices(q, memory={"dev1": "1GiB"}, bandwidth="1GB/s", latency=0)
+    assert q.links is None and (q.bandwidth[0, 1], q.latency[0, 1]) == (25e9, 1e-5)
+    r = with_resolved_devices(q, memory={"dev1": "1GiB"}, bandwidth="1GB/s", latency=0)
     assert r.device_memory.tolist() == [80 * 2**30, 2**30, 40 * 2**30]
     assert (r.links.bandwidth, r.links.latency) == (1e9, 0.0)
-    assert resolve_devices(p, devices=2, memory=1024).device_memory.tolist() == [1024.0, 1024.0]
+    assert with_resolved_devices(p, devices=2, memory=1024).device_memory.tolist() == [1024.0, 1024.0]
 
 
 def test_resolve_devices_keeps_file_ids_and_names_new_ones():
     p = Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 1}],
                       devices=[Device("gpuA", 100.0, 2.0)], links={"latency": 0.5, "bandwidth": 10})
-    q = resolve_devices(p, devices=2)
+    q = with_resolved_devices(p, devices=2)
     assert q.device_ids == ["gpuA", "dev1"]
     assert q.device_memory.tolist() == [100.0, 100.0] and q.device_speed.tolist() == [2.0, 1.0]
     assert (q.links.latency, q.links.bandwidth) == (0.5, 10.0)  # the file's links stay
-    assert resolve_devices(p) is p
+    assert with_resolved_devices(p) is p
 
 
 @pytest.mark.parametrize("kwargs, needle", [
@@ -184,7 +184,7 @@ def test_resolve_devices_keeps_file_ids_and_names_new_ones():
 def test_resolve_devices_errors_name_the_value(kwargs, needle):
     p = Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 1}])
     with pytest.raises(OptpartError, match=needle):
-        resolve_devices(p, **kwargs)
+        with_resolved_devices(p, **kwargs)
 
 
 def test_bench_does_not_import_the_command_line():

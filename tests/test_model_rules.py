@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from strategies import examples
 
 import optpart
+from optpart.model.devices import with_resolved_devices
 from optpart import Device, OptpartError, Problem
 from optpart.generators import training_graph
-from optpart.model.devices import resolve_devices
 
 NODES = [{"id": "a", "time": 1, "memory": 1}, {"id": "b", "time": 2, "memory": 1}]
 EDGES = [{"src": "a", "dst": "b", "bytes": 8}]
@@ -99,7 +99,7 @@ def test_every_entry_point_resolves_devices_alike(values):
     expected = [Device(i, m, s) for i, m, s in zip(ids, mem, spd)]
     by_count = graph.with_devices(k, memory=mem_value, speed=spd_value)
     by_ids = graph.with_devices(ids, memory=mem_value, speed=spd_value)
-    by_flags = resolve_devices(graph, devices=k, memory=mem_value, speed=spd_value)
+    by_flags = with_resolved_devices(graph, devices=k, memory=mem_value, speed=spd_value)
     by_records = Problem.build(nodes=NODES, edges=EDGES,
                                devices=[{"id": i, "memory": m, "speed": s} for i, m, s in zip(ids, mem, spd)],
                                links={"latency": 1e-5, "bandwidth": 2.5e10})  # the default link
@@ -107,16 +107,16 @@ def test_every_entry_point_resolves_devices_alike(values):
         assert list(p.devices) == expected, spelling
     if spelling == "mapping" or (spelling != "scalar" and k > 1):  # the values alone give the count
         assert list(graph.with_devices(memory=mem_value, speed=spd_value).devices) == expected
-        assert list(resolve_devices(graph, memory=mem_value, speed=spd_value).devices) == expected
+        assert list(with_resolved_devices(graph, memory=mem_value, speed=spd_value).devices) == expected
     # file devices: nothing asked keeps them; a mapping naming one device changes only it
-    assert resolve_devices(by_records) is by_records
-    changed = resolve_devices(by_records, memory={ids[-1]: 1.0})
+    assert with_resolved_devices(by_records) is by_records
+    changed = with_resolved_devices(by_records, memory={ids[-1]: 1.0})
     assert changed.device_memory.tolist() == mem[:-1] + [1.0] and changed.device_speed.tolist() == spd
-    grown = resolve_devices(by_records, devices=k + 1)
+    grown = with_resolved_devices(by_records, devices=k + 1)
     assert list(grown.devices[:k]) == expected
     assert grown.devices[k] == Device(f"dev{k}", min(mem), 1.0)
     # the uniform link, from flags or records, is the same link
-    linked = resolve_devices(by_records, bandwidth="1GB/s", latency="1us")
+    linked = with_resolved_devices(by_records, bandwidth="1GB/s", latency="1us")
     rec = Problem.build(nodes=NODES, edges=EDGES, devices=list(by_records.devices),
                         links={"latency": 1e-6, "bandwidth": 1e9})
     assert np.array_equal(linked.bandwidth, rec.bandwidth) and np.array_equal(linked.latency, rec.latency)
@@ -124,9 +124,9 @@ def test_every_entry_point_resolves_devices_alike(values):
 
 @pytest.mark.parametrize("call", [
     lambda g: g.with_devices(3, memory=[1, 2]),
-    lambda g: resolve_devices(g, devices=3, memory=[1, 2]),
+    lambda g: with_resolved_devices(g, devices=3, memory=[1, 2]),
     lambda g: g.with_devices(3, memory="1KiB,2KiB"),
-    lambda g: resolve_devices(g, devices=3, memory="1KiB,2KiB"),
+    lambda g: with_resolved_devices(g, devices=3, memory="1KiB,2KiB"),
 ])
 def test_a_list_of_the_wrong_length_is_the_same_error_everywhere(call):
     graph = Problem.build(nodes=NODES, edges=EDGES)
@@ -173,4 +173,4 @@ def test_a_derived_problem_never_serves_a_stale_bound(tmp_path):
 def test_a_mapping_that_misses_the_count_is_the_same_error_everywhere(memory, needle):
     graph = Problem.build(nodes=NODES, edges=EDGES)
     assert _error(lambda: graph.with_devices(2, memory=memory)) == needle
-    assert _error(lambda: resolve_devices(graph, devices=2, memory=memory)) == needle
+    assert _error(lambda: with_resolved_devices(graph, devices=2, memory=memory)) == needle

@@ -21,4 +21,5 @@ def test_model_to_plan_notebook_runs_and_checks_itself(tmp_path, monkeypatch):
     assert "traced with fake tensors" in text and "status feasible" in text
     assert "placement per module checked: every GPT2Block on one device" in text
     assert "figures checked: titles, axis labels and legends present" in text
-    assert any("image/png" in o.get("data", {}) for o in outputs)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 1  # the Gantt chart, shown once
+    assert not [o for o in outputs if o.get("name") == "stderr"]  # no TqdmWarning in an output cell

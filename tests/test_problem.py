@@ -225,6 +225,11 @@ def test_problem_arrays_are_read_only_and_the_bound_cannot_go_stale(diamond):
                  "pin", "topo", "allowed"):
         with pytest.raises(ValueError, match="read-only"):
             getattr(diamond, name)[0] = 100
+        with pytest.raises(ValueError, match="WRITEABLE"):  # and cannot be made writeable again
+            getattr(diamond, name).flags.writeable = True
+    for group in diamond.groups:
+        with pytest.raises(ValueError, match="WRITEABLE"):
+            group.flags.writeable = True
     q = diamond.with_devices(3, memory=100)
     with pytest.raises(ValueError, match="read-only"):
         q.device_speed[0] = 2

@@ -115,7 +115,7 @@ def test_an_infinite_effort_on_the_command_line_is_not_an_internal_error(tmp_pat
     edges = [{"src": f"n{i}", "dst": f"n{i + 1}", "bytes": 8} for i in range(5)] + [{"src": "n0", "dst": "n3", "bytes": 8}]
     path = tmp_path / "g.json"
     optpart.save(optpart.Problem.build(nodes=nodes, edges=edges, name="split6"), path)
-    code = main(["solve", str(path), "-k", "2", "-q", "-t", "5", "--option", "effort=inf"])
+    code = main(["solve", str(path), "-k", "2", "-q", "-t", "5s", "--option", "effort=inf"])
     err = capsys.readouterr().err
     assert code == 2, err  # effort must be finite: bad input, one line naming it
     assert err.count("\n") == 1 and "effort" in err and "Traceback" not in err, err

@@ -2,7 +2,9 @@
 
 Why SQLite: it is in the standard library, a single file is easy to move around,
 and with write-ahead logging (WAL) a reader (``optpart report``, a notebook) can
-look at the file while a sweep writes to it. Each finished run is committed on
+look at the file while a sweep writes to it. A sweep that ends returns the file to a
+rollback journal when nothing else has it open (:func:`close`): no ``-wal``/``-shm``
+files are left beside it. Each finished run is committed on
 its own, so killing a sweep loses at most the runs in flight and never leaves a
 half-written row: SQLite commits are atomic (https://www.sqlite.org/atomiccommit.html,
 https://www.sqlite.org/wal.html).
@@ -36,7 +38,8 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import OptpartError
 
-__all__ = ["SCHEMA_VERSION", "COLUMNS", "connect", "connect_readonly", "options_key", "done_keys", "insert_run", "load_runs", "claim", "release_claims", "owner_token"]
+__all__ = ["SCHEMA_VERSION", "COLUMNS", "connect", "close", "connect_readonly", "options_key", "done_keys", "insert_run",
+           "load_runs", "claim", "release_claims", "owner_token"]
 
 #: Bumped when the columns change meaning; a file with another version is refused.
 SCHEMA_VERSION = 1
@@ -163,6 +166,26 @@ def connect(path: str | Path) -> sqlite3.Connection:
         con.close()
         raise OptpartError(f"{path}: results schema version {found}, this optpart reads version {SCHEMA_VERSION}")
     return con
+
+
+def close(con: sqlite3.Connection) -> None:
+    """Close a sweep's connection, leaving one file behind: when no other connection has the
+    database open, it is checkpointed and switched back from WAL to a rollback journal, so
+    SQLite removes the ``-wal`` and ``-shm`` files (a sweep that starts later switches it to
+    WAL again). While another sweep or a reader holds it, it stays in WAL mode.
+
+    Parameters
+    ----------
+    con : sqlite3.Connection
+        A connection from :func:`connect`.
+    """
+    try:
+        con.execute("PRAGMA busy_timeout = 0")  # another connection: leave WAL on at once, never wait
+        con.execute("PRAGMA journal_mode = DELETE")
+    except sqlite3.OperationalError:  # busy: another sweep or a reader has it open
+        pass
+    finally:
+        con.close()
 
 
 def done_keys(con: sqlite3.Connection, *, include_errors: bool = True) -> set[tuple[str, str, str]]:

@@ -6,8 +6,9 @@ the non-interactive Agg backend unless a backend was already chosen (a notebook'
 * :func:`plot_schedule`: one bar per node on its device's row, a line from producer
   to consumer row for each cross-device edge (from the producer's finish to the
   tensor's arrival; left out above ``max_transfers``), and below it the memory in use
-  per device over time (:func:`~optpart.evaluate.memory_timeline`), the
-  static level as a dashed line and the capacity as a dotted one.
+  per device under the result's memory model (peak: bytes live over time,
+  :func:`~optpart.evaluate.memory_timeline`; static: each device's sum), beside the capacity
+  as a dotted line; the other model's figures are not drawn against the capacity.
 * :func:`plot_gaps`: per solver, the distribution of the gap to the best lower bound
   and of the makespan over the best known (box plots), from a results database.
 * :func:`figure_problems`: what a figure lacks (title, axis labels, legend), so tests
@@ -29,7 +30,8 @@ from ..model.problem import Problem
 from ..result import Result
 from ..model.memory import memory_timeline, static_memory
 
-__all__ = ["plot_schedule", "plot_gaps", "figure_problems", "save_figure", "is_sqlite", "memory_timeline"]
+__all__ = ["plot_schedule", "plot_gaps", "figure_problems", "save_figure", "is_sqlite", "memory_timeline",
+           "solver_color", "image_formats"]
 
 
 def _pyplot():
@@ -56,6 +58,53 @@ def _byte_unit(top: float) -> tuple[str, float]:
         if top >= size:
             return name, size
     return "B", 1.0
+
+
+#: One colour per solver, the same in every figure (matplotlib's tab10 and tab20 colours, by hex):
+#: the built-in solvers first, in a fixed order, then others (plugins) by their name.
+_SOLVER_ORDER = ("heuristic", "cpsat", "milp", "heft", "etf", "topo", "metis", "single", "pardnn", "gpipe", "1f1b")
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+            "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d")
+
+
+def solver_color(solver: str) -> str:
+    """The colour of ``solver`` in every figure (a Gantt's legend aside): built-in solvers have
+    fixed colours, any other name (a plugin, ``heuristic (M=8)``) one chosen from its text.
+
+    Parameters
+    ----------
+    solver : str
+        A solver name or run label.
+
+    Returns
+    -------
+    str
+        A hex colour.
+
+    Examples
+    --------
+    >>> solver_color("heuristic"), solver_color("cpsat")
+    ('#1f77b4', '#ff7f0e')
+    """
+    base = solver.split(" (", 1)[0]
+    if base in _SOLVER_ORDER:
+        return _PALETTE[_SOLVER_ORDER.index(base)]
+    rest = _PALETTE[len(_SOLVER_ORDER):]
+    return rest[sum(base.encode("utf-8")) % len(rest)]  # deterministic: no hash seed
+
+
+def image_formats() -> set[str]:
+    """The file extensions :func:`save_figure` can write (matplotlib's, e.g. png, svg, pdf).
+
+    Returns
+    -------
+    set of str
+        Lower-case extensions without the dot.
+    """
+    _pyplot()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return set(FigureCanvasBase.get_supported_filetypes())
 
 
 def is_sqlite(path: str | Path) -> bool:
@@ -159,33 +208,44 @@ def plot_schedule(problem: Problem, result: Result, *, max_transfers: int = 300,
     ax.set_yticks([row[d] for d in range(k)], [plot_safe(d) for d in problem.device_ids])
     ax.set_ylim(-0.6, k - 0.4)
     ax.set_ylabel("device")
+    from ..hardware import costs_label
+
     ax.set_title(f"{plot_safe(problem.name)}: {plot_safe(result.solver)}, {result.status.value} "
-                 f"({result.memory_model} memory), makespan {makespan / tsize:.4g} {tname} "
-                 f"(lower bound {result.lower_bound / tsize:.4g} {tname})")
+                 f"({result.memory_model} memory), makespan {makespan / tsize:.3g} {tname} "
+                 f"(lower bound {result.lower_bound / tsize:.3g} {tname})\n{plot_safe(costs_label(problem))}",
+                 fontsize=10)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     # Memory over time per device.
-    lines = memory_timeline(problem, place, start, finish)
-    static = static_memory(problem, place)
+    # Memory under the model the result is for, against the capacity. Under peak: bytes live
+    # over time; under static: each device's sum of node memories (the liveness curve, which
+    # the static sum bounds, is not drawn beside the capacity as if it were the checked figure).
     caps = problem.device_memory
     finite_caps = caps[np.isfinite(caps)]
-    top = max([float(b.max()) for _, b in lines] + [float(static.max()) if k else 0.0]
+    peak_model = result.memory_model == "peak"
+    lines = memory_timeline(problem, place, start, finish) if peak_model else []
+    static = static_memory(problem, place)
+    top = max(([float(b.max()) for _, b in lines] if peak_model else [float(static.max()) if k else 0.0])
               + ([float(finite_caps.max())] if finite_caps.size else []))
     bname, bsize = _byte_unit(top)
-    for d, (t, b) in enumerate(lines):
+    for d in range(k):
         c = colors(d % colors.N)
-        axm.plot(t / tsize, b / bsize, drawstyle="steps-post", color=c, linewidth=1.2,
-                 label=f"{plot_safe(problem.device_ids[d])} live (peak {b.max() / bsize:.3g} {bname})")
-        axm.hlines(static[d] / bsize, 0, makespan / tsize, colors=[c], linestyles="dashed", linewidth=1.0)
+        if peak_model:
+            t, b = lines[d]
+            axm.plot(t / tsize, b / bsize, drawstyle="steps-post", color=c, linewidth=1.2,
+                     label=f"{plot_safe(problem.device_ids[d])} live (peak {b.max() / bsize:.3g} {bname})")
+        else:
+            axm.hlines(static[d] / bsize, 0, makespan / tsize, colors=[c], linewidth=1.5,
+                       label=f"{plot_safe(problem.device_ids[d])} static sum {static[d] / bsize:.3g} {bname}")
     mem_handles, _ = axm.get_legend_handles_labels()
-    mem_handles.append(Line2D([], [], color="0.3", linestyle="dashed", label="static level (same colour)"))
     if finite_caps.size:
         axm.hlines(sorted(set((finite_caps / bsize).tolist())), 0, makespan / tsize, colors="black",
                    linestyles="dotted", linewidth=1.2)
         mem_handles.append(Line2D([], [], color="black", linestyle="dotted", label="capacity"))
     axm.set_xlabel(f"time ({tname})")
     axm.set_ylabel(f"memory ({bname})")
-    axm.set_title("memory in use per device: liveness model (solid), static model (dashed)")
+    axm.set_title("memory per device under the peak model: bytes live over time" if peak_model else
+                  "memory per device under the static model: the sum of its nodes' memory")
     axm.legend(handles=mem_handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     axm.set_xlim(0, max(makespan / tsize, 1e-12))
     axm.set_ylim(bottom=0)
@@ -237,7 +297,6 @@ def plot_gaps(source: str | Path | sqlite3.Connection | Sequence[Mapping[str, An
 
     data = _gap_data(rows)
     solvers = list(data)
-    colors = plt.get_cmap("tab10")
     fig, axes = plt.subplots(1, 2, figsize=(max(8.0, 1.6 * len(solvers) + 5), 4.2))
     panels = [("gap to the best lower bound", "gap (% of makespan)", 0),
               ("makespan relative to the best known", "makespan / best known (ratio)", 1)]
@@ -248,7 +307,7 @@ def plot_gaps(source: str | Path | sqlite3.Connection | Sequence[Mapping[str, An
             box = ax.boxplot([v for _, v in drawn], positions=[j + 1 for j, _ in drawn], widths=0.6,
                              patch_artist=True, showmeans=True)
             for patch, (j, _) in zip(box["boxes"], drawn):
-                patch.set_facecolor(colors(j % 10))
+                patch.set_facecolor(solver_color(solvers[j]))
                 patch.set_alpha(0.7)
         else:
             ax.text(0.5, 0.5, "no run with a placement", ha="center", va="center", transform=ax.transAxes)
@@ -259,7 +318,7 @@ def plot_gaps(source: str | Path | sqlite3.Connection | Sequence[Mapping[str, An
         ax.set_title(title)
         ax.grid(axis="y", alpha=0.3)
     total = {s: sum(r["solver"] == s for r in rows) for s in solvers}
-    handles = [Patch(facecolor=colors(j % 10), alpha=0.7,
+    handles = [Patch(facecolor=solver_color(s), alpha=0.7,
                      label=f"{plot_safe(s)}: {len(data[s][0])} of {total[s]} runs with a placement") for j, s in enumerate(solvers)]
     axes[1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     axes[0].legend(handles=[plt.Line2D([], [], color="green", marker="^", linestyle="none", label="mean"),

@@ -13,6 +13,9 @@ proven bound, docs/model.md section 4). A line then gives:
 * ``gap mean``: mean of ``(makespan - best bound) / makespan`` over those runs;
 * ``wall median``: median wall time in seconds, over every run.
 
+:func:`per_instance` lists every run instead (``optpart report --by instance``): its status,
+makespan, makespan over the best known and gap.
+
 Ratios use the geometric mean because they are ratios (Fleming and Wallace, "How not
 to lie with statistics: the correct way to summarize benchmark results", CACM 1986).
 """
@@ -28,14 +31,38 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import OptpartError
 
-__all__ = ["FORMATS", "best_known", "summarize", "format_report"]
+__all__ = ["FORMATS", "VIEWS", "best_known", "summarize", "per_instance", "format_report", "LEGEND"]
 
 FORMATS = ("markdown", "csv", "json")
+#: ``setting``: one line per solver and setting; ``instance``: one line per run.
+VIEWS = ("setting", "instance")
 
-_HEADER = [("solver", "solver"), ("devices", "devices"), ("memory_scale", "mem scale"), ("runs", "runs"),
+_HEADER = [("solver", "solver"), ("devices", "devices"), ("memory_scale", "memory scale"), ("runs", "runs"),
            ("errors", "errors"), ("feasible", "feasible"), ("optimal", "optimal"),
-           ("rel_geomean", "ms/best geo"), ("rel_max", "ms/best max"), ("gap_mean", "gap mean"),
+           ("rel_geomean", "makespan/best geo"), ("rel_max", "makespan/best max"), ("gap_mean", "gap mean"),
            ("wall_median_s", "wall median (s)")]
+_INSTANCE_HEADER = [("problem", "problem"), ("devices", "devices"), ("memory_scale", "memory scale"),
+                    ("solver", "solver"), ("status", "status"), ("makespan_s", "makespan (s)"),
+                    ("rel", "makespan/best"), ("gap", "gap"), ("wall_s", "wall (s)")]
+
+#: What the columns of a Markdown report mean (printed under the table).
+LEGEND = {
+    "setting": "\n".join([
+        "Columns:",
+        "- memory scale: each device's capacity as a multiple of the instance's own (of total memory / K for a "
+        "graph without capacities)",
+        "- feasible, optimal: share of runs with a placement; share proven optimal",
+        "- makespan/best geo, max: the run's makespan over the best any run in the database found for the same "
+        "problem and devices (1.000 = the best), geometric mean and maximum over the runs with a placement",
+        "- gap mean: mean of (makespan - best proven bound) / makespan over the runs with a placement",
+        "- wall median (s): median wall time of the solver",
+        "One line per run: optpart report DB --by instance."]),
+    "instance": "\n".join([
+        "Columns:",
+        "- makespan/best: the run's makespan over the best any run found for the same problem, devices and memory "
+        "scale (1.000 = the best)",
+        "- gap: (makespan - best proven bound) / makespan; a run without a placement shows its status and '-'"]),
+}
 
 _SOLVED = ("optimal", "feasible")
 
@@ -121,29 +148,67 @@ def summarize(rows: Sequence[Mapping[str, Any]],
     return out
 
 
+def per_instance(rows: Sequence[Mapping[str, Any]],
+                 reference: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One dictionary per run, sorted by problem, devices, memory scale and solver: the
+    per-instance view of ``optpart report --by instance``.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The runs to list.
+    reference : sequence of mapping, optional
+        Runs giving the best known makespan and bound per problem (default: ``rows``).
+
+    Returns
+    -------
+    list of dict
+        ``problem``, ``devices``, ``memory_scale``, ``solver``, ``status``, ``makespan_s``,
+        ``rel`` (makespan over the best known), ``gap`` (to the best bound) and ``wall_s``.
+    """
+    best = best_known(reference if reference is not None else rows)
+    from ..pipeline.bench_hooks import run_label
+
+    out = []
+    for r in rows:
+        m = float(r["makespan"]) if r["status"] in _SOLVED and r["makespan"] is not None else None
+        bm, bb = best.get(r["problem_hash"], (math.inf, 0.0))
+        out.append({"problem": r.get("problem") or r["problem_hash"][:12], "devices": int(r["devices"]),
+                    "memory_scale": float(r["memory_scale"]), "solver": run_label(r), "status": r["status"],
+                    "makespan_s": m, "rel": None if m is None else _ratio(m, min(bm, m)),
+                    "gap": None if m is None else (0.0 if m <= 0 else max(0.0, (m - min(bb, m)) / m)),
+                    "wall_s": None if r.get("wall_seconds") is None else float(r["wall_seconds"])})
+    return sorted(out, key=lambda x: (x["problem"], x["devices"], x["memory_scale"], x["solver"]))
+
+
 def _cell(key: str, value: Any) -> str:
     if value is None:
         return "-"
-    if key in ("feasible", "optimal", "gap_mean"):
+    if key in ("feasible", "optimal", "gap_mean", "gap"):
         return f"{100 * value:.1f}%"
-    if key in ("rel_geomean", "rel_max"):
+    if key in ("rel_geomean", "rel_max", "rel"):
         return f"{value:.3f}"
     if key == "memory_scale":
         return f"{value:g}"
-    if key == "wall_median_s":
+    if key in ("wall_median_s", "wall_s", "makespan_s"):
         return f"{value:.3g}"
     return str(value)
 
 
-def format_report(summary: Sequence[Mapping[str, Any]], fmt: str = "markdown") -> str:
+def format_report(summary: Sequence[Mapping[str, Any]], fmt: str = "markdown", view: str = "setting",
+                  legend: bool = False) -> str:
     """The summary as a Markdown table, CSV (raw numbers) or JSON (raw numbers).
 
     Parameters
     ----------
     summary : sequence of mapping
-        :func:`summarize`'s rows.
+        :func:`summarize`'s rows (``view="setting"``) or :func:`per_instance`'s (``"instance"``).
     fmt : {"markdown", "csv", "json"}, optional
         The output format.
+    view : {"setting", "instance"}, optional
+        Which rows ``summary`` holds.
+    legend : bool, optional
+        Markdown only: add what each column means (:data:`LEGEND`) under the table.
 
     Returns
     -------
@@ -153,21 +218,25 @@ def format_report(summary: Sequence[Mapping[str, Any]], fmt: str = "markdown") -
     Raises
     ------
     OptpartError
-        For a format not in :data:`FORMATS`.
+        For a format not in :data:`FORMATS` or a view not in :data:`VIEWS`.
     """
+    if view not in VIEWS:
+        raise OptpartError(f"report view {view!r}: expected one of {', '.join(VIEWS)}")
+    columns = _HEADER if view == "setting" else _INSTANCE_HEADER
     if fmt == "json":
         return json.dumps(list(summary), indent=2) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([k for k, _ in _HEADER])
+        writer.writerow([k for k, _ in columns])
         for row in summary:
-            writer.writerow(["" if row[k] is None else row[k] for k, _ in _HEADER])
+            writer.writerow(["" if row[k] is None else row[k] for k, _ in columns])
         return buf.getvalue()
     if fmt != "markdown":
         raise OptpartError(f"report format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    header = [title for _, title in _HEADER]
-    cells = [[_cell(k, row[k]) for k, _ in _HEADER] for row in summary]
+    header = [title for _, title in columns]
+    cells = [[_cell(k, row[k]) for k, _ in columns] for row in summary]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(header)]
     line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)]) + "\n"
+    text = "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, cells)]) + "\n"
+    return text + (f"\n{LEGEND[view]}\n" if legend else "")

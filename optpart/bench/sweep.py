@@ -32,20 +32,23 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from .. import __version__
-from ..model.devices import resolve_devices
+from ..hardware import with_hardware
 from ..errors import OptpartError, SolverError
 from ..formats import load, problem_to_json
 from ..model.devices import Device
+from ..model.devices import with_resolved_devices
 from ..model.problem import Problem
 from ..api import PIPELINE_ORDERS, solve
-from ..solvers.registry import SOLVERS, solver_info
+from ..solvers.registry import SOLVERS, load_plugin_payload, plugin_payload, solver_info
 from . import db as _db
-from .executors import Executor, make_executor
+from .executors import Executor, InlineExecutor, make_executor
+from .progress_line import Progress
 
 __all__ = ["RunSpec", "SweepOutcome", "scale_memory", "problem_hash", "check_solvers", "plan_sweep",
-           "run_one", "run_sweep", "Progress", "iter_instances"]
+           "run_one", "run_sweep", "iter_instances"]
 
-_DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
+_DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency", "device_type", "dtype", "link")
+_HARDWARE = ("device_type", "dtype", "link")
 
 
 @dataclass
@@ -204,7 +207,8 @@ def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str]
         Extra options for one solver.
     device_args : mapping, optional
         ``memory``/``speed``/``bandwidth``/``latency`` for every instance, as
-        :func:`optpart.model.devices.resolve_devices` takes them.
+        :func:`optpart.model.devices.resolve_devices` takes them, and ``device_type``/``dtype``/
+        ``link`` to price every instance for a device type (:func:`optpart.hardware.with_hardware`).
 
     Returns
     -------
@@ -230,7 +234,11 @@ def plan_sweep(instances: Sequence[str | Path | Problem], solvers: Sequence[str]
     for inst in instances:
         base, source = (inst, None) if isinstance(inst, Problem) else (load(inst), str(inst))
         for k in (list(devices) if devices is not None else [None]):
-            with_devices = resolve_devices(base, **_device_values(device_args, k))
+            values = _device_values(device_args, k)
+            if any(key in values for key in _HARDWARE):  # priced for a device type (optpart.hardware)
+                with_devices = with_hardware(base, **values)
+            else:
+                with_devices = with_resolved_devices(base, **values)
             for s in scales:
                 problem = scale_memory(with_devices, s)
                 digest = problem_hash(problem)
@@ -251,7 +259,9 @@ def run_one(task: Mapping[str, Any]) -> dict[str, Any]:
     Parameters
     ----------
     task : mapping
-        ``problem``, ``solver`` and ``options`` (``time_limit`` and ``seed`` among them).
+        ``problem``, ``solver`` and ``options`` (``time_limit`` and ``seed`` among them), and
+        ``plugins`` (:func:`optpart.solvers.registry.plugin_payload`: how to register a plugin
+        solver in this process).
 
     Returns
     -------
@@ -264,6 +274,7 @@ def run_one(task: Mapping[str, Any]) -> dict[str, Any]:
     opts = dict(task["options"])
     t0 = time.perf_counter()
     try:
+        load_plugin_payload(task.get("plugins", ()))  # a plugin solver registered in the sweep's process
         result = solve(problem, task["solver"], time_limit=opts.pop("time_limit", None),
                        seed=opts.pop("seed", 0), **opts)
     except Exception as exc:  # recorded, never fatal to the sweep
@@ -302,56 +313,6 @@ def _row(spec: RunSpec, answer: Mapping[str, Any]) -> dict[str, Any]:
         "version": __version__,
         "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-
-
-# ---------------------------------------------------------------------- progress
-class Progress:
-    """A plain-text progress line with an ETA: rewritten in place with ``\\r`` on a
-    terminal, one line per finished run otherwise (logs, CI)."""
-
-    def __init__(self, total: int, stream: TextIO | None = None, skipped: int = 0) -> None:
-        self.total, self.done, self.errors = total, 0, 0
-        self.stream = stream
-        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
-        self.t0 = time.monotonic()
-        self._width = 0
-        if stream is not None and skipped:
-            print(f"optpart bench: {skipped} run(s) already in the database, {total} to go", file=stream)
-
-    def update(self, spec: RunSpec, status: str) -> None:
-        """Count one finished run and redraw the line.
-
-        Parameters
-        ----------
-        spec : RunSpec
-            The run (named on non-terminal streams).
-        status : str
-            Its status (``"error"`` is counted apart).
-        """
-        self.done += 1
-        self.errors += status == "error"
-        if self.stream is None:
-            return
-        elapsed = time.monotonic() - self.t0
-        eta = elapsed / self.done * (self.total - self.done)
-        line = (f"[{self.done}/{self.total}] {self.done / max(self.total, 1):4.0%} "
-                f"elapsed {_clock(elapsed)} eta {_clock(eta)}"
-                + (f" errors {self.errors}" if self.errors else "")
-                + f" | {spec.solver} on {spec.problem.name} K={spec.devices} x{spec.memory_scale:g}: {status}")
-        if self.tty:
-            pad = max(0, self._width - len(line))
-            self._width = len(line)
-            self.stream.write("\r" + line + " " * pad)
-            if self.done == self.total:
-                self.stream.write("\n")
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-
-def _clock(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 # ---------------------------------------------------------------------- the sweep
@@ -399,9 +360,11 @@ def run_sweep(specs: Sequence[RunSpec], db_path: str | Path, *, executor: Execut
             return out
         own = not isinstance(executor, Executor)
         ex = make_executor(executor, jobs) if own else executor
+        # Worker processes learn the plugin solvers from each run; inline runs have them already.
+        plugins = [] if isinstance(ex, InlineExecutor) else plugin_payload(sorted({s.solver for s in todo}))
         bar = Progress(len(todo), progress, skipped=out.skipped)
         try:
-            _run_claimed(todo, con, ex, owner, retry_errors, bar, out)
+            _run_claimed(todo, con, ex, owner, retry_errors, bar, out, plugins)
         except BaseException:
             # Interrupted (SIGTERM, Ctrl-C) or failed: stop the workers now, keep what is written.
             if own:
@@ -414,7 +377,7 @@ def run_sweep(specs: Sequence[RunSpec], db_path: str | Path, *, executor: Execut
         try:
             _db.release_claims(con, owner)
         finally:
-            con.close()
+            _db.close(con)
     return out
 
 
@@ -423,7 +386,7 @@ CLAIM_POLL_S = 0.5
 
 
 def _run_claimed(todo: list[RunSpec], con, ex: Executor, owner: str, retry_errors: bool, bar: Progress,
-                 out: SweepOutcome) -> None:
+                 out: SweepOutcome, plugins: list) -> None:
     """Claim, run and write the runs of ``todo`` in planned order, at most ``ex.capacity`` in
     flight. Runs that another live sweep holds are put aside and looked at again when
     nothing else is left: skipped once their row is there, run here if their sweep died."""
@@ -442,7 +405,8 @@ def _run_claimed(todo: list[RunSpec], con, ex: Executor, owner: str, retry_error
             if state == "busy":
                 held_elsewhere.append(i)
                 continue
-            task = {"problem": spec.problem, "solver": spec.solver, "options": spec.options}
+            task = {"problem": spec.problem, "solver": spec.solver, "options": spec.options, "plugins": plugins}
+            bar.started(spec)
             running[ex.submit(run_one, task)] = i
         if running:
             finished, _ = ex.wait_any(running)

@@ -32,7 +32,8 @@ from typing import Sequence
 from .. import __version__
 from ..errors import OptpartError
 from ..text import safe
-from .common import MAX_SEED, add_device_arguments, apply_device_arguments, format_summary
+from .common import MAX_SEED, Terminated, on_sigterm, add_device_arguments, apply_device_arguments
+from .summary import format_summary
 
 __all__ = ["main", "build_parser", "add_device_arguments", "apply_device_arguments", "format_summary",
            "COMMAND_MODULES"]
@@ -48,6 +49,7 @@ COMMAND_MODULES: list[str] = [
     "optpart.cli.import_",
     "optpart.cli.show",
     "optpart.cli.export",
+    "optpart.cli.run",
 ]
 
 
@@ -125,6 +127,11 @@ def _check_args(args: argparse.Namespace) -> None:
     seed = getattr(args, "seed", None)
     if isinstance(seed, int) and not 0 <= seed <= MAX_SEED:
         raise OptpartError(f"--seed {seed} must be between 0 and {MAX_SEED}")
+    plugins = getattr(args, "plugin", None)
+    if plugins:
+        from ..solvers import load_plugins
+
+        load_plugins(plugins)  # and into $OPTPART_PLUGINS: a sweep's worker processes load them too
     out = getattr(args, "out", None)
     if isinstance(out, str) and out:
         parent = Path(out).parent
@@ -132,15 +139,6 @@ def _check_args(args: argparse.Namespace) -> None:
             raise OptpartError(f"--out {out}: directory '{parent}' does not exist")
         if Path(out).is_dir():
             raise OptpartError(f"--out {out} is a directory; give a file name")
-
-
-class Terminated(BaseException):
-    """Raised in the main thread when the process gets SIGTERM, so that ``finally`` blocks
-    run (a sweep stops its workers, drops its claims, closes its database)."""
-
-
-def _on_sigterm(signum, frame) -> None:
-    raise Terminated()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -165,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
     except ValueError:  # not the main thread: leave signals alone
         previous = None
     try:
@@ -174,12 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OptpartError as exc:
         print(f"optpart: error: {safe(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("optpart: interrupted; results written so far are kept", file=sys.stderr)
-        return 130
     except Terminated:
         print("optpart: terminated by SIGTERM; results written so far are kept", file=sys.stderr)
         return 143
+    except KeyboardInterrupt:
+        print("optpart: interrupted; results written so far are kept", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

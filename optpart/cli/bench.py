@@ -48,7 +48,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from ..bench import db as _db
     from ..bench.report import format_report, summarize
     from ..bench.sweep import iter_instances, plan_sweep, run_sweep
-    from .common import check_bandwidth, check_sizes
+    from .common import check_bandwidth, check_sizes, check_time
 
     files = iter_instances(args.instances)
     if not files:
@@ -61,8 +61,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         check_sizes(args.memory, "--memory")
     if args.bandwidth is not None:
         check_bandwidth(args.bandwidth, "--bandwidth")
+    if args.latency is not None:
+        check_time(args.latency, "--latency")
     device_args = {"memory": args.memory, "speed": args.speed, "bandwidth": args.bandwidth,
-                   "latency": args.latency}
+                   "latency": args.latency, "device_type": args.device_type, "dtype": args.dtype, "link": args.link}
     options = _solver_options(args.option)
     if args.memory_model != "peak":  # the registry's default; a per-solver --option wins
         for name in solvers:
@@ -79,15 +81,17 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     mine = _db.load_runs(args.db, keys=outcome.keys)
     print(f"{outcome.planned} runs: {outcome.ran} run now, {outcome.skipped} already in {args.db}, "
           f"{outcome.errors} errors")
-    print(format_report(summarize(mine, reference=all_rows), "markdown"), end="")
+    print(format_report(summarize(mine, reference=all_rows), "markdown", legend=True), end="")
     return 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from ..bench import db as _db
-    from ..bench.report import format_report, summarize
+    from ..bench.report import format_report, per_instance, summarize
 
-    text = format_report(summarize(_db.load_runs(args.db)), args.format)
+    rows = _db.load_runs(args.db)
+    table = summarize(rows) if args.by == "setting" else per_instance(rows)
+    text = format_report(table, args.format, view=args.by, legend=args.format == "markdown")
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
         print(f"report written to {args.out}", file=sys.stderr)
@@ -100,6 +104,11 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from ..bench import plots
 
     path = Path(args.source)
+    suffix = Path(args.out).suffix.lower().lstrip(".")
+    formats = plots.image_formats()
+    if suffix not in formats:
+        raise OptpartError(f"--out {args.out}: matplotlib writes {', '.join(sorted(formats))}; give one of these "
+                           "extensions (e.g. gantt.png)")
     if plots.is_sqlite(path):
         plots.save_figure(plots.plot_gaps(args.source), args.out)
     else:
@@ -119,12 +128,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``optpart bench``."""
-    from .common import add_device_arguments, add_run_arguments
+    from .common import add_device_arguments, add_plugin_argument, add_run_arguments
 
     p.add_argument("instances", nargs="+", metavar="INSTANCE", help="problem files, or directories of them")
     p.add_argument("--solvers", "-s", default="heuristic", metavar="A,B",
                    help="solver names (default heuristic)")
-    add_device_arguments(p)
+    add_device_arguments(p, hardware=True)
     # add_device_arguments defines --devices K; here it is a list of counts.
     for action in p._actions:
         if action.dest == "devices":
@@ -136,21 +145,25 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
                    help="memory model every placement must respect (default peak; docs/model.md section 3)")
     p.add_argument("--micro-batches", "-M", metavar="M[,M...]",
                    help="micro-batch counts to sweep: each run pipelines one step as M micro-batches through one "
-                        "placement (docs/model.md section 7; solvers also gpipe, 1f1b); default 1")
+                        "placement (docs/model.md section 7; solvers also gpipe, 1f1b); default: each file's own "
+                        "count (optpart import --micro-batches), else 1")
     add_run_arguments(p, who="each run", option_metavar="SOLVER.KEY=VALUE")
     p.add_argument("--db", default="results.sqlite", help="results database (default results.sqlite)")
     p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--executor", default="local", metavar="local|inline|dask://HOST:PORT",
                    help="where runs execute (default: a local process pool of --jobs workers)")
     p.add_argument("--retry-errors", action="store_true", help="rerun the runs recorded as errors")
+    add_plugin_argument(p)
 
 
 def _report_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``optpart report``."""
-    from ..bench.report import FORMATS
+    from ..bench.report import FORMATS, VIEWS
 
     p.add_argument("db", help="results database written by optpart bench")
     p.add_argument("--format", "-f", choices=FORMATS, default="markdown", help="output format (default markdown)")
+    p.add_argument("--by", choices=VIEWS, default="setting",
+                   help="one line per solver and setting, or one per run (instance) (default setting)")
     p.add_argument("--out", "-o", metavar="FILE", help="write to FILE (default: standard output)")
 
 

@@ -1,29 +1,48 @@
 """What the ``optpart`` subcommands share: how a command is declared (:class:`Command`),
-device and link arguments, solver options, plain-text tables and the human summary of a
-result."""
+device and link arguments, solver options, plain-text tables, and reading a result file
+against its problem. The human summary of a result is :mod:`optpart.cli.summary`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from ..errors import OptpartError
-from ..model.devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, resolve_devices
+from ..model.devices import DEFAULT_BANDWIDTH, DEFAULT_LATENCY, with_resolved_devices
 from ..model.problem import Problem
-from ..result import Result
+from ..solvers.registry import SOLVERS
 from ..text import safe
 from ..units import format_bytes, format_time, parse_bandwidth, parse_bytes, parse_list, parse_time
 
 __all__ = ["Command", "add_device_arguments", "apply_device_arguments", "check_sizes", "check_bandwidth",
-           "time_argument", "load_problem_for_result", "parse_option", "table",
-           "format_summary", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED"]
+           "check_time", "time_argument", "add_plugin_argument", "hardware_options", "load_problem_for_result",
+           "parse_option", "table", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "MAX_SEED", "Terminated", "on_sigterm"]
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when the process gets SIGTERM, so that ``finally`` blocks
+    run (a sweep stops its workers, drops its claims, closes its database) and a solve keeps
+    its best plan as it does on Ctrl-C (:class:`optpart.solvers.incumbent.Interrupted`)."""
+
+
+def on_sigterm(signum, frame) -> None:
+    """The SIGTERM handler of the ``optpart`` command: raise :class:`Terminated`.
+
+    Parameters
+    ----------
+    signum, frame
+        As :func:`signal.signal` passes them.
+    """
+    raise Terminated()
+
 
 _DEVICE_FLAGS = ("devices", "memory", "speed", "bandwidth", "latency")
+#: ``--device-type/--dtype/--link`` (:mod:`optpart.hardware`), as ``with_hardware`` names them.
+_HARDWARE_FLAGS = ("device_type", "dtype", "link")
 
 
 @dataclass(frozen=True)
@@ -47,15 +66,30 @@ class Command:
     description: str | None = None
 
 
-def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+def add_device_arguments(parser: argparse.ArgumentParser, *, hardware: bool = False) -> None:
     """``--devices/--memory/--speed/--bandwidth/--latency``: devices and links for a graph file.
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
         The subcommand's parser; the flags are added to it (read back by :func:`apply_device_arguments`).
+    hardware : bool
+        Also ``--device-type/--dtype/--link`` (:mod:`optpart.hardware`): commands that price a
+        problem for a solve (``solve``, ``fit``, ``info``, ``bench``).
     """
     g = parser.add_argument_group("devices and links (override the file's)")
+    if hardware:
+        from ..hardware import DEVICE_TYPES, DTYPES, LINK_TYPES
+
+        g.add_argument("--device-type", metavar="NAME",
+                       help="accelerator the devices are: node times priced for it (exact for files imported by "
+                            "this optpart), its capacity and its link unless --memory/--link say otherwise "
+                            f"(default: the file's own costs; one of {', '.join(DEVICE_TYPES)}; docs/costmodel.md)")
+        g.add_argument("--dtype", choices=DTYPES,
+                       help="number format kernels run in: its dense peak prices compute (default fp32)")
+        g.add_argument("--link", metavar="NAME",
+                       help=f"link between devices: {', '.join(LINK_TYPES)}, or nvlink (the device type's own) "
+                            "(default: the device type's usual one)")
     g.add_argument("--devices", "-k", type=int, metavar="K",
                    help="number of devices (default: the file's; a file without devices needs it)")
     g.add_argument("--memory", "-m", metavar="SIZE[,SIZE...]",
@@ -81,11 +115,50 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, who: str = "the solver
         How an option is written (``SOLVER.KEY=VALUE`` where one command runs several solvers).
     """
     parser.add_argument("--time-limit", "-t", type=time_argument, metavar="T",
-                        help=f"time {who} may use: seconds, or with a unit (90s, 5m, 1h); default: none (each "
-                             "solver's own budget, see optpart solvers NAME)")
+                        help=f"time {who} may use, with a unit (90s, 5m, 1h); default: each solver's own: "
+                             f"{_default_time_limits()}")
     parser.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
     parser.add_argument("--option", action="append", metavar=option_metavar,
                         help="solver option, repeatable (default: none, each solver's own defaults; optpart solvers NAME)")
+
+
+def add_plugin_argument(parser: argparse.ArgumentParser) -> None:
+    """``--plugin MODULE``: import a module that registers solvers (docs/plugins.md).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The subcommand's parser (read back by :func:`optpart.cli.main`, which loads the
+        modules and adds them to ``$OPTPART_PLUGINS`` for worker processes).
+    """
+    parser.add_argument("--plugin", action="append", metavar="MODULE",
+                        help="import MODULE (package.module, package.module:register or path/to/file.py), which "
+                             "registers solvers with optpart.register_solver; repeatable (default: none; installed "
+                             "packages' optpart.solvers entry points and $OPTPART_PLUGINS are always found)")
+
+
+def hardware_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--device-type/--dtype/--link`` a command was given, as a result records them
+    (``options``), so that ``evaluate``, ``show`` and ``plot`` price its problem the same way.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed flags of :func:`add_device_arguments` with ``hardware=True``.
+
+    Returns
+    -------
+    dict
+        ``{"device_type": ..., "dtype": ..., "link": ...}``, the flags given only.
+    """
+    return {name: getattr(args, name) for name in _HARDWARE_FLAGS if getattr(args, name, None) is not None}
+
+
+def _default_time_limits() -> str:
+    """``'cpsat 60 s, milp 60 s; the others run until done'`` (no solver module is imported)."""
+    timed = [f"{n} {SOLVERS[n].default_time_limit:g} s" for n in sorted(SOLVERS)
+             if SOLVERS[n].default_time_limit is not None]
+    return ", ".join(timed) + "; the others run until done"
 
 
 def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Problem:
@@ -110,8 +183,15 @@ def apply_device_arguments(problem: Problem, args: argparse.Namespace) -> Proble
         check_sizes(flags["memory"], "--memory")
     if isinstance(flags["bandwidth"], str):
         check_bandwidth(flags["bandwidth"], "--bandwidth")
+    if isinstance(flags["latency"], str):
+        check_time(flags["latency"], "--latency")
+    names = {name: getattr(args, name, None) for name in _HARDWARE_FLAGS}
     try:
-        return resolve_devices(problem, **flags)
+        if any(v is not None for v in names.values()):
+            from ..hardware import with_hardware
+
+            return with_hardware(problem, **names, **flags)
+        return with_resolved_devices(problem, **flags)
     except OptpartError as exc:
         msg = str(exc)
         for name in _DEVICE_FLAGS:
@@ -163,8 +243,36 @@ def check_bandwidth(text: str, flag: str) -> float:
         raise OptpartError(f"{flag}: {exc}") from None
 
 
+_BARE_NUMBER = re.compile(r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$")
+
+
+def check_time(text: str, flag: str) -> float:
+    """A duration flag's value, with a unit (``--latency 10`` is refused, not read as 10 seconds).
+
+    Parameters
+    ----------
+    text : str
+        The flag's value, e.g. ``10us`` or ``5m``.
+    flag : str
+        The flag, named in the error.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
+    if _BARE_NUMBER.match(str(text)):
+        raise OptpartError(f"{flag} {text.strip()}: a time needs its unit (s, ms, us, ns, m, h): write "
+                           f"{text.strip()}s or {text.strip()}us")
+    try:
+        return parse_time(text)
+    except OptpartError as exc:
+        raise OptpartError(f"{flag}: {exc}") from None
+
+
 def time_argument(text: str) -> float:
-    """An argparse type for durations with units (``60``, ``90s``, ``5m``, ``1.5h``), in seconds.
+    """An argparse type for durations with a unit (``90s``, ``5m``, ``1.5h``), in seconds; a bare
+    number is refused like a size without a unit.
 
     Parameters
     ----------
@@ -176,6 +284,8 @@ def time_argument(text: str) -> float:
     float
         Seconds.
     """
+    if _BARE_NUMBER.match(str(text)):
+        raise argparse.ArgumentTypeError(f"{text.strip()!r} needs a unit: write {text.strip()}s (or m, h)")
     try:
         return parse_time(text)
     except OptpartError as exc:
@@ -245,50 +355,6 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def format_summary(problem: Problem, result: Result) -> str:
-    """The human summary of a result: headline figures and one row per device.
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem the result is for (device ids, capacities, speeds).
-    result : Result
-        The result to show.
-
-    Returns
-    -------
-    str
-        Status, makespan, bound and gap, then per device: nodes, busy time, utilisation, static
-        and peak memory beside the capacity.
-    """
-    lines = [
-        f"problem   {safe(problem.name)}: {problem.n_nodes} nodes, {problem.n_edges} edges, {problem.n_devices} devices",
-        f"solver    {safe(result.solver)}",
-        f"status    {result.status.value}" + (f" ({safe(result.message)})" if result.message else ""),
-    ]
-    if result.ok:
-        lines.append(f"makespan  {format_time(result.makespan)}   lower bound {format_time(result.lower_bound)}   "
-                     f"gap {result.gap:.2%}")
-    else:
-        lines.append(f"lower bound {format_time(result.lower_bound)}")
-    lines.append(f"time      {format_time(result.wall_seconds)}")
-    other = "peak" if result.memory_model == "static" else "static"
-    lines.append(f"memory    {result.memory_model} model" + (f" respected; {other} shown for reference"
-                                                              if result.ok else " requested"))
-    if result.ok:
-        busy = np.bincount(result.placement, weights=problem.duration(result.placement),
-                           minlength=problem.n_devices)
-        count = np.bincount(result.placement, minlength=problem.n_devices)
-        rows = []
-        for d, dev in enumerate(problem.devices):
-            rows.append([safe(dev.id, 60), str(count[d]), format_time(busy[d]),
-                         f"{busy[d] / result.makespan:.0%}" if result.makespan > 0 else "-",
-                         format_bytes(result.memory_static[d]), format_bytes(result.memory_peak[d]),
-                         format_bytes(dev.memory), f"{dev.speed:g}"])
-        lines += ["", table(rows, ["device", "nodes", "busy", "util", "static mem", "peak mem", "capacity", "speed"])]
-    return "\n".join(lines)
-
-
 def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_path: str, *,
                             judge: bool = False) -> Problem:
     """The problem a result file is read against: the problem file, with the devices and
@@ -314,8 +380,25 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
         The problem to read and judge the result against.
     """
     from ..formats import load, with_result_devices
+    from ..formats._io import parse_json, read_bytes
 
-    problem = with_result_devices(load(problem_path), result_path)
+    problem = load(problem_path)
+    doc = parse_json(read_bytes(result_path), result_path)
+    doc = doc if isinstance(doc, dict) else {}
+    if isinstance(doc.get("problem"), str) and doc["problem"] != problem.name:
+        import sys
+
+        print(f"note: {safe(result_path)} is a result for problem '{safe(doc['problem'])}'; {safe(problem_path)} "
+              f"holds '{safe(problem.name)}'", file=sys.stderr)
+    from ..hardware import as_solved
+
+    solved = as_solved(problem, doc)  # solved with --device-type/--dtype/--link: priced as the solve did
+    if solved is not None:
+        problem = solved
+    else:
+        problem = with_result_devices(problem, result_path)
+        if problem.n_devices and getattr(args, "bandwidth", None) is None and getattr(args, "latency", None) is None:
+            problem = _solved_links(problem, problem_path, result_path)
     given = any(getattr(args, a, None) is not None for a in _DEVICE_FLAGS)
     if given or problem.n_devices == 0 or problem.links is None:
         problem = apply_device_arguments(problem, args)
@@ -325,6 +408,39 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
         _check_result_devices(problem, problem_path, result_path)
     from ..pipeline import pipelined_for_result  # a pipelined result is over the unrolled step
     return pipelined_for_result(problem, getattr(args, "micro_batches", None), result_path)
+
+
+def _solved_links(problem: Problem, problem_path: str, result_path: str) -> Problem:
+    """``problem`` on the links its result file records, when they differ from the problem's own.
+
+    A result is judged against what it was solved for: a solve on the command line with
+    ``--bandwidth``/``--latency`` records those links in its result file. One note on stderr
+    names both when they differ.
+    """
+    import sys
+
+    from ..formats import result_links
+    from ..model.devices import default_links
+
+    recorded = result_links(result_path)
+    own = problem.links if problem.links is not None else default_links()
+    if recorded is None or recorded == own:
+        return problem
+    try:
+        moved = problem.with_devices(list(problem.devices), links=recorded, constraints=problem.constraints)
+    except OptpartError:  # the recorded overrides name other devices: the device check reports it
+        return problem
+    print(f"optpart: note: {safe(result_path)} was solved for links {_links_text(recorded)}; judged against "
+          f"them, not {safe(problem_path)}'s {_links_text(own)} (give --bandwidth/--latency to choose)",
+          file=sys.stderr)
+    return moved
+
+
+def _links_text(links) -> str:
+    from ..units import format_bandwidth
+
+    pairs = f" and {len(links.pairs)} per-pair values" if links.pairs else ""
+    return f"{format_bandwidth(links.bandwidth)} + {format_time(links.latency)}{pairs}"
 
 
 def _check_result_devices(problem: Problem, problem_path: str, result_path: str, *, flags: bool = False) -> None:

@@ -19,7 +19,8 @@ from ..formats import read_text, result_to_json
 from ..formats.optpart_json import result_from_dict
 from ..judge import judge
 from ..pipeline import add_micro_batch_argument
-from .common import Command, add_device_arguments, load_problem_for_result, format_summary
+from .common import Command, add_device_arguments, load_problem_for_result
+from .summary import format_summary
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:

@@ -26,12 +26,14 @@ from ..units import format_bytes
 from .common import (
     Command,
     add_device_arguments,
+    add_plugin_argument,
     add_run_arguments,
     apply_device_arguments,
     check_sizes,
-    format_summary,
+    hardware_options,
     parse_option,
 )
+from .summary import costs_line, format_summary, plural
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
@@ -65,6 +67,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     placed = None if fit.result is None else on_devices(problem, fit.devices, fit.capacity)
     if placed is not None:  # a pipelined result is over the unrolled step
         placed = bound_problem(placed, micro_batches)
+    if fit.result is not None:
+        fit.result.options.update(hardware_options(args))  # evaluate/show/plot price the problem the same way
     if args.out and fit.result is not None:
         save_result(fit.result, placed, args.out)
     if args.json:
@@ -75,25 +79,29 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             print()
             print(format_summary(placed, fit.result))
     if fit.result is None:
-        print(f"optpart: unknown: {fit.reason}", file=sys.stderr)
+        proven = fit.searched == "devices" and fit.lower_bound == float("inf")
+        print(f"optpart: {'infeasible' if proven else 'unknown'}: {fit.reason}", file=sys.stderr)
         return 1
     return 0
 
 
 def _text(problem, fit) -> str:
-    lines = [f"problem      {problem.name}: {problem.n_nodes} nodes, {problem.n_edges} edges",
-             f"solver       {fit.solver} ({fit.memory_model} memory model), {len(fit.probes)} solves"]
+    lines = [f"problem      {problem.name}: {plural(problem.n_nodes, 'node')}, {plural(problem.n_edges, 'edge')}",
+             f"solver       {fit.solver} ({fit.memory_model} memory model), {plural(len(fit.probes), 'solve')}",
+             costs_line(problem).replace("costs     ", "costs        ", 1)]
     if fit.searched == "capacity":
         got = "none found" if fit.capacity is None else f"{format_bytes(fit.capacity)} per device"
-        lines.append(f"capacity     {got} on {fit.devices} devices")
+        lines.append(f"capacity     {got} on {plural(fit.devices, 'device')}")
         lines.append(f"lower bound  {format_bytes(fit.lower_bound)} per device (proven for any placement)")
+    elif fit.lower_bound == float("inf"):  # proven: no count of these devices holds the graph
+        lines.append(f"devices      none: no number of {format_bytes(fit.capacity)} devices fits (proven for any "
+                     "placement)")
     else:
         got = "none found" if fit.devices is None else str(fit.devices)
         lines.append(f"devices      {got} of {format_bytes(fit.capacity)}")
-        lb = "none fits" if fit.lower_bound == float("inf") else f"{int(fit.lower_bound)}"
-        lines.append(f"lower bound  {lb} devices (proven for any placement)")
+        lines.append(f"lower bound  {plural(int(fit.lower_bound), 'device')} (proven for any placement)")
     if fit.reason:
-        lines.append(f"note         {fit.reason}")
+        lines.append(f"{'reason' if fit.lower_bound == float('inf') else 'note'}       {fit.reason}")
     return "\n".join(lines)
 
 
@@ -102,13 +110,14 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz), STG (.stg) or dnn-partitioning JSON")
     p.add_argument("--solver", "-s", default="heuristic",
                    help=f"solver name (default heuristic); one of: {', '.join(solver_names())}")
-    add_device_arguments(p)
+    add_device_arguments(p, hardware=True)
     add_micro_batch_argument(p, "default: the count the file records, else 1")
     p.add_argument("--tolerance", type=float, default=0.01, help="relative precision of the capacity (default 0.01)")
     p.add_argument("--memory-model", choices=MEMORY_MODELS, default=None,
                    help="memory model the placement must fit (default peak: liveness; equal to static on graphs "
                         "without the param/output/temp split; see docs/model.md)")
     add_run_arguments(p, who="each solve")
+    add_plugin_argument(p)
     p.add_argument("--out", "-o", metavar="FILE", help="write the placement found as optpart result JSON (default: not written)")
     p.add_argument("--json", action="store_true", help="print JSON (keys capacity, devices, lower_bound, result)")
 

@@ -11,20 +11,19 @@ with ``--devices/--memory`` are written into the file.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
-import traceback
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from ..errors import FormatError, OptpartError
 from ..formats import save
 from ..formats.costmodel import CostModel
+from ..hardware import costs_label, links_label, resolve
 from ..pipeline.cli_hooks import add_micro_batch_argument, check_micro_batches
 from ..progress import set_quiet
-from ..units import format_bandwidth, format_bytes, format_time, parse_list, parse_speed
-from .common import Command, check_bandwidth, check_sizes
+from ..torch.factory import load_model
+from ..units import format_bandwidth, format_bytes, format_flops, format_time, parse_list, parse_speed
+from .common import Command, check_bandwidth, check_sizes, check_time
 
 __all__ = ["COMMANDS", "cost_model_from_args", "add_cost_model_arguments", "import_model"]
 
@@ -41,7 +40,8 @@ _COST_FLAGS = (
 
 
 def add_cost_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the cost model flags (``--flops``, ``--link-bandwidth``, ...) to ``parser``.
+    """Add the hardware profile (``--device-type/--dtype/--link``) and cost model flags
+    (``--peak-flops``, ``--link-bandwidth``, ...) to ``parser``.
 
     Parameters
     ----------
@@ -53,7 +53,17 @@ def add_cost_model_arguments(parser: argparse.ArgumentParser) -> None:
     -------
     None
     """
-    g = parser.add_argument_group("cost model (docs/costmodel.md; defaults: one V100-class fp32 device)")
+    from ..hardware import DEVICE_TYPES, DTYPES, LINK_TYPES
+
+    g = parser.add_argument_group("hardware and cost model (docs/costmodel.md; default: one V100 at fp32, links "
+                                  "of 25 GB/s and 10 us)")
+    g.add_argument("--device-type", metavar="NAME",
+                   help="the accelerator to price for: its dtype's dense peak, memory bandwidth, link, and (with "
+                        f"--devices) its capacity; one of {', '.join(DEVICE_TYPES)} (default: V100)")
+    g.add_argument("--dtype", choices=DTYPES, help="number format kernels run in (default fp32)")
+    g.add_argument("--link", metavar="NAME",
+                   help=f"link between devices: {', '.join(LINK_TYPES)}, or nvlink (the device type's own) "
+                        "(default: the device type's usual one, else 25 GB/s and 10 us)")
     defaults = CostModel()
     for flag, field, metavar, text in _COST_FLAGS:
         g.add_argument(flag, dest=f"cm_{field}", metavar=metavar,
@@ -88,7 +98,13 @@ def cost_model_from_args(args: argparse.Namespace) -> CostModel:
     for flag, field, _, _ in _COST_FLAGS:
         if field.endswith("bandwidth") and isinstance(values[field], str):
             check_bandwidth(values[field], flag)  # a bare number is refused, not read as bytes per second
-    return CostModel().replace(**values)
+        if field.endswith(("latency", "time")) and isinstance(values[field], str):
+            check_time(values[field], flag)  # a bare number is refused, not read as seconds
+    names = {k: getattr(args, k, None) for k in ("device_type", "dtype", "link")}
+    base = CostModel()
+    if any(v is not None for v in names.values()):
+        base = resolve(**names).cost_model(base)
+    return base.replace(**values)  # explicit figures win over the profile's (and drop its name)
 
 
 def _parse_shape(text: str) -> tuple[str, list[int]]:
@@ -164,6 +180,9 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
         A flag that does not apply to the model's format, a factory that fails or returns
         something else than a module and inputs, or an import error (one line each).
     """
+    if spec.endswith(".py") or (":" not in spec and Path(spec).suffix == ".py"):
+        raise FormatError(f"{spec}: a Python file is imported through one of its functions: give "
+                          f"'{spec}:FUNCTION', the function that returns (module, example inputs)")
     if spec.endswith(".onnx") or Path(spec).is_file():
         from ..formats.onnx_import import from_onnx
         from ..progress import progress
@@ -187,25 +206,8 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
         raise FormatError(f"cannot import {spec!r}: give an .onnx file or a PyTorch factory 'package.module:function'")
     if input_shapes:
         raise OptpartError("--input-shape applies to ONNX models; a PyTorch factory makes its own inputs")
-    mod_name, fn_name = spec.rsplit(":", 1)
-    factory = _load_factory(spec, mod_name, fn_name, search_path or ())
-    try:
-        made = factory()
-    except Exception as exc:  # the user's code failed: bad input, not a bug of optpart
-        raise FormatError(f"the model factory {spec!r} raised {_where(exc)}") from exc
-    extra: dict = {}
-    if isinstance(made, dict):
-        if "module" not in made or "inputs" not in made:
-            raise FormatError(f"{spec}() returned a dict without 'module' and 'inputs' (it has {sorted(made)})")
-        module, inputs = made["module"], made["inputs"]
-        extra = {k: made[k] for k in ("targets", "loss_fn") if k in made}
-    elif isinstance(made, tuple) and len(made) in (2, 3):
-        module, inputs = made[0], made[1]
-        if len(made) == 3:
-            extra["loss_fn"] = made[2]
-    else:
-        raise FormatError(f"{spec}() must return (module, example_inputs), (module, example_inputs, loss_fn) "
-                          f"or a dict with 'module' and 'inputs'; it returned {type(made).__name__}")
+    fn_name = spec.rsplit(":", 1)[1]
+    module, inputs, extra = load_model(spec, search_path or ())
     from ..formats.torch_import import from_torch
 
     problem = from_torch(module, inputs, training=True if training is None else training,
@@ -218,78 +220,6 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
         inputs, targets, _ = split_micro_batch(inputs, extra.pop("targets", ()), micro_batches)  # timed per micro-batch
         problem = measured_problem(problem, module, inputs, targets=targets, **profile, **extra)
     return problem
-
-
-def _load_factory(spec: str, mod_name: str, fn_name: str, search_path: Sequence[str]) -> Callable:
-    """The factory function named by ``spec``, importing its module (this runs the module)."""
-    if mod_name.endswith(".py"):
-        path = Path(mod_name)
-        if not path.is_file():
-            raise FormatError(f"cannot load the model factory {spec!r}: no file {mod_name!r}")
-        unit = importlib.util.spec_from_file_location(f"optpart_user_{path.stem}", path)
-        if unit is None or unit.loader is None:
-            raise FormatError(f"cannot load the model factory {spec!r}: {mod_name!r} is not a Python module")
-        module = importlib.util.module_from_spec(unit)
-        try:
-            unit.loader.exec_module(module)
-        except Exception as exc:  # the module's top level failed
-            raise _import_failed(spec, mod_name, exc) from exc
-    else:
-        added = [str(Path(d).resolve()) for d in search_path if str(Path(d).resolve()) not in sys.path]
-        sys.path.extend(added)  # after site-packages: user files never shadow installed packages
-        try:
-            module = importlib.import_module(mod_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name != mod_name and not mod_name.startswith(exc.name + "."):
-                raise _import_failed(spec, mod_name, exc) from exc  # found; its own import failed
-            hint = "" if search_path else " (the working directory is not searched: add --path . or give a .py file)"
-            raise FormatError(f"cannot load the model factory {spec!r}: {exc}{hint}") from None
-        except Exception as exc:  # the module's top level failed
-            raise _import_failed(spec, mod_name, exc) from exc
-        finally:
-            for d in added:
-                sys.path.remove(d)
-    factory = getattr(module, fn_name, None)
-    if not callable(factory):
-        raise FormatError(f"cannot load the model factory {spec!r}: {mod_name} has no function {fn_name!r}")
-    return factory
-
-
-def _import_failed(spec: str, mod_name: str, exc: Exception) -> FormatError:
-    """The bad-input error for a factory module whose top level raised ``exc``."""
-    return FormatError(f"cannot load the model factory {spec!r}: importing {mod_name} raised {_where(exc, True)}")
-
-
-def _where(exc: Exception, top_level: bool = False) -> str:
-    """``exc`` in one phrase for a bad-input message: its type, its text and where in the user's
-    code it was raised (the deepest line in the first file of the traceback that is not optpart's
-    or importlib's).
-
-    Parameters
-    ----------
-    exc : Exception
-        Raised by the user's module or factory.
-    top_level : bool
-        ``exc`` came from importing the module: the first frame running a module's top level is
-        the user's file.
-
-    Returns
-    -------
-    str
-        For example ``"ValueError: my model is broken (zoo.py, line 2)"``.
-    """
-    if isinstance(exc, SyntaxError) and exc.filename:
-        return f"{type(exc).__name__}: {exc.msg} ({exc.filename}, line {exc.lineno})"
-    ours = (Path(__file__).resolve(), Path(importlib.__file__).resolve().parent)
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")
-              and not any(p == ours[0] or p.is_relative_to(ours[1]) for p in [Path(f.filename).resolve()])]
-    if top_level:  # import hooks (pytest's, a site-packages loader) may run before the module's code
-        frames = [f for f in frames if f.name == "<module>"][:1] + frames
-    where = ""
-    if frames:
-        line = [f for f in frames if f.filename == frames[0].filename][-1]
-        where = f" ({frames[0].filename}, line {line.lineno})"
-    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
@@ -310,6 +240,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
                            search_path=args.path or (), profile=profile, check=args.check,
                            micro_batches=check_micro_batches(args.micro_batches))
     memory = check_sizes(args.memory, "--memory") if args.memory is not None else None
+    if memory is None and args.device_type is not None and args.devices is not None:
+        memory = [resolve(args.device_type).memory]  # the device type's capacity
     speed = parse_list(args.speed, parse_speed, "--speed") if args.speed is not None else None
     if args.devices is not None or memory is not None or speed is not None:
         if args.devices is not None and args.devices < 1:
@@ -336,8 +268,17 @@ def _cmd_import(args: argparse.Namespace) -> int:
                      f", trace proof: worst relative error {proof['worst_rel_err']:.2g} "
                      f"(tolerance {proof['tolerance']:g}) over the loss and {proof['compared'] - 1} gradient(s)")
         print(f"{problem.name}: {problem.n_nodes} nodes, {problem.n_edges} edges, "
-              f"{meta.get('total_flops', 0) / 1e9:.4g} GFLOP, parameters {format_bytes(meta.get('parameter_bytes', 0))}, "
-              f"memory {format_bytes(float(problem.memory.sum()))}, work {problem.time.sum():.4g} s{mode} -> {args.out}")
+              f"{format_flops(meta.get('total_flops', 0))}, parameters {format_bytes(meta.get('parameter_bytes', 0))}, "
+              f"memory {format_bytes(float(problem.memory.sum()))}, work {format_time(float(problem.time.sum()))}"
+              f"{mode} -> {args.out}")
+        print(f"  costs: {costs_label(problem).removeprefix('costs ')}; links {links_label(problem.links)}"
+              + (f"; {problem.n_devices} x {format_bytes(float(problem.device_memory[0]))}" if problem.n_devices
+                 else ""))
+        width = meta.get("parameter_bytes", 0) / max(1, meta.get("parameters", 0))
+        if args.dtype in ("bf16", "fp16") and width >= 4:
+            print(f"  note: the model's parameters are {8 * width:.0f}-bit: compute is priced at the {args.dtype} "
+                  "rate, memory and bytes at the traced dtypes (cast the model in the factory, e.g. "
+                  "model.to(torch.bfloat16), to count them in 16 bits)", file=sys.stderr)
         if "pipeline" in meta:
             pl = meta["pipeline"]
             print(f"  one micro-batch of {pl['micro_batch_size']} samples traced ({pl['micro_batches']} make the "

@@ -9,14 +9,16 @@ from typing import Any
 
 from ..bounds import all_bounds
 from ..formats import load
-from ..units import format_bandwidth, format_bytes, format_time
+from ..hardware import costs_label, links_label
+from ..units import format_bytes, format_flops, format_time
 from .common import Command, add_device_arguments, apply_device_arguments, table
 from ..text import safe
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
     problem = load(args.file)
-    if any(getattr(args, a) is not None for a in ("devices", "memory", "speed", "bandwidth", "latency")):
+    if any(getattr(args, a) is not None for a in ("devices", "memory", "speed", "bandwidth", "latency",
+                                                  "device_type", "dtype", "link")):
         problem = apply_device_arguments(problem, args)
     bounds = all_bounds(problem)
     info: dict[str, Any] = {
@@ -26,7 +28,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         "total_edge_bytes": float(problem.edge_bytes.sum()),
         "colocation_groups": len(problem.groups), "pinned_nodes": int((problem.pin >= 0).sum()),
         "devices": [{"id": d.id, "memory": d.memory, "speed": d.speed} for d in problem.devices],
-        "bounds_s": bounds, "lower_bound_s": max(bounds.values()),
+        "bounds_s": bounds, "lower_bound_s": max(bounds.values()), "costs": costs_label(problem),
     }
     if problem.links is not None:
         info["links"] = {"latency_s": problem.links.latency, "bandwidth_bytes_per_s": problem.links.bandwidth,
@@ -40,6 +42,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         return 0
     rows = [
         ["nodes", f"{problem.n_nodes}"], ["edges", f"{problem.n_edges}"],
+        ["costs", costs_label(problem).removeprefix("costs ")],
+        *([["total FLOPs", format_flops(problem.meta["total_flops"])]] if "total_flops" in problem.meta else []),
         ["total work", format_time(info["total_time_s"])],
         ["total memory", format_bytes(info["total_memory_bytes"])],
         ["largest node", format_bytes(info["largest_node_memory_bytes"])],
@@ -47,9 +51,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         ["colocation groups", str(len(problem.groups))],
     ]
     if problem.links is not None:
-        rows.append(["links", f"{format_time(problem.links.latency)} latency, "
-                              f"{format_bandwidth(problem.links.bandwidth)}"
-                              + (f", {len(problem.links.pairs)} pair overrides" if problem.links.pairs else "")])
+        rows.append(["links", links_label(problem.links)])
     if problem.n_devices:
         caps = sorted({format_bytes(d.memory) for d in problem.devices})
         rows.append(["devices", f"{problem.n_devices} ({', '.join(caps)})"])
@@ -71,8 +73,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``optpart info``."""
     p.add_argument("file", help="problem file: optpart JSON (.json, .json.gz, .npz), STG (.stg) or dnn-partitioning JSON")
-    add_device_arguments(p)
-    p.add_argument("--json", action="store_true")
+    add_device_arguments(p, hardware=True)
+    p.add_argument("--json", action="store_true", help="print the figures as JSON (default: a table)")
 
 
 #: ``optpart info`` (registered by :func:`optpart.cli.build_parser`)

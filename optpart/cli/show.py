@@ -22,8 +22,9 @@ from ..formats import load_result
 from ..model.problem import Problem
 from ..units import format_bytes, format_time
 from .common import Command, add_device_arguments, load_problem_for_result, table
+from .summary import costs_line
 
-__all__ = ["COMMANDS", "group_rows"]
+__all__ = ["COMMANDS", "group_rows", "block_depth"]
 
 _KEYS = ("module", "phase", "op", "module_class")
 
@@ -81,10 +82,34 @@ def group_rows(problem: Problem, placement: np.ndarray, *, by: str = "module", d
     return list(rows.values())
 
 
+def block_depth(problem: Problem) -> int:
+    """The module depth where a model's repeated blocks appear: one more than the position of
+    the first numeric component of a module path (``transformer.h.0`` -> 3, ``model.layers.0``
+    -> 3, ``blocks.0`` -> 2), the shallowest over the model; 2 when no path has one.
+
+    Parameters
+    ----------
+    problem : Problem
+        A problem with ``module`` node metadata (or ``meta.module_classes``).
+
+    Returns
+    -------
+    int
+        The depth ``optpart show`` uses by default.
+    """
+    paths = set((problem.meta or {}).get("module_classes") or {})
+    paths |= {str(m["module"]) for m in (problem.node_meta or []) if m.get("module")}
+    found = [next((i + 1 for i, part in enumerate(p.split(".")) if part.isdigit()), None) for p in paths]
+    found = [d for d in found if d is not None]
+    return min(found) if found else 2
+
+
 def _cmd_show(args: argparse.Namespace) -> int:
-    if args.depth < 0:
+    if args.depth is not None and args.depth < 0:
         raise OptpartError(f"--depth {args.depth} must be >= 0 (0: full module paths)")
     problem = load_problem_for_result(args, args.problem, args.result)
+    if args.depth is None:
+        args.depth = block_depth(problem)
     result = load_result(args.result, problem)
     if not result.ok:
         raise OptpartError(f"result {args.result!r} has no placement (status {result.status.value})")
@@ -102,7 +127,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     body = [[r["group"], *([r["class"]] if with_class else []), str(r["nodes"]),
              ", ".join(f"{d} ({n})" for d, n in sorted(r["devices"].items(), key=lambda kv: order[kv[0]])),
              format_time(r["time_s"]), format_bytes(r["memory_bytes"])] for r in rows]
-    print(table(body, [args.by, *(["class"] if with_class else []), "nodes", "devices (nodes)", "time", "memory"]))
+    print(table(body, [args.by, *(["class"] if with_class else []), "nodes", "devices (nodes)", "time",
+                       "static memory"]))
+    print(f"\n{costs_line(problem)}" + (f"\nmodules cut at depth {args.depth} (--depth: 0 for full paths)"
+                                         if args.by == "module" else ""))
     return 0
 
 
@@ -111,8 +139,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("result", help="result file (optpart JSON)")
     p.add_argument("--problem", "-p", required=True, metavar="FILE", help="the problem file the result is for")
     p.add_argument("--by", choices=_KEYS, default="module", help="group nodes by this metadata key (default module)")
-    p.add_argument("--depth", type=int, default=2,
-                   help="module path levels to keep, e.g. 3 for transformer.h.0 (default 2; 0 = full paths)")
+    p.add_argument("--depth", type=int, default=None,
+                   help="module path levels to keep, e.g. 3 for transformer.h.0 (default: the depth where the "
+                        "model's repeated blocks appear, else 2; 0 = full paths)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     add_device_arguments(p)
     from ..pipeline import add_micro_batch_argument  # a pipelined result: every micro-batch's copies counted

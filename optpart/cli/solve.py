@@ -9,10 +9,12 @@ from ..errors import OptpartError
 from ..formats import load, result_to_json, save_result
 from ..progress import progress, set_quiet
 from ..api import solve
+from ..solvers import Interrupted
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solver_names
 from ..solvers.spec import MEMORY_MODELS
-from .common import (Command, add_device_arguments, add_run_arguments, apply_device_arguments, format_summary,
-                     parse_option)
+from .common import (Command, Terminated, add_device_arguments, add_plugin_argument, add_run_arguments,
+                     apply_device_arguments, hardware_options, parse_option)
+from .summary import format_summary
 from ..text import safe
 from ..pipeline import PipelineStep, add_micro_batch_argument, check_micro_batches
 
@@ -32,8 +34,13 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         micro_batches = check_micro_batches(args.micro_batches, problem)
         bar.stage(f"solving with {safe(args.solver)}"
                   + (f" (time limit {args.time_limit:g} s)" if args.time_limit else ""))
-        result = solve(problem, args.solver, memory_model=args.memory_model, time_limit=args.time_limit,
-                       seed=args.seed, micro_batches=micro_batches, **options)
+        stopped: KeyboardInterrupt | None = None
+        try:
+            result = solve(problem, args.solver, memory_model=args.memory_model, time_limit=args.time_limit,
+                           seed=args.seed, micro_batches=micro_batches, **options)
+        except Interrupted as exc:  # Ctrl-C or SIGTERM: the best plan so far is still written
+            result, stopped = exc.result, exc.__context__ if isinstance(exc.__context__, KeyboardInterrupt) else exc
+        result.options.update(hardware_options(args))  # evaluate/show/plot price the problem the same way
         if micro_batches > 1:  # the result is over the unrolled step (docs/model.md section 7)
             problem = PipelineStep(problem, micro_batches).unrolled()
         if args.out:
@@ -45,6 +52,10 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         print(format_summary(problem, result))
         if args.out:
             print(f"\nresult written to {args.out}")
+    if stopped is not None:
+        kept = f"; it is written to {args.out}" if args.out and result.ok else ""
+        print(f"optpart: {safe(result.message)} ({result.status.value}){kept}", file=sys.stderr)
+        return 143 if isinstance(stopped, Terminated) else 130
     if not result.ok:
         print(f"optpart: {result.status.value}: {safe(result.message or 'no placement found')}", file=sys.stderr)
         return 1
@@ -59,9 +70,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-model", choices=MEMORY_MODELS, default=DEFAULT_MEMORY_MODEL,
                    help=f"memory model the placement must respect (default {DEFAULT_MEMORY_MODEL}: liveness; "
                         "equal to static on graphs without the param/output/temp split); see docs/model.md")
-    add_device_arguments(p)
-    add_micro_batch_argument(p)
+    add_device_arguments(p, hardware=True)
+    add_micro_batch_argument(p, "default: the count the file records (optpart import --micro-batches), else 1")
     add_run_arguments(p)
+    add_plugin_argument(p)
     p.add_argument("--out", "-o", metavar="FILE", help="write the result as optpart JSON (default: not written)")
     p.add_argument("--json", action="store_true", help="print the result JSON instead of the table")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display on the terminal")

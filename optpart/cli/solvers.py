@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 
 from ..api import PIPELINE_ORDERS
+from ..solvers import load_plugins
 from ..solvers.registry import solver_info, solver_names, solver_spec
-from .common import Command, table
+from .common import Command, add_plugin_argument, table
 
 #: What each pipeline order is (``optpart.pipeline.orders``), for ``optpart solvers NAME``.
 _ORDER_SUMMARY = {
@@ -35,7 +36,18 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
+def _time_limit(info, spec, long: bool = False) -> str:
+    """The time limit column: ``60 s default``, ``yes (none by default)`` or ``no``."""
+    if not spec.uses_time_limit:
+        return "not used: it runs until done" if long else "no"
+    if info.default_time_limit is not None:
+        return (f"{info.default_time_limit:g} s unless --time-limit says otherwise" if long
+                else f"yes, {info.default_time_limit:g} s default")
+    return "none unless --time-limit gives one (it runs until done)" if long else "yes, none by default"
+
+
 def _cmd_solvers(args: argparse.Namespace) -> int:
+    load_plugins()  # a broken module of $OPTPART_PLUGINS is reported here, in one line
     if args.names:
         names = [n for n in args.names if n not in PIPELINE_ORDERS]
         names = [solver_info(n).name for n in names]
@@ -47,8 +59,9 @@ def _cmd_solvers(args: argparse.Namespace) -> int:
         info = solver_info(name)
         spec = solver_spec(name)
         state = "yes" if info.installed else f"no (pip install 'optpart[{info.extra or name}]')"
-        rows.append([name, "exact" if info.exact else "heuristic", state, ",".join(spec.memory_models),
-                     _yes(spec.uses_time_limit), _yes(spec.uses_hint)])
+        kind = ("exact" if info.exact else "heuristic") + (f" (plugin: {info.module})" if info.plugin else "")
+        rows.append([name, kind, state, ",".join(spec.memory_models), _time_limit(info, spec),
+                     _yes(spec.uses_hint)])
     rows += [[name, "pipeline order", "yes", "static,peak", "no", "yes"] for name in orders]
     print(table(rows, ["solver", "kind", "installed", "memory models", "time limit", "hint"]))
     if orders:
@@ -57,6 +70,7 @@ def _cmd_solvers(args: argparse.Namespace) -> int:
         for name in names:
             info, spec = solver_info(name), solver_spec(name)
             print(f"\n{name}: {info.summary}")
+            print(f"  time limit: {_time_limit(info, spec, long=True)}")
             if not spec.options:
                 print("  options: none")
             for opt in spec.options:
@@ -71,6 +85,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``optpart solvers``."""
     p.add_argument("names", nargs="*", metavar="NAME", help="show these solvers with their options")
     p.add_argument("--verbose", "-v", action="store_true", help="show every solver's options")
+    add_plugin_argument(p)
 
 
 #: ``optpart solvers`` (registered by :func:`optpart.cli.build_parser`)

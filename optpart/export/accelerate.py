@@ -8,8 +8,10 @@ asks it for a map on the same model and devices as an optpart problem
 ``accelerate`` runs it (:func:`placement_from_device_map`: each module's operators on its
 device, operators outside every module beside their heaviest input) and scores that placement
 with the evaluator under the problem's memory model (:func:`accelerate_baseline`), so it sits
-beside our placements in one table (``benchmarks/accelerate_baseline.py``). A map that
-overflows a device carries status ``invalid``, never ``feasible``.
+beside our maps in one table (``benchmarks/accelerate_baseline.py``). It is scored as
+``accelerate.dispatch_model`` runs it, one module at a time with a move for every tensor that
+crosses devices (:mod:`optpart.export.sequential`), the rule our own device maps are chosen by.
+A map that overflows a device carries status ``invalid``, never ``feasible``.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import numpy as np
 from ..evaluate import evaluate
 from ..model.problem import Problem
 from ..result import Result
-from .plan import ExportError, _follow_inputs
-from .tree import node_modules, owned_tensor
+from .plan import ExportError
+from .sequential import sequential_run
+from .tree import follow_inputs, node_modules, owned_tensor
 
 __all__ = ["placement_from_device_map", "accelerate_map", "accelerate_baseline"]
 
@@ -83,7 +86,7 @@ def placement_from_device_map(problem: Problem, device_map: Mapping[str, Any]) -
         if key is not None:
             placement[v] = index[key]
             free[v] = False
-    return _follow_inputs(problem, placement, free), offloaded
+    return follow_inputs(problem, placement, free), offloaded
 
 
 def _owner_key(index: Mapping[str, int], path: str) -> str | None:
@@ -142,7 +145,7 @@ def accelerate_map(problem: Problem, model: Any, *, reserve: float = 0.25,
 def accelerate_baseline(problem: Problem, model: Any, *, reserve: float = 0.25, memory_model: str = "peak",
                         no_split_module_classes: list[str] | None = None,
                         balanced: bool = False) -> tuple[Result, dict[str, Any]]:
-    """accelerate's device map for ``model`` on the problem's devices, scored by the evaluator.
+    """accelerate's device map for ``model`` on the problem's devices, scored as accelerate runs it.
 
     Parameters
     ----------
@@ -167,6 +170,7 @@ def accelerate_baseline(problem: Problem, model: Any, *, reserve: float = 0.25, 
     placement, offloaded = placement_from_device_map(problem, dmap)
     note = (f"accelerate offloads {len(offloaded)} module(s) ({', '.join(offloaded[:3])}"
             f"{' ...' if len(offloaded) > 3 else ''}): they run on its first device" if offloaded else "")
-    result = evaluate(problem, placement, solver="accelerate", memory_model=memory_model, message=note,
+    result = evaluate(problem, placement, sequential_run(problem, placement).start, solver="accelerate",
+                      memory_model=memory_model, message=note,
                       options={"reserve": reserve, "balanced": balanced})
     return result, dmap

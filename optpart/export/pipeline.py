@@ -12,9 +12,9 @@ import numpy as np
 
 from ..model.problem import Problem
 from ..result import Result
-from .plan import ExportError, ModulePlan, module_plan, pipeline_plan
+from .plan import ExportError, ModulePlan, closest_plan, pipeline_plan
 
-__all__ = ["SplitPlan", "split_points"]
+__all__ = ["SplitPlan", "split_points", "TorchPipeline", "torch_pipeline"]
 
 
 @dataclass
@@ -61,13 +61,14 @@ class SplitPlan:
                 "before the optimizer step (or untie it)" for owner, mods in self.plan.shared]
 
 def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
-                 plan: ModulePlan | None = None, depth: int | None = None) -> SplitPlan:
-    """Pipeline stages for ``result``, in the order modules first run.
+                 depth: int | str | None = None) -> SplitPlan:
+    """Pipeline stages for ``result``, in the order modules first run, scored with the devices working at once.
 
-    The closest module-consistent plan (``plan``, else :func:`module_plan`) when it is a
-    pipeline that fits; otherwise contiguous stages built from the order modules run
-    (:func:`optpart.export.plan.pipeline_plan`) when they fit, or when the closest plan is no
-    pipeline at all (then ``fits`` says whether they fit, and ``plan.method`` why they were built).
+    The closest module-level plan (every module on the device holding most of its time and
+    memory) when it is a pipeline that fits; otherwise contiguous stages built from the order
+    modules run (:func:`optpart.export.plan.pipeline_plan`) when they fit, or when the closest
+    plan is no pipeline at all (then ``fits`` says whether they fit, and ``plan.method`` why they
+    were built). No stage boundary falls inside a module the import kept whole (``--no-split``).
 
     Parameters
     ----------
@@ -75,10 +76,8 @@ def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarr
         The problem; its nodes need ``module`` metadata.
     result : Result, {node id: device id} or array of device indices
         The operator placement.
-    plan : ModulePlan, optional
-        The module-consistent plan to split, when already computed.
     depth : int, optional
-        Keep modules whole down to this many path components (both plans).
+        Keep modules whole down to this many path components (``"auto"`` is taken as none).
 
     Returns
     -------
@@ -86,7 +85,8 @@ def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarr
         The stages; ``plan.shared`` names parameters that stages share (replicated by
         ``torch.distributed.pipelining``: sum their gradients before the optimizer step).
     """
-    plan = plan or module_plan(problem, result, depth=depth)
+    depth = depth if isinstance(depth, int) else None
+    plan = closest_plan(problem, result, depth=depth, rule="concurrent")
     try:
         stages = _stages(problem, plan)
         if plan.fits:
@@ -94,7 +94,7 @@ def split_points(problem: Problem, result: Result | Mapping[str, str] | np.ndarr
         why = "the closest module plan does not fit"
     except ExportError as exc:
         stages, why = None, f"the placement is not a pipeline ({exc})"
-    alt = pipeline_plan(problem, result, depth=depth if isinstance(depth, int) else None)
+    alt = pipeline_plan(problem, result, depth=depth)
     if alt.fits or stages is None:
         alt.method = f"pipeline: contiguous stages in module order, since {why}"
         return SplitPlan(stages=_stages(problem, alt), plan=alt)
@@ -108,8 +108,8 @@ def _stages(problem: Problem, plan: ModulePlan) -> list[tuple[str, str]]:
     prev = -1
     last_name = ""
     for name, d in plan.device_map.items():
-        if name in plan.tensor_keys:  # a pipeline splits at modules; a parent's own tensors follow it
-            continue
+        if name in plan.tensor_keys or name not in plan.entry_modules:
+            continue  # a pipeline splits at modules that run; a parent's own tensors follow it
         if d != prev:
             if d in used:
                 raise ExportError(
@@ -122,3 +122,137 @@ def _stages(problem: Problem, plan: ModulePlan) -> list[tuple[str, str]]:
             prev = d
         last_name = name
     return stages
+
+
+@dataclass
+class TorchPipeline:
+    """A pipelined plan as ``torch.distributed.pipelining`` runs it (``optpart export -f pipeline``).
+
+    Attributes
+    ----------
+    doc : dict
+        The ``optpart-pipeline`` JSON document (:func:`torch_pipeline`).
+    rows : list of list of str
+        The action lists, one row per rank: torch's schedule CSV (``_dump_csv`` / ``_load_csv``).
+    custom : bool
+        Whether the order is the plan's own (run by ``_PipelineScheduleRuntime`` from the CSV)
+        rather than a built-in schedule's.
+    notes : list of str
+        One line per parameter several stages hold (the runner sums its gradients).
+    """
+
+    doc: dict[str, Any]
+    rows: list[list[str]]
+    custom: bool
+    notes: list[str]
+
+    def summary(self) -> str:
+        """One line: stages, schedule, the predicted step time and what it assumes.
+
+        Returns
+        -------
+        str
+        """
+        from ..units import format_bandwidth, format_bytes, format_time
+
+        d, p = self.doc, self.doc["predicted"]
+        a = p["assumes"]
+        peaks = ", ".join(f"stage {s} {format_bytes(b)}" for s, b in p["peak_memory"].items())
+        return (f"pipeline: {len(d['stages'])} stages on {', '.join(d['devices'])}, {d['schedule']} "
+                f"({d['schedule_class']}), {d['micro_batches']} micro-batches: predicted step "
+                f"{format_time(p['step_time'])} ({a['operator_times']}; links {format_time(a['latency'])} + "
+                f"{format_bandwidth(a['bandwidth'])}; runtime {format_time(a['action_overhead'])} per action); "
+                f"predicted peak {peaks}")
+
+
+def _times_assumed(problem: Problem) -> str:
+    cm = (problem.meta or {}).get("cost_model") or {}
+    prof = cm.get("profile") if isinstance(cm, Mapping) else None
+    if isinstance(prof, Mapping):
+        return (f"operator times measured on {prof.get('device')}, {prof.get('threads')} thread(s), "
+                f"{prof.get('statistic', 'median')} of {prof.get('repeats')}")
+    return "operator times estimated by the cost model"
+
+
+def torch_pipeline(problem: Problem, result: Result) -> TorchPipeline:
+    """The stages, ranks, action lists and predicted step time of a pipelined result.
+
+    Parameters
+    ----------
+    problem : Problem
+        The one-step problem (its nodes' ``module`` metadata names each stage's first and last
+        module; ``meta`` its batch); the links are those of the problem the result was scored on.
+    result : Result
+        A pipelined result carrying ``options["pipeline"]`` (its makespan is the predicted step
+        time: the plan as torch runs it).
+
+    Returns
+    -------
+    TorchPipeline
+        The document, the CSV rows and notes.
+
+    Raises
+    ------
+    OptpartError
+        Not a pipelined result, or a record naming nodes the problem does not have (one line).
+    """
+    from ..errors import OptpartError
+    from ..torch.pipeplan import ONE_STAGE_PER_RANK, PipelinePlan, named_actions
+
+    plan = PipelinePlan.of(result)
+    unknown = [n for ns in plan.stage_nodes for n in ns if n not in problem.node_index]
+    if unknown:
+        raise OptpartError(f"options['pipeline'] names node '{unknown[0]}', which problem '{problem.name}' does not have")
+    rows = [acts for _, acts in sorted(plan.rank_actions().items())]
+    schedule = plan.schedule
+    if schedule == "custom":  # the order of a built-in schedule is written as its name
+        for name in ONE_STAGE_PER_RANK:
+            if plan.stage_ranks == {s: s for s in range(plan.n_stages)} and \
+                    rows == [a for _, a in sorted(named_actions(name, plan.n_stages, plan.micro_batches).items())]:
+                schedule = name
+    custom = schedule == "custom"
+    meta = problem.node_meta
+    stages = []
+    for s, (dev, nodes) in enumerate(zip(plan.stage_devices, plan.stage_nodes)):
+        idx = sorted(problem.node_index[n] for n in nodes)
+        fwd = [problem.node_ids[v] for v in idx if (meta[v] if meta else {}).get("phase", "forward") == "forward"
+               and not problem.node_ids[v].startswith("update.")]
+        mods = [m for m in ((meta[problem.node_index[n]] if meta else {}).get("module", "") for n in fwd) if m]
+        stages.append({"stage": s, "device": dev, "rank": plan.stage_ranks[s], "first_module": mods[0] if mods else "",
+                       "last_module": mods[-1] if mods else "", "forward_nodes": fwd})
+    peaks = result.memory_peak if result.memory_peak is not None else np.zeros(len(result.source_problem.device_ids))
+    dev_index = {d: i for i, d in enumerate(result.source_problem.device_ids)} if result.source_problem else {}
+    record = dict(getattr(result, "options", {}).get("pipeline") or {})
+    links = result.source_problem.links if result.source_problem is not None else problem.links
+    batch = (problem.meta or {}).get("pipeline") or {}
+    doc = {"format": "optpart-pipeline", "version": 1, "problem": problem.name, "micro_batches": plan.micro_batches,
+           "batch_size": batch.get("batch_size", (problem.meta or {}).get("batch_size")),
+           "schedule": schedule,
+           "schedule_class": "_PipelineScheduleRuntime" if custom else
+           {"GPipe": "ScheduleGPipe", "1F1B": "Schedule1F1B"}.get(schedule, f"Schedule{schedule}"),
+           "schedule_csv": None, "devices": plan.devices,
+           "stage_to_rank": {str(s): r for s, r in plan.stage_ranks.items()}, "actions": rows, "stages": stages,
+           "predicted": {"step_time": float(result.makespan),
+                         "peak_memory": {str(s): float(peaks[dev_index[d]]) if d in dev_index else None
+                                         for s, d in enumerate(plan.stage_devices)},
+                         "assumes": {"operator_times": _times_assumed(problem), "latency": float(links.latency),
+                                     "bandwidth": float(links.bandwidth),
+                                     "action_overhead": float(record.get("action_overhead", 0.0)),
+                                     "memory_model": result.memory_model}}}
+    tied = _tied(problem, plan)
+    notes = [f"stages {', '.join(map(str, ss))} hold '{name}': each keeps a replica; optpart run sums its gradients "
+             "across them before the optimizer step" for name, ss in tied.items()]
+    return TorchPipeline(doc=doc, rows=rows, custom=custom, notes=notes)
+
+
+def _tied(problem: Problem, plan) -> dict[str, list[int]]:
+    """Parameters read in several stages: the importer's colocation group of a parameter (its
+    optimizer node with every operator that reads it) spread over more than one stage."""
+    stage = plan.stage_of()
+    out: dict[str, list[int]] = {}
+    for group in problem.constraints.colocate:
+        owners = [n for n in group if n.startswith("update.")]
+        ss = sorted({stage[n] for n in group if n in stage})
+        if len(owners) == 1 and len(ss) > 1:
+            out[owners[0].removeprefix("update.")] = ss
+    return out

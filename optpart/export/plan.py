@@ -1,4 +1,4 @@
-"""The closest module-consistent plan to an operator placement, and its device map.
+"""The module-level plan closest to, or best for, an operator placement, and its device map.
 
 See :mod:`optpart.export` for the method.
 """
@@ -12,14 +12,21 @@ import numpy as np
 
 from ..errors import OptpartError
 from ..evaluate import evaluate, time_tolerance, violations
-from ..model.constraints import Constraints
 from ..model.problem import Problem
 from ..result import Result
+from .costs import cost_profile, phases
 from .search import fullness, memory_advice, repair_stages
-from .stages import pipeline_modules, stage_candidates, unit_order, untied
-from .tree import Units, compress, entry_modules, first_seen, node_modules, owned_tensor, split_modules
+from .sequential import SequentialRun, sequential_run
+from .stages import EXHAUSTIVE, all_blocks, stage_candidates, unit_order, untied
+from .tree import (Units, compress, entry_modules, export_modules, first_seen, follow_inputs, held_tensors,
+                   kept_whole, node_modules, split_modules)
 
-__all__ = ["ExportError", "ModulePlan", "module_plan", "pipeline_plan", "device_map", "placement_map"]
+__all__ = ["ExportError", "ModulePlan", "module_plan", "closest_plan", "pipeline_plan", "device_map", "placement_map"]
+
+#: How a plan is scored: ``"accelerate"`` one module at a time as ``dispatch_model`` runs a device
+#: map (:mod:`optpart.export.sequential`); ``"concurrent"`` the evaluator's canonical schedule,
+#: devices working at once (pipeline stages).
+RULES = ("accelerate", "concurrent")
 
 
 class ExportError(OptpartError):
@@ -27,21 +34,25 @@ class ExportError(OptpartError):
 
 @dataclass
 class ModulePlan:
-    """A module-consistent version of a placement, re-scored by the evaluator.
+    """A module-consistent version of a placement, scored under the rule its framework runs it by.
 
     ``device_map``: ``{module path: device}`` in the order modules first run (node order);
-    ``placement``: a device index per node under that map; ``result``: the map's
-    plan scored on the canonical schedule under ``memory_model``; ``fits``: whether
-    it respects memory and constraints (``problems`` lists what it breaks);
-    ``original_makespan``: the makespan of the placement it came from; ``split_modules``:
-    modules that the original placement spread over several devices; ``method``:
-    ``"majority"`` or ``"re-solved"`` (see the module docstring); ``tensor_keys``: keys of
-    ``device_map`` that name a parameter or buffer, not a module; ``entry_modules``: for each
-    module key, the module that runs first under it (a container such as a ``ModuleList``
-    is never called, so a pipeline stage begins at its first child that runs); ``shared``:
-    parameters used by modules on different devices, each with those modules (a pipeline plan
-    only: ``torch.distributed.pipelining`` replicates them, see :mod:`optpart.export.stages`);
-    ``advice``: for a plan that does not fit, one line with the memory at which it would.
+    ``placement``: a device index per node under that map; ``result``: the plan scored by the
+    evaluator, on the schedule of ``rule`` (:data:`RULES`: ``"accelerate"``, one node at a time
+    in program order with a move for every tensor that crosses devices, for a device map;
+    ``"concurrent"``, the canonical schedule, for pipeline stages) under ``memory_model``;
+    ``run``: the sequential run's parts (``rule == "accelerate"``); ``fits``: whether it respects
+    memory and constraints (``problems`` lists what it breaks); ``original_makespan``: the
+    makespan of the placement it came from (its own, concurrent schedule); ``split_modules``:
+    modules that the original placement spread over several devices; ``method``: how the plan
+    was found; ``tensor_keys``: keys of ``device_map`` that name a parameter or buffer, not a
+    module; ``entry_modules``: for each module key, the module that runs first under it (a
+    container such as a ``ModuleList`` is never called, so a pipeline stage begins at its first
+    child that runs); ``shared``: parameters used by modules on different devices, each with
+    those modules (a pipeline plan only: ``torch.distributed.pipelining`` replicates them, see
+    :mod:`optpart.export.stages`); ``kept_whole``: modules no plan cuts (``--no-split`` classes,
+    modules holding parameters the import did not name); ``advice``: for a plan that does not
+    fit, one line with the memory at which it would.
     """
 
     device_map: dict[str, Any]
@@ -50,20 +61,34 @@ class ModulePlan:
     memory_model: str
     fits: bool
     original_makespan: float
+    rule: str = "concurrent"
+    run: SequentialRun | None = None
     split_modules: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     method: str = "majority"
     tensor_keys: set[str] = field(default_factory=set)
     entry_modules: dict[str, str] = field(default_factory=dict)
     shared: list[tuple[str, list[str]]] = field(default_factory=list)
+    kept_whole: list[str] = field(default_factory=list)
     advice: str = ""
 
     @property
     def makespan(self) -> float:
         return self.result.makespan
 
-    def summary(self) -> str:
-        """One line: both makespans, the price of the coarser plan, and whether it fits.
+    @property
+    def memory(self) -> np.ndarray:
+        """Bytes per device under ``memory_model`` on the plan's schedule."""
+        return self.result.memory_peak if self.memory_model == "peak" else self.result.memory_static
+
+    def summary(self, problem: Problem | None = None) -> str:
+        """One line: the plan's time under its rule, what that rule is, the costs it assumes, and whether it fits.
+
+        Parameters
+        ----------
+        problem : Problem, optional
+            The problem the plan was scored on: its metadata names the hardware profile the
+            node times and links come from.
 
         Returns
         -------
@@ -71,11 +96,19 @@ class ModulePlan:
         """
         from ..units import format_time
 
-        orig, new = self.original_makespan, self.makespan
-        price = (new - orig) / orig if orig > 0 else 0.0
         fit = "fits" if self.fits else "DOES NOT FIT: " + "; ".join(self.problems[:3])
-        return (f"device map: {len(self.device_map)} entries ({self.method}), makespan {format_time(new)} vs "
-                f"{format_time(orig)} for the operator placement ({price:+.1%}), {self.memory_model} memory {fit}")
+        new, orig = format_time(self.makespan), format_time(self.original_makespan)
+        costs = f"; {cost_profile(problem)}" if problem is not None else ""
+        if self.rule == "accelerate" and self.run is not None:
+            devices = len(set(self.device_map.values()))
+            return (f"device map: {len(self.device_map)} entries on {devices} device(s) ({self.method}); "
+                    f"{new} per step{' ' + phases(problem) if problem is not None else ''} as accelerate runs it, one device at a time "
+                    f"({format_time(self.run.compute)} of operators, {self.run.transfers} tensor move(s) between "
+                    f"devices taking {format_time(self.run.transfer)}){costs}; the operator placement's concurrent "
+                    f"schedule takes {orig}; {self.memory_model} memory {fit}")
+        price = (self.makespan - self.original_makespan) / self.original_makespan if self.original_makespan > 0 else 0.0
+        return (f"pipeline stages ({self.method}): makespan {new} with the devices working at once vs {orig} for "
+                f"the operator placement ({price:+.1%}){costs}; {self.memory_model} memory {fit}")
 
     def memory_lines(self, problem: Problem) -> list[str]:
         """Per device: the plan's memory under its model beside the capacity.
@@ -92,9 +125,9 @@ class ModulePlan:
         """
         from ..units import format_bytes
 
-        used = self.result.memory_peak if self.memory_model == "peak" else self.result.memory_static
         return [f"  {did}: {format_bytes(float(u))} of {format_bytes(float(c))} ({self.memory_model})"
-                for did, u, c in zip(problem.device_ids, used.tolist(), problem.device_memory.tolist())]
+                for did, u, c in zip(problem.device_ids, self.memory.tolist(), problem.device_memory.tolist())]
+
 
 def _placement_of(problem: Problem, result: Result | Mapping[str, str] | np.ndarray) -> np.ndarray:
     if isinstance(result, Result):
@@ -152,44 +185,16 @@ def _score(problem: Problem, nodes: np.ndarray, placement: np.ndarray) -> np.nda
         s = np.bincount(d, minlength=k).astype(float)
     return s
 
-def _follow_inputs(problem: Problem, placement: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Place every free node on the device of its heaviest predecessor edge, else of its heaviest successor."""
-    p = placement.copy()
-    done = ~free
-    allowed = problem.allowed
-    src, dst, eb = problem.edge_src, problem.edge_dst, problem.edge_bytes
-
-    def pick(v: int, edges: np.ndarray, ends: np.ndarray) -> bool:
-        best, best_b = -1, -1.0
-        for e in edges.tolist():
-            u = int(ends[e])
-            if done[u] and allowed[v, p[u]] and eb[e] > best_b:
-                best, best_b = int(p[u]), float(eb[e])
-        if best >= 0:
-            p[v] = best
-            done[v] = True
-        return best >= 0
-
-    for v in problem.topo.tolist():
-        if not done[v]:
-            pick(v, problem.in_edges[problem.in_ptr[v]:problem.in_ptr[v + 1]], src)
-    for v in problem.topo[::-1].tolist():
-        if not done[v]:
-            pick(v, problem.out_edges[problem.out_ptr[v]:problem.out_ptr[v + 1]], dst)
-    for v in np.flatnonzero(~done).tolist():
-        p[v] = int(np.flatnonzero(allowed[v])[0]) if allowed[v].any() else 0
-    # A colocation group moves as one: with its module members (one unit, so one device), else
-    # to the device most of its members chose.
-    for members in problem.groups:
-        if free[members].any() and np.unique(p[members]).size > 1:
-            fixed = members[~free[members]]
-            p[members] = int(p[fixed[0]]) if fixed.size else int(np.bincount(p[members]).argmax())
-    return p
-
 def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
-                resolve: bool = True, depth: int | str | None = None, solver: str = "heuristic",
-                seed: int = 0) -> ModulePlan:
-    """The closest module-consistent plan to ``result`` (see the module docstring).
+                depth: int | str | None = None) -> ModulePlan:
+    """The fastest device map within memory as accelerate runs it (see the module docstring).
+
+    Every candidate is scored by :func:`optpart.export.sequential.sequential_run` (one module at a
+    time, a move for every tensor that crosses devices) with memory by the liveness rule on that
+    schedule: the map closest to ``result`` (every module on the device holding most of its time
+    and memory), the same rule at every coarser depth, and contiguous blocks of modules in the
+    order they run, balanced by memory and by time over one to all devices and repaired against
+    memory. The fastest that fits wins; else the one that overflows least, with its advice.
 
     Parameters
     ----------
@@ -197,23 +202,17 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
         The problem the placement is for; its nodes need ``module`` metadata.
     result : Result, {node id: device id} or array of device indices
         The operator placement.
-    resolve : bool
-        When the majority plan breaks memory, re-solve with every module's operators
-        colocated (with ``solver``) and keep that plan if it fits.
-    depth : int, optional
+    depth : int or "auto", optional
         Place whole modules no deeper than this many path components (``3`` keeps each
-        ``transformer.h.N`` block of GPT-2 whole): a coarser map than the placement asks
-        for, scored the same way. ``"auto"``: the smallest depth whose plan fits and is as fast
-        as the default one (the default plan when no depth is). Default: as fine as the
-        placement needs.
-    solver, seed : str, int
-        The solver (and its seed) of the re-solve.
+        ``transformer.h.N`` block of GPT-2 whole). ``"auto"``: the smallest depth whose plan fits
+        and is as fast as the default one (the default plan when no depth is). Default: as fine
+        as the modules go.
 
     Returns
     -------
     ModulePlan
-        The plan, scored; ``fits`` False (with ``problems`` and ``method`` saying why) when
-        no module-consistent plan was found within memory.
+        The plan (``rule`` ``"accelerate"``); ``fits`` False (with ``problems``, ``method`` and
+        ``advice`` saying why) when no candidate fits memory.
 
     Raises
     ------
@@ -221,82 +220,107 @@ def module_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarra
         When no node carries module metadata, or a module's nodes are pinned apart.
     """
     if depth == "auto":
-        return _coarsest(problem, result, resolve=resolve, solver=solver, seed=seed)
+        return _coarsest(problem, result)
     placement = _placement_of(problem, result)
     model = _memory_model(problem)
     original = _original_makespan(problem, result, placement, model)
-    modules = node_modules(problem)
-    if all(m is None for m in modules):
-        raise ExportError(f"'{problem.name}' has no node with 'module' metadata; a device map needs a problem "
-                          "imported from PyTorch (optpart import package.module:function)")
-    split = split_modules(problem, modules, placement)
-    if depth is not None:
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise ExportError(f"depth={depth!r} must be an integer >= 1 (module path components) or 'auto'")
-        modules = [None if m is None else ".".join(m.split(".")[:depth]) for m in modules]
+    modules = _modules(problem, depth)
+    split = split_modules(problem, node_modules(problem), placement)
     units = Units(problem, modules)
-    unit_dev = _majority(problem, units, placement)
-    plan = _build(problem, modules, units, unit_dev, model, original, split, "majority")
-    if plan.fits or not resolve:
-        if not plan.fits:
-            plan.advice = "this device map does not fit: " + memory_advice(problem, _used(plan), model)
-        return plan
-    alt, why = _resolve(problem, modules, units, model, solver, seed)
-    tried = [plan]
-    if alt is not None:
-        plan2 = _build(problem, modules, units, alt, model, original, split, "re-solved")
-        if plan2.fits:
-            return plan2
-        why = "; ".join(plan2.problems[:1])
-        tried.append(plan2)
-    return _fallback(problem, placement, modules, units, model, original, split, tried, depth,
-                     f"re-solving with modules colocated ({solver}) did not fit: {why}")
-
-def _fallback(problem: Problem, placement: np.ndarray, modules, units: Units, model: str, original: float,
-              split: list[str], tried: list[ModulePlan], depth: int | None, why: str) -> ModulePlan:
-    """The fastest fitting plan among ``tried``, coarser depths and contiguous stages (see
-    :mod:`optpart.export.search`), else the one that overflows least, with its memory advice."""
+    tried = [_build(problem, modules, units, _majority(problem, units, placement), model, original, split,
+                    "closest to the placement", "accelerate")]
     if depth is None:
-        deepest = max((m.count(".") + 1 for m in modules if m is not None), default=1)
+        deepest = max((m.count(".") + 1 for m in modules if m), default=1)
         for d in range(deepest - 1, 0, -1):
             cut = [None if m is None else ".".join(m.split(".")[:d]) for m in modules]
             u = Units(problem, cut)
-            p = _build(problem, cut, u, _majority(problem, u, placement), model, original, split,
-                       f"majority at depth {d}")
-            tried.append(p)
-    tried.append(_stage_plan(problem, modules, units, model, original, split, "contiguous stages"))
+            tried.append(_build(problem, cut, u, _majority(problem, u, placement), model, original, split,
+                                f"closest to the placement at depth {d}", "accelerate"))
+    every = all_blocks(units.n, problem.n_devices, EXHAUSTIVE)
+    if every is not None:  # few enough to score every contiguous split
+        order = np.asarray(unit_order(problem, units, modules), dtype=np.int64)
+        for blocks in every:
+            unit_dev = np.empty(units.n, dtype=np.int64)
+            unit_dev[order] = blocks
+            tried.append(_build(problem, modules, units, unit_dev, model, original, split,
+                                "contiguous blocks in module order (every split scored)", "accelerate"))
+    else:
+        for weight, name in ((problem.memory, "memory"), (problem.time, "time")):
+            tried.append(_stage_plan(problem, modules, units, model, original, split,
+                                     f"contiguous blocks in module order balanced by {name}", "accelerate", weight))
+    return _pick(problem, tried, "no device map fits these devices: ")
+
+
+def _pick(problem: Problem, tried: list[ModulePlan], advice: str) -> ModulePlan:
+    """The fastest plan that fits, else the one that overflows least, with its memory advice."""
     fitting = [p for p in tried if p.fits]
     if fitting:
-        best = min(fitting, key=lambda p: p.makespan)
-        best.method = f"{best.method}, since the majority plan does not fit and {why}"
-        return best
+        return min(fitting, key=lambda p: (p.makespan, len(p.device_map)))
     best = min(tried, key=lambda p: (_overflow(problem, p), p.makespan))
-    best.method = f"{best.method}, the least overflow of {len(tried)} module-level plans; {why}"
-    best.advice = "no device map fits these devices: " + memory_advice(problem, _used(best), model)
+    best.method = f"{best.method}: the least overflow of {len(tried)} module-level plans"
+    best.advice = advice + memory_advice(problem, best.memory, best.memory_model)
     return best
 
-def _used(plan: ModulePlan) -> np.ndarray:
-    return plan.result.memory_peak if plan.memory_model == "peak" else plan.result.memory_static
+
+def _modules(problem: Problem, depth) -> list[str | None]:
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise ExportError(f"depth={depth!r} must be an integer >= 1 (module path components) or 'auto'")
+    modules = export_modules(problem, depth)
+    if all(m is None for m in modules):
+        raise ExportError(f"'{problem.name}' has no node with 'module' metadata; a device map needs a problem "
+                          "imported from PyTorch (optpart import package.module:function)")
+    return modules
+
+
+def closest_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *, depth: int | None = None,
+                 rule: str = "concurrent") -> ModulePlan:
+    """Every module on the device holding most of its time and memory under ``result``, scored under ``rule``.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem; its nodes need ``module`` metadata.
+    result : Result, {node id: device id} or array of device indices
+        The operator placement.
+    depth : int, optional
+        Keep modules whole down to this many path components.
+    rule : {"accelerate", "concurrent"}
+        How the plan is scored (:data:`RULES`).
+
+    Returns
+    -------
+    ModulePlan
+        The plan, ``method`` ``"closest to the placement"``.
+    """
+    placement = _placement_of(problem, result)
+    model = _memory_model(problem)
+    modules = _modules(problem, depth)
+    units = Units(problem, modules)
+    return _build(problem, modules, units, _majority(problem, units, placement), model,
+                  _original_makespan(problem, result, placement, model),
+                  split_modules(problem, node_modules(problem), placement), "closest to the placement", rule)
+
 
 def _overflow(problem: Problem, plan: ModulePlan) -> float:
-    return float(np.max(fullness(problem, _used(plan)))) if not plan.fits else 0.0
+    return float(np.max(fullness(problem, plan.memory))) if not plan.fits else 0.0
+
 
 def _stage_plan(problem: Problem, modules, units: Units, model: str, original: float, split: list[str],
-                method: str) -> ModulePlan:
+                method: str, rule: str, weight: np.ndarray | None = None) -> ModulePlan:
     """The best contiguous-stage plan (fits first, then makespan), the best candidates repaired against memory."""
     cache: dict[tuple[int, ...], ModulePlan] = {}
 
     def build(unit_dev: np.ndarray) -> ModulePlan:
         key = tuple(unit_dev.tolist())
         if key not in cache:
-            cache[key] = _build(problem, modules, units, unit_dev, model, original, split, method)
+            cache[key] = _build(problem, modules, units, unit_dev, model, original, split, method, rule)
         return cache[key]
 
     def score(unit_dev: np.ndarray) -> tuple[np.ndarray, float]:
         p = build(unit_dev)
-        return fullness(problem, _used(p)), p.makespan
+        return fullness(problem, p.memory), p.makespan
 
-    candidates = stage_candidates(problem, units, modules)
+    candidates = stage_candidates(problem, units, modules, weight=weight)
     if not candidates:
         raise ExportError(f"'{problem.name}' has no module to place in a pipeline stage")
     ranked = sorted(candidates, key=lambda c: (_overflow(problem, build(c)), build(c).makespan))
@@ -307,15 +331,17 @@ def _stage_plan(problem: Problem, modules, units: Units, model: str, original: f
                 break
     return min(cache.values(), key=lambda p: (_overflow(problem, p), p.makespan))
 
-def _coarsest(problem: Problem, result, *, resolve: bool, solver: str, seed: int) -> ModulePlan:
+
+def _coarsest(problem: Problem, result) -> ModulePlan:
     """The plan at the smallest depth that fits and loses nothing against the default plan."""
-    fine = module_plan(problem, result, resolve=resolve, solver=solver, seed=seed)
-    deepest = max((m.count(".") + 1 for m in node_modules(problem) if m is not None), default=1)
+    fine = module_plan(problem, result)
+    deepest = max((m.count(".") + 1 for m in export_modules(problem) if m), default=1)
     for depth in range(1, deepest):
-        plan = module_plan(problem, result, resolve=False, depth=depth)
+        plan = module_plan(problem, result, depth=depth)
         if plan.fits and plan.makespan <= fine.makespan + time_tolerance(fine.makespan):
             return plan
     return fine
+
 
 def pipeline_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
                   depth: int | None = None) -> ModulePlan:
@@ -342,16 +368,16 @@ def pipeline_plan(problem: Problem, result: Result | Mapping[str, str] | np.ndar
     placement = _placement_of(problem, result)
     model = _memory_model(problem)
     original = _original_makespan(problem, result, placement, model)
-    modules = pipeline_modules(problem, depth)
-    if all(m is None for m in modules):
-        raise ExportError(f"'{problem.name}' has no node with 'module' metadata")
+    modules = _modules(problem, depth)
     relaxed, shared = untied(problem, modules)
-    plan = _stage_plan(relaxed, modules, Units(relaxed, modules), model, original, [], "pipeline")
+    plan = _stage_plan(relaxed, modules, Units(relaxed, modules), model, original, [], "pipeline", "concurrent")
     if not plan.fits:
-        plan.advice = "no pipeline of contiguous stages fits these devices: " + memory_advice(problem, _used(plan), model)
+        plan.advice = "no pipeline of contiguous stages fits these devices: " + memory_advice(problem, plan.memory,
+                                                                                              model)
     devices = {m: int(plan.placement[v]) for v, m in enumerate(modules) if m is not None}
     plan.shared = [(owner, mods) for owner, mods in shared if len({devices[m] for m in mods}) > 1]
     return plan
+
 
 def _majority(problem: Problem, units: Units, placement: np.ndarray) -> np.ndarray:
     allowed = problem.allowed
@@ -366,72 +392,50 @@ def _majority(problem: Problem, units: Units, placement: np.ndarray) -> np.ndarr
         dev[u] = int(np.argmax(s))
     return dev
 
-def _resolve(problem: Problem, modules, units: Units, model: str, solver: str,
-             seed: int) -> tuple[np.ndarray | None, str]:
-    """Unit devices from a re-solve with every unit's operators colocated (None without a
-    solution), and the solver's message."""
-    from ..solvers.registry import solve
-
-    groups = [tuple(problem.node_ids[v] for v in units.members[u].tolist()) for u in range(units.n)]
-    groups += _follower_pairs(problem, np.array([m is None for m in modules], dtype=bool))
-    c = problem.constraints
-    constraints = Constraints(pin=dict(c.pin), forbid=dict(c.forbid),
-                              colocate=tuple(c.colocate) + tuple(g for g in groups if len(g) > 1))
-    p2 = problem.with_devices(list(problem.devices), links=problem.links, constraints=constraints)
-    r = solve(p2, solver, seed=seed, memory_model=model)
-    if not r.ok:
-        return None, r.message or f"status {r.status.value}"
-    return np.array([int(r.placement[units.members[u][0]]) for u in range(units.n)],
-                    dtype=np.int64), r.message
-
-def _follower_pairs(problem: Problem, free: np.ndarray) -> list[tuple[str, str]]:
-    """``(node, leader)`` for every free node: the neighbour it will run beside under accelerate.
-
-    The same rule as :func:`_follow_inputs` (heaviest input edge, else heaviest output edge),
-    so a re-solve with these pairs colocated is scored as the exported map will run.
-    """
-    ids = problem.node_ids
-    out = []
-    for v in np.flatnonzero(free).tolist():
-        edges, ends = problem.in_edges[problem.in_ptr[v]:problem.in_ptr[v + 1]], problem.edge_src
-        if edges.size == 0:
-            edges, ends = problem.out_edges[problem.out_ptr[v]:problem.out_ptr[v + 1]], problem.edge_dst
-        if edges.size:
-            e = int(edges[int(np.argmax(problem.edge_bytes[edges]))])
-            out.append((ids[v], ids[int(ends[e])]))
-    return out
-
 def _build(problem: Problem, modules, units: Units, unit_dev: np.ndarray, model: str, original: float,
-           split: list[str], method: str) -> ModulePlan:
+           split: list[str], method: str, rule: str) -> ModulePlan:
     by_module = {m: int(unit_dev[units.unit_of[v]]) for v, m in enumerate(modules) if m is not None}
-    direct_params: dict[str, list[str]] = {}  # module -> its own parameters and buffers
-    for nid, meta in zip(problem.node_ids, problem.node_meta or []):
-        name = owned_tensor(nid, meta)
-        if name is not None:
-            owner = name.rsplit(".", 1)[0] if "." in name else ""
-            direct_params.setdefault(owner, []).append(name.rsplit(".", 1)[-1])
+    tensors: dict[str, list[tuple[str, int]]] = {}  # module -> its own parameters and buffers, with devices
+    seen: set[str] = set()
+    for v, names in held_tensors(problem).items():
+        if modules[v] is None:
+            continue
+        for name in names:
+            if name not in seen:
+                seen.add(name)
+                owner, _, leaf = name.rpartition(".")
+                tensors.setdefault(owner, []).append((leaf, by_module[modules[v]]))
     rank = first_seen(problem, modules)
-    dmap, covered, tensor_keys = compress(by_module, direct_params, rank)
+    known = (problem.meta or {}).get("module_classes") or {}
+    dmap, covered, tensor_keys = compress(by_module, tensors, rank, known)
     entry = entry_modules(dmap, tensor_keys, by_module, rank)
     free = np.array([m is None or m not in covered for m in modules], dtype=bool)
     placement = np.zeros(problem.n_nodes, dtype=np.int64)
     for v, m in enumerate(modules):
         if not free[v]:
             placement[v] = by_module[m]
-    placement = _follow_inputs(problem, placement, free)
-    scored = evaluate(problem, placement, solver=f"export-{method}", memory_model=model)
+    placement = follow_inputs(problem, placement, free)
+    run = None
+    if rule == "accelerate":
+        run = sequential_run(problem, placement)
+        scored = evaluate(problem, placement, run.start, solver=f"export-{rule}", memory_model=model)
+    elif rule == "concurrent":
+        scored = evaluate(problem, placement, solver=f"export-{rule}", memory_model=model)
+    else:
+        raise ExportError(f"rule={rule!r}; use one of {', '.join(RULES)}")
     found = violations(problem, scored)
     return ModulePlan(device_map=dmap, placement=placement, result=scored, memory_model=model, fits=not found,
-                      original_makespan=original, split_modules=split, problems=found, method=method,
-                      tensor_keys=tensor_keys, entry_modules=entry)
+                      original_makespan=original, rule=rule, run=run, split_modules=split, problems=found,
+                      method=method, tensor_keys=tensor_keys, entry_modules=entry, kept_whole=kept_whole(problem))
+
 
 def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray, *,
-               values: str = "index", resolve: bool = True, depth: int | str | None = None) -> dict[str, Any]:
-    """The accelerate/transformers ``device_map`` of the closest module-consistent plan.
+               values: str = "index", depth: int | str | None = None) -> dict[str, Any]:
+    """The accelerate/transformers ``device_map`` of the fastest module-level plan as accelerate runs it.
 
     ``values="index"`` gives device indices (what ``accelerate`` expects for GPUs);
     ``values="id"`` gives optpart device ids. Use :func:`module_plan` to see the plan's
-    makespan and whether it fits.
+    time as accelerate runs it and whether it fits.
 
     Parameters
     ----------
@@ -439,7 +443,7 @@ def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray
         As in :func:`placement_map`.
     values : {"index", "id"}
         Map values as device indices or as optpart device ids.
-    resolve, depth
+    depth
         As in :func:`module_plan`.
 
     Returns
@@ -451,15 +455,17 @@ def device_map(problem: Problem, result: Result | Mapping[str, str] | np.ndarray
     --------
     >>> import optpart
     >>> p = optpart.Problem.build(
-    ...     nodes=[{"id": "a", "time": 1, "memory": 1, "module": "layers.0"},
-    ...            {"id": "b", "time": 1, "memory": 1, "module": "layers.1"}],
-    ...     edges=[{"src": "a", "dst": "b", "bytes": 0}]).with_devices(2, memory=4)
+    ...     nodes=[{"id": "a", "time": 1, "memory": 3, "module": "layers.0"},
+    ...            {"id": "b", "time": 1, "memory": 3, "module": "layers.1"}],
+    ...     edges=[{"src": "a", "dst": "b", "bytes": 8}]).with_devices(2, memory=4)
     >>> device_map(p, {"a": "dev0", "b": "dev1"})
     {'layers.0': 0, 'layers.1': 1}
+    >>> device_map(p.with_devices(2, memory=8), {"a": "dev0", "b": "dev1"})  # one device: no move
+    {'': 0}
     """
     if values not in ("index", "id"):
         raise ExportError(f"values={values!r}; use 'index' or 'id'")
-    plan = module_plan(problem, result, resolve=resolve, depth=depth)
+    plan = module_plan(problem, result, depth=depth)
     if values == "id":
         return {k: problem.device_ids[d] for k, d in plan.device_map.items()}
     return dict(plan.device_map)

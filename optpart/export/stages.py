@@ -19,13 +19,17 @@ import numpy as np
 
 from ..model.constraints import Constraints
 from ..model.problem import Problem
-from .tree import Units, first_seen, node_modules
+from .tree import Units, first_seen
 
-__all__ = ["untied", "stage_candidates", "unit_order"]
+__all__ = ["untied", "stage_candidates", "unit_order", "all_blocks"]
 
 
 def untied(problem: Problem, modules: list[str | None]) -> tuple[Problem, list[tuple[str, list[str]]]]:
-    """The problem with each colocation group split by module, and the groups that spanned modules.
+    """The problem with each tied weight's colocation group split by module, and the weights that spanned modules.
+
+    Only a group holding a trainable parameter (its ``update.`` node) is split: that is a weight
+    torch pipelining replicates on each stage using it. Other groups (a module kept whole, a
+    buffer and the operator writing it in place) stay whole.
 
     Parameters
     ----------
@@ -37,8 +41,8 @@ def untied(problem: Problem, modules: list[str | None]) -> tuple[Problem, list[t
     Returns
     -------
     (Problem, list of (str, list of str))
-        The relaxed problem, and for each group that spanned modules the parameter it stands
-        for (its update node's id, else its first node) with the modules sharing it.
+        The relaxed problem, and for each weight that spanned modules its update node's id
+        with the modules sharing it.
     """
     c = problem.constraints
     parts: list[tuple[str, ...]] = []
@@ -50,11 +54,13 @@ def untied(problem: Problem, modules: list[str | None]) -> tuple[Problem, list[t
             m = modules[index[nid]]
             by_mod.setdefault("\0" if m is None else m, []).append(nid)
         real = sorted(k for k in by_mod if k != "\0")
-        if len(real) > 1:
-            owner = next((n for n in group if n.startswith("update.")), group[0])
-            shared.append((owner, real))
-            if "\0" in by_mod:  # members outside every module stay with the first module's part
-                by_mod[real[0]] += by_mod.pop("\0")
+        owner = next((n for n in group if n.startswith("update.")), None)
+        if owner is None or len(real) < 2:
+            parts.append(tuple(group))
+            continue
+        shared.append((owner, real))
+        if "\0" in by_mod:  # members outside every module stay with the first module's part
+            by_mod[real[0]] += by_mod.pop("\0")
         parts += [tuple(v) for v in by_mod.values() if len(v) > 1]
     if not shared:
         return problem, []
@@ -65,13 +71,13 @@ def untied(problem: Problem, modules: list[str | None]) -> tuple[Problem, list[t
 
 
 def stage_candidates(problem: Problem, units: Units, modules: list[str | None], *,
-                     n_cuts: int = 24) -> list[np.ndarray]:
+                     n_cuts: int = 24, weight: np.ndarray | None = None) -> list[np.ndarray]:
     """Device per unit for contiguous stages, one candidate per balance target.
 
     Units run in the order their modules first run; stage ``s`` goes to device ``s``. For
-    each target stage time between the mean share and the whole, units are packed greedily
-    (a stage closes before the unit that would push it past the target); candidates needing
-    more stages than devices are dropped, and duplicates are dropped.
+    each target stage weight between the mean share and the whole, units are packed greedily
+    (a stage closes before the unit that would push it past the target), so the candidates
+    use from all the devices down to one; duplicates are dropped.
 
     Parameters
     ----------
@@ -83,6 +89,8 @@ def stage_candidates(problem: Problem, units: Units, modules: list[str | None], 
         The module of every node.
     n_cuts : int
         How many balance targets to try.
+    weight : numpy.ndarray, optional
+        What a stage balances, per node (default: run time; ``problem.memory`` balances memory).
 
     Returns
     -------
@@ -90,7 +98,8 @@ def stage_candidates(problem: Problem, units: Units, modules: list[str | None], 
         A device index per unit, one array per distinct candidate.
     """
     order = unit_order(problem, units, modules)
-    time = np.array([float(problem.time[units.members[u]].sum()) for u in order])
+    w = problem.time if weight is None else np.asarray(weight, dtype=np.float64)
+    time = np.array([float(w[units.members[u]].sum()) for u in order])
     total, k = float(time.sum()), problem.n_devices
     if k == 0 or units.n == 0:
         return []
@@ -137,22 +146,37 @@ def _unit_modules(units: Units, u: int, modules: list[str | None]) -> set[str]:
     return {modules[v] for v in units.members[u].tolist() if modules[v] is not None} or {units.keys[u]}
 
 
-def pipeline_modules(problem: Problem, depth: int | None) -> list[str | None]:
-    """Node modules, cut to ``depth`` path components when given.
+#: Most contiguous splits :func:`module_plan` scores one by one (beyond, balanced candidates).
+EXHAUSTIVE = 256
+
+
+def all_blocks(n: int, k: int, limit: int) -> list[np.ndarray] | None:
+    """Every split of ``n`` units in order into at most ``k`` contiguous blocks, block ``s`` on device ``s``.
 
     Parameters
     ----------
-    problem : Problem
-        The problem; its nodes carry ``module`` metadata.
-    depth : int, optional
-        Keep this many path components (``None``: the full paths).
+    n, k : int
+        Units and devices.
+    limit : int
+        Most splits to list.
 
     Returns
     -------
-    list of str or None
-        The module of every node (None outside every module).
+    list of numpy.ndarray or None
+        Device per position in the order, one array per split; None when there are more than ``limit``.
     """
-    modules = node_modules(problem)
-    if depth is None:
-        return modules
-    return [None if m is None else ".".join(m.split(".")[:depth]) for m in modules]
+    from itertools import combinations
+    from math import comb
+
+    if n == 0 or k == 0:
+        return [np.zeros(n, dtype=np.int64)] if n == 0 else None
+    if sum(comb(n - 1, j) for j in range(min(k, n))) > limit:
+        return None
+    out = []
+    for j in range(min(k, n)):
+        for cuts in combinations(range(1, n), j):
+            dev = np.zeros(n, dtype=np.int64)
+            for c in cuts:
+                dev[c:] += 1
+            out.append(dev)
+    return out

@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._gc import no_gc
-from ..errors import FormatError
+from ..errors import FormatError, OptpartError
+from ..model.devices import Links
+from ..model.records import read_links as _links_from_dict
 from ..model.problem import Problem
 from ..result import Result
 from .dnn_partitioning import dnn_partitioning_from_dict, looks_like_dnn_partitioning
@@ -27,6 +29,7 @@ __all__ = [
     "load_result",
     "save_result",
     "with_result_devices",
+    "result_links",
     "read_text",
     "from_networkx",
     "to_networkx",
@@ -192,3 +195,31 @@ def with_result_devices(problem: Problem, result_path: str | Path) -> Problem:
         return problem
     path = Path(result_path)
     return problem_for_result(problem, parse_json(read_bytes(path), path))
+
+
+def result_links(result_path: str | Path) -> Links | None:
+    """The links a result file records (those it was solved for), or ``None`` when it records none.
+
+    Only the file's last ``"links"`` object is decoded (the writer puts it in the footer, after
+    the placement and schedule), so a result of 10^6 nodes is not parsed twice.
+
+    Parameters
+    ----------
+    result_path : str or pathlib.Path
+        An optpart-result file.
+
+    Returns
+    -------
+    Links or None
+    """
+    import json
+
+    raw = read_bytes(Path(result_path))
+    at = raw.rfind(b'"links":')
+    if at < 0:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(raw[at + len(b'"links":'):].decode("utf-8").lstrip())
+        return _links_from_dict(value)
+    except (ValueError, UnicodeDecodeError, OptpartError):
+        return None

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import ProblemError
-from ..units import parse_bandwidth, parse_time
+from ..units import format_bandwidth, format_flops, parse_bandwidth, parse_time
 
 __all__ = ["CostModel", "DEFAULT_DTYPE_BYTES", "parse_flops", "DEFAULT_COST_MODEL"]
 
@@ -101,6 +101,10 @@ class CostModel:
         Optimizer state per parameter element, bytes (Adam fp32: 8; SGD with momentum: 4; SGD: 0).
     dtype_bytes : tuple of (str, int)
         Bytes per element by dtype name.
+    hardware : str
+        The profile these figures are (``"H100-SXM bf16"``, set by :func:`optpart.hardware.resolve`);
+        empty for figures given by hand. Changing ``peak_flops`` or ``memory_bandwidth`` with
+        :meth:`replace` empties it.
     """
 
     peak_flops: float = 15.7e12
@@ -111,6 +115,7 @@ class CostModel:
     link_latency: float = 10e-6
     optimizer_bytes_per_param: float = 8.0
     dtype_bytes: tuple[tuple[str, int], ...] = DEFAULT_DTYPE_BYTES
+    hardware: str = ""
 
     def __post_init__(self) -> None:
         checks = {
@@ -211,6 +216,45 @@ class CostModel:
         """
         return 3.0 * numel * self.element_bytes(dtype) + 2.0 * numel * self.optimizer_bytes_per_param
 
+    # ------------------------------------------------------------------ what it describes
+    def pricing_key(self) -> tuple[float, float, float, float]:
+        """The figures node times depend on: equal keys, equal times.
+
+        Returns
+        -------
+        tuple of float
+            ``(peak_flops, efficiency, min_op_time, memory_bandwidth)``.
+        """
+        return (self.peak_flops, self.efficiency, self.min_op_time, self.memory_bandwidth)
+
+    def link_key(self) -> tuple[float, float]:
+        """The link figures: ``(link_bandwidth, link_latency)``.
+
+        Returns
+        -------
+        tuple of float
+        """
+        return (self.link_bandwidth, self.link_latency)
+
+    def describe(self) -> str:
+        """The profile and the figures times assume, in one phrase.
+
+        Returns
+        -------
+        str
+            ``'H100-SXM bf16: 990 TFLOP/s at 50%, 3.35 TB/s'``; a model without a name is
+            ``'V100 fp32 (the default)'`` when its figures are the defaults, else ``'custom'``.
+
+        Examples
+        --------
+        >>> CostModel().describe()
+        'V100 fp32 (the default): 15.7 TFLOP/s at 50%, 900 GB/s'
+        """
+        default = DEFAULT_COST_MODEL.pricing_key()
+        name = self.hardware or ("V100 fp32 (the default)" if self.pricing_key() == default else "custom")
+        return (f"{name}: {format_flops(self.peak_flops)}/s at {self.efficiency:.0%}, "
+                f"{format_bandwidth(self.memory_bandwidth)}")
+
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
         """The values as a JSON-friendly dict (stored as ``problem.meta["cost_model"]``).
@@ -221,9 +265,11 @@ class CostModel:
             Every field by name.
         """
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                               if f.name != "dtype_bytes"}
+                               if f.name not in ("dtype_bytes", "hardware")}
         out = {k: ("inf" if isinstance(v, float) and math.isinf(v) else v) for k, v in out.items()}
         out["dtype_bytes"] = {dt: size for dt, size in self.dtype_bytes}
+        if self.hardware:
+            out["hardware"] = self.hardware
         return out
 
     @classmethod
@@ -247,6 +293,8 @@ class CostModel:
         for k, v in doc.items():
             if k == "dtype_bytes":
                 kw[k] = tuple(sorted((str(a), b) for a, b in dict(v).items()))
+            elif k == "hardware":
+                kw[k] = str(v)
             else:
                 kw[k] = math.inf if v == "inf" else float(v)
         return cls(**kw)
@@ -267,6 +315,8 @@ class CostModel:
         """
         names = {f.name for f in dataclasses.fields(self)}
         parsed: dict[str, Any] = {}
+        if "hardware" not in changes and any(changes.get(k) is not None for k in ("peak_flops", "memory_bandwidth")):
+            parsed["hardware"] = ""  # other device figures: no longer the named profile
         for k, v in changes.items():
             if k not in names:
                 raise ProblemError(f"unknown cost model field '{k}'; known: {', '.join(sorted(names))}")
@@ -280,6 +330,8 @@ class CostModel:
                 v = _wrap(parse_time, v)
             elif k == "dtype_bytes":
                 v = tuple(sorted({**dict(self.dtype_bytes), **dict(v)}.items()))
+            elif k == "hardware":
+                v = str(v)
             else:
                 v = _to_float(v, k)
             parsed[k] = v

@@ -314,8 +314,10 @@ class _Nodes(NodeColumns):
             view = nd.op_type in VIEW_OPS
             in_b = sum(self.tbytes(x) for x in ins)
             out_b = sum(self.tbytes(o) for o in nd.output if o)
+            moved = {} if view else {"bytes": int(in_b + out_b)}  # the roofline's inputs, kept for re-pricing
             i = self.add(nd.name or f"{nd.op_type}_{k}", cm.op_time(flops, in_b + out_b, kernel=not view), 0.0, 0.0,
-                         0.0 if view else out_b, {"op": nd.op_type, "flops": flops, "phase": "forward", **_scope(nd.name)})
+                         0.0 if view else out_b, {"op": nd.op_type, "flops": flops, **moved, "phase": "forward",
+                                                  **_scope(nd.name)})
             fwd_index.append(i)
             for o in nd.output:
                 if o:
@@ -358,6 +360,8 @@ class _Nodes(NodeColumns):
             view = meta[k]["op"] in VIEW_OPS
             time[gk] = cm.op_time(meta[gk]["flops"], in_bytes[gk] + out_bytes[gk], kernel=not view)
             obytes[gk] = 0.0 if view else out_bytes[gk]
+            if not view:
+                meta[gk]["bytes"] = int(in_bytes[gk] + out_bytes[gk])
         return grad_of
 
     def add_parameters(self, reads: dict[str, list[int]], buffers: set[str], grad_of: dict[int, int],
@@ -373,8 +377,10 @@ class _Nodes(NodeColumns):
             owner = holders[0]
             if training and p not in buffers:
                 state = cm.training_state_bytes(numel_, dt)
-                uid = self.add(f"update.{p}", cm.op_time(0, cm.update_bytes_moved(numel_, dt)), state, state, 0.0,
-                               {"op": "optimizer.update", "flops": 0, "phase": "optimizer", "param": p,
+                moved = cm.update_bytes_moved(numel_, dt)
+                uid = self.add(f"update.{p}", cm.op_time(0, moved), state, state, 0.0,
+                               {"op": "optimizer.update", "flops": 0, "bytes": int(moved), "phase": "optimizer",
+                                "param": p,
                                 "numel": numel_, **({"module": meta[owner]["module"]} if "module" in meta[owner]
                                                     else {})})
                 gb = float(numel_ * cm.element_bytes(dt))

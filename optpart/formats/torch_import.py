@@ -261,9 +261,11 @@ class _Columns(NodeColumns):
         for a in ([] if op.shape_only else nd.all_input_nodes):
             in_b += tg.item_bytes(*tg.source(a))
         flops = 0 if op.view else operator_flops(nd, op.name)
+        moved = {} if op.view else {"bytes": int(in_b + out_b)}  # the roofline's inputs, kept for re-pricing
         self.add(nd.name, cm.op_time(flops, in_b + out_b, kernel=not op.view), tg.saved_on.get(nd, 0.0), 0.0,
                  0.0 if op.aliases else out_b,
-                 {"op": op.name, "flops": flops, "phase": tg.phase[nd], "module": path, "module_class": mclass})
+                 {"op": op.name, "flops": flops, **moved, "phase": tg.phase[nd], "module": path,
+                  "module_class": mclass})
 
 
 def _parameter_holders(tg: TracedGraph, cols: _Columns, index: dict, pvals: list, cm: CostModel
@@ -284,8 +286,9 @@ def _parameter_holders(tg: TracedGraph, cols: _Columns, index: dict, pvals: list
             uid = f"update.{pname}"
             state = cm.training_state_bytes(numel, dtype)
             owner = pname.rpartition(".")[0]
-            cols.add(uid, cm.op_time(0, cm.update_bytes_moved(numel, dtype)), state, state, 0.0,
-                     {"op": "optimizer.update", "flops": 0, "phase": "optimizer", "param": pname,
+            moved = cm.update_bytes_moved(numel, dtype)
+            cols.add(uid, cm.op_time(0, moved), state, state, 0.0,
+                     {"op": "optimizer.update", "flops": 0, "bytes": int(moved), "phase": "optimizer", "param": pname,
                       "numel": numel, "module": owner, "module_class": step.module_classes.get(owner, "")})
             g = grads[p] if p < len(grads) else None
             if g is not None and g in index:

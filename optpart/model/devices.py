@@ -45,8 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Device", "LinkOverride", "Links", "DEFAULT_BANDWIDTH", "DEFAULT_LATENCY", "default_links",
            "device_count", "per_device", "devices_from_values", "device_list", "device_table", "link_matrices",
-           "check_path_bounds",
-           "resolve_devices"]
+           "check_path_bounds", "resolve_devices", "with_resolved_devices"]
 
 #: Links used when neither the file nor the caller gives any.
 DEFAULT_BANDWIDTH = "25GB/s"
@@ -343,7 +342,7 @@ def link_matrices(links: Links | None, device_index: Mapping[str, int]) -> tuple
     Parameters
     ----------
     links : Links or None
-        None means free communication (:class:`Links` defaults).
+        None (a problem that names no links) means the default links, :func:`default_links`.
     device_index : mapping
         Device id to index.
 
@@ -353,7 +352,7 @@ def link_matrices(links: Links | None, device_index: Mapping[str, int]) -> tuple
         ``(latency, bandwidth)``, each ``k x k`` float64 (seconds, bytes/s).
     """
     k = len(device_index)
-    lk = links or Links()
+    lk = links if links is not None else default_links()
     _check_link(lk.latency, lk.bandwidth, "links")
     lat = np.full((k, k), float(lk.latency))
     bw = np.full((k, k), float(lk.bandwidth))
@@ -411,8 +410,10 @@ def check_path_bounds(time: np.ndarray, edge_bytes: np.ndarray, speed: np.ndarra
 
 
 def resolve_devices(problem: "Problem", *, devices: int | None = None, memory: Value = None,
-                    speed: Value = None, bandwidth: Value = None, latency: Value = None) -> "Problem":
-    """The problem on the devices and links asked for (rules in the module docstring).
+                    speed: Value = None, bandwidth: Value = None, latency: Value = None
+                    ) -> tuple[tuple[Device, ...], Links | None]:
+    """The devices and links asked for, from a graph's own and the given values (rules in the
+    module docstring). :meth:`Problem.with_devices` puts a problem on them.
 
     Parameters
     ----------
@@ -431,8 +432,9 @@ def resolve_devices(problem: "Problem", *, devices: int | None = None, memory: V
 
     Returns
     -------
-    Problem
-        The problem on the resolved devices and links.
+    (tuple of Device, Links or None)
+        The devices, and the links (``problem.links`` itself, possibly ``None``: the default
+        links, when no link value is given).
 
     Raises
     ------
@@ -444,29 +446,26 @@ def resolve_devices(problem: "Problem", *, devices: int | None = None, memory: V
     --------
     >>> from optpart import Problem
     >>> p = Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 10}])
-    >>> q = resolve_devices(p, devices=2, memory="1KiB,2KiB")
-    >>> q.device_ids, q.device_memory.tolist(), q.links.bandwidth
+    >>> devs, links = resolve_devices(p, devices=2, memory="1KiB,2KiB", bandwidth="25GB/s")
+    >>> [d.id for d in devs], [d.memory for d in devs], links.bandwidth
     (['dev0', 'dev1'], [1024.0, 2048.0], 25000000000.0)
     """
     links = problem.links
-    if bandwidth is not None or latency is not None or links is None:
-        base = links or default_links()
+    if bandwidth is not None or latency is not None:
+        base = links if links is not None else default_links()
         links = Links(_named("latency", parse_time, latency) if latency is not None else base.latency,
                       _named("bandwidth", parse_bandwidth, bandwidth) if bandwidth is not None
-                      else base.bandwidth,
-                      base.pairs if problem.links is not None else ())
+                      else base.bandwidth, base.pairs)
     if devices is None and memory is None and speed is None:
         if problem.n_devices == 0:
             raise ProblemError(f"'{problem.name}' has no devices; give their number (--devices K) and "
                                "capacity (--memory SIZE)")
-        if links is problem.links:
-            return problem
-        return problem.with_devices(list(problem.devices), links=links, constraints=problem.constraints)
+        return tuple(problem.devices), links
     if problem.n_devices == 0 and (devices is not None or isinstance(memory, Mapping) or isinstance(speed, Mapping)
                                    or list_length(memory) or list_length(speed)):
         # nothing to keep: the rule of Problem.with_devices, one resolver for both
-        return problem.with_devices(devices_from_values(devices, math.inf if memory is None else memory,
-                                                        1.0 if speed is None else speed), links=links)
+        return tuple(devices_from_values(devices, math.inf if memory is None else memory,
+                                         1.0 if speed is None else speed)), links
     k = device_count(devices) if devices is not None else (list_length(memory) or list_length(speed)
                                                            or problem.n_devices)
     if devices is None and problem.n_devices and k != problem.n_devices:
@@ -491,9 +490,32 @@ def resolve_devices(problem: "Problem", *, devices: int | None = None, memory: V
         speeds = per_device("speed", speed, _speed, ids, own_speed)
     else:
         speeds = [s if s is not None else 1.0 for s in own_speed]
-    new = [Device(ids[i], caps[i], speeds[i]) for i in range(k)]
-    if len(old) > k:
+    new = tuple(Device(ids[i], caps[i], speeds[i]) for i in range(k))
+    if links is not None and len(old) > k:
         kept = set(ids)
         links = Links(links.latency, links.bandwidth,
                       tuple(o for o in links.pairs if o.src in kept and o.dst in kept))
-    return problem.with_devices(new, links=links)
+    return new, links
+
+
+def with_resolved_devices(problem: "Problem", **values: Value) -> "Problem":
+    """``problem`` on the devices and links ``values`` ask for (:func:`resolve_devices`'s rules).
+
+    Parameters
+    ----------
+    problem : Problem
+        The graph, with or without devices.
+    **values
+        ``devices``, ``memory``, ``speed``, ``bandwidth``, ``latency``, as :func:`resolve_devices`
+        takes them.
+
+    Returns
+    -------
+    Problem
+        ``problem`` itself when the values leave its devices and links as they are.
+    """
+    devices, links = resolve_devices(problem, **values)
+    if list(devices) == list(problem.devices) and links is problem.links:
+        return problem
+    return problem.with_devices(list(devices), links=links, constraints=problem.constraints)
+

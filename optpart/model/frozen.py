@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-__all__ = ["FrozenList", "FrozenDict"]
+import numpy as np
+
+__all__ = ["FrozenList", "FrozenDict", "locked"]
 
 
 def _refuse(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
@@ -37,3 +39,23 @@ class FrozenDict(dict):
 
     def __reduce__(self):
         return (FrozenDict, (dict(self),))
+
+
+def locked(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as a view through a read-only buffer, which numpy can never make writeable again.
+
+    Parameters
+    ----------
+    arr : numpy.ndarray
+        Any array (copied only when it is not contiguous).
+
+    Returns
+    -------
+    numpy.ndarray
+        The locked view; ``arr`` itself when it is locked so already.
+    """
+    if isinstance(arr.base, memoryview) and arr.base.readonly:
+        return arr
+    arr = np.ascontiguousarray(arr)
+    return np.frombuffer(memoryview(arr).toreadonly(), dtype=arr.dtype).reshape(arr.shape)
+

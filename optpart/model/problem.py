@@ -1,11 +1,9 @@
 """The placement problem: graph, devices, links and constraints (``docs/model.md`` section 1).
 
-A :class:`Problem` is frozen once built: no attribute can be rebound or deleted
-(``p.device_speed = ...`` raises ``AttributeError``; derive a new problem with
-:meth:`Problem.with_devices` or :meth:`Problem.with_name`), its numpy arrays are read-only,
-its lists and dicts refuse changes (:mod:`optpart.model.frozen`). So derived figures (such
-as the lower bound of :mod:`optpart.bounds`) cached by their owners never go stale. It keeps the graph as integer-indexed
-numpy arrays so that solvers and the evaluator run plain loops over integer ids:
+A :class:`Problem` is frozen once built (no attribute can be rebound; its arrays, lists and
+dicts are read-only for good, :mod:`optpart.model.frozen`; derive a new one with
+:meth:`Problem.with_devices`), so figures cached by their owners (the lower bound of
+:mod:`optpart.bounds`) never go stale. It keeps the graph as integer-indexed numpy arrays:
 
 * nodes ``0..n-1`` in file order, with ``time``, ``memory`` and the optional
   ``param_bytes``/``output_bytes``/``temp_bytes`` split used by the peak memory model;
@@ -25,8 +23,7 @@ node larger than every device it may use) is *valid*: it is an infeasible
 instance, reported by :meth:`Problem.infeasibility` and by every solver as the
 status ``infeasible``.
 
-A graph read from a file may come without devices; :meth:`Problem.with_devices`
-adds them (as the command line does from ``--devices/--memory``).
+A graph read from a file may come without devices; :meth:`Problem.with_devices` adds them.
 """
 
 from __future__ import annotations
@@ -41,7 +38,7 @@ from . import records, screening
 from .columns import check_sum, float_column, partial_column
 from .constraints import Constraints, allowed_mask, constraint_devices, resolve_constraints
 from .devices import Device, Links, check_path_bounds, device_list, device_table, link_matrices
-from .frozen import FrozenDict, FrozenList
+from .frozen import FrozenDict, FrozenList, locked
 from .graph import adjacency, check_edges, topological_order
 from .placement import PlacementViews
 
@@ -295,14 +292,14 @@ class Problem(PlacementViews):
         self._allowed = None
 
     def _freeze(self) -> "Problem":
-        """Make every array read-only and the problem frozen (``p.time[0] = 1`` raises
-        ValueError, ``p.time = ...`` AttributeError)."""
+        """Make every array read-only for good and the problem frozen (``p.time[0] = 1`` and
+        ``p.time.flags.writeable = True`` raise ValueError, ``p.time = ...`` AttributeError)."""
         for key in _FIELDS:
             value = getattr(self, key, None)
             if isinstance(value, np.ndarray):
-                value.flags.writeable = False
-        for arr in self.groups:  # the one list of arrays (not node_ids: 10^6 strings to walk)
-            arr.flags.writeable = False
+                object.__setattr__(self, key, locked(value))
+        # the one list of arrays (not node_ids: 10^6 strings to walk)
+        object.__setattr__(self, "groups", FrozenList(locked(arr) for arr in self.groups))
         object.__setattr__(self, "_frozen", True)
         return self
 
@@ -316,8 +313,8 @@ class Problem(PlacementViews):
     def allowed(self) -> np.ndarray:
         """``n x k`` boolean mask: may node ``v`` run on device ``d`` (pins, forbids and groups applied)."""
         if self._allowed is None:  # computed once, on first use: a cache, not a rebinding
-            object.__setattr__(self, "_allowed", allowed_mask(self.n_nodes, self.n_devices, self.pin,
-                                                              self.forbidden, self.group_of, self.groups))
+            object.__setattr__(self, "_allowed", locked(allowed_mask(self.n_nodes, self.n_devices, self.pin,
+                                                                      self.forbidden, self.group_of, self.groups)))
         return self._allowed
 
     @property
@@ -366,11 +363,7 @@ class Problem(PlacementViews):
         named ``dev0``, ``dev1``...). ``memory`` and ``speed`` are one value for every
         device, a list with one value per device, or a dict ``{device id: value}`` (which
         names the devices when ``devices`` is a count or omitted); capacities may be unit
-        strings (``"80GiB"``, ``"16GB"``; see :mod:`optpart.units`). Examples::
-
-            p.with_devices(4, memory="8GiB")
-            p.with_devices(memory={"gpu0": "80GiB", "gpu1": "40GiB"}, speed={"gpu0": 1, "gpu1": 0.5})
-            p.with_devices(["a", "b"], memory=["80GiB", "40GiB"], speed=[1, 0.5])
+        strings (``p.with_devices(4, memory="8GiB")``; see :mod:`optpart.units`).
 
         Links and constraints default to the problem's own; constraints that name a device
         missing from the new set are an error, never silently dropped. Values follow the
@@ -490,3 +483,4 @@ def _unpickle(state: dict[str, Any]) -> Problem:
     for key, value in state.items():
         object.__setattr__(p, key, value)
     return p._freeze()
+

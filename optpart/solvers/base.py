@@ -28,8 +28,9 @@ from ..model.memory import overflow_message
 from ..model.problem import Problem
 from ..result import Result, Status
 from ..schedule import EftSchedule, MemoryPolicy, NoRoom, StaticPolicy
+from .incumbent import offer
 
-__all__ = ["Solution", "finalize", "engine_solution"]
+__all__ = ["Solution", "finalize", "engine_solution", "as_solution"]
 
 
 @dataclass
@@ -47,6 +48,10 @@ class Solution:
     message: str = ""
     memory_model: str = "static"
     stats: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if Status(self.status).has_solution:  # kept in case the solve is interrupted (incumbent.py)
+            offer(self.placement, self.start)
 
 
 def finalize(problem: Problem, solution: Solution, solver: str, wall_seconds: float,
@@ -186,3 +191,61 @@ def engine_solution(problem: Problem, memory_model: str, solver: str,
         if reason is not None:
             return Solution(Status.UNKNOWN, message=reason)
     return Solution(Status.FEASIBLE, placement=placement, start=start, stats=stats)
+
+
+def as_solution(problem: Problem, answer: Any, solver: str, memory_model: str) -> Solution:
+    """What a plugin solver returned, as a :class:`Solution` that :func:`finalize` scores.
+
+    A plugin (:func:`optpart.solvers.registry.register_solver`) may return a
+    :class:`Solution` (kept as it is), a placement (a device index per node, or a mapping of
+    node id to device id), a pair ``(placement, start)`` (its own schedule), or None (no
+    placement: ``unknown``). A placement that does not fit ``memory_model`` on the canonical
+    schedule (or on its own) is answered ``unknown`` with the device that overflows named: a
+    placement over capacity is never ``feasible``.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem solved.
+    answer : Solution, placement, (placement, start) or None
+        The plugin's return value.
+    solver : str
+        Its name, for messages.
+    memory_model : {"static", "peak"}
+        The model it ran under.
+
+    Returns
+    -------
+    Solution
+        ``feasible`` with the placement (and start times), or ``unknown`` with the reason.
+
+    Raises
+    ------
+    SolverError
+        When the answer is none of the above, or a placement of the wrong length or with a
+        device out of range.
+    """
+    if isinstance(answer, Solution):
+        return answer
+    if answer is None:
+        return Solution(Status.UNKNOWN, message=f"{solver} returned no placement", memory_model=memory_model)
+    start = None
+    if isinstance(answer, tuple) and len(answer) == 2:
+        answer, start = answer
+    try:
+        placement = (problem.placement_from_ids(answer) if isinstance(answer, dict)
+                     else np.asarray(answer, dtype=np.int64))
+    except (TypeError, ValueError) as exc:
+        raise SolverError(f"solver '{solver}' returned {type(answer).__name__}, not a placement "
+                          f"(a device index per node, a {{node id: device id}} mapping, or (placement, start)): "
+                          f"{exc}") from None
+    if placement.shape != (problem.n_nodes,) or (placement.size and (placement.min() < 0
+                                                                    or placement.max() >= problem.n_devices)):
+        raise SolverError(f"solver '{solver}' returned a placement of shape {placement.shape}; it needs a device "
+                          f"index 0..{problem.n_devices - 1} for each of {problem.n_nodes} nodes")
+    start = None if start is None else np.asarray(start, dtype=np.float64)
+    scored = evaluate(problem, placement, start, solver=solver, memory_model=memory_model)
+    broken = [scored.message] if scored.status is Status.INVALID else violations(problem, scored)
+    if broken:  # over capacity, a constraint broken, or its own schedule breaking a rule
+        return Solution(Status.UNKNOWN, message=f"{solver}: " + "; ".join(broken), memory_model=memory_model)
+    return Solution(Status.FEASIBLE, placement=placement, start=start, memory_model=memory_model)

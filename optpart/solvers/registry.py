@@ -14,6 +14,15 @@ memory model it guarantees, and checks the requested model with the evaluator
 (docs/model.md section 3). Arguments a solver does not use (``hint``,
 ``time_limit``) are accepted and announced: the result's ``stats["ignored"]``
 lists them and its ``message`` says so.
+
+Solvers from outside optpart (**plugins**) join the same table with
+:func:`register_solver`: a Python function that returns a placement (and optionally a
+schedule), declared with its options and memory models, which :func:`solve`, ``optpart
+bench``, ``optpart report`` and the notebooks then use exactly like the built-in ones (the
+same option checks, evaluator and checker; docs/plugins.md). Other processes find plugins
+through the ``optpart.solvers`` entry point group, the ``OPTPART_PLUGINS`` environment
+variable (what ``--plugin`` sets) and, for a sweep's workers, the registration shipped with
+each run (:func:`plugin_payload`).
 """
 
 from __future__ import annotations
@@ -23,8 +32,8 @@ import importlib.util
 import inspect
 import math
 import time
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -32,11 +41,15 @@ from ..errors import ProblemError, SolverError
 from ..bounds import problem_lower_bound
 from ..model.problem import Problem
 from ..result import Result, Status
-from .base import finalize
-from .spec import MEMORY_MODELS, SolverSpec
+from .base import Solution, finalize
+from .incumbent import Interrupted, keeping_best
+from . import plugins as _plugins
+from .plugins import Plugin
+from .spec import MEMORY_MODELS, Option, SolverSpec
 
 __all__ = ["SolverInfo", "SOLVERS", "DEFAULT_SOLVER", "DEFAULT_MEMORY_MODEL", "solver_names",
-           "available_solvers", "solver_info", "solver_spec", "get_solver", "solve"]
+           "available_solvers", "solver_info", "solver_spec", "get_solver", "solve", "register_solver",
+           "plugin_payload", "load_plugin_payload"]
 
 #: The solver used when none is named (CLI, :func:`solve`, bench).
 DEFAULT_SOLVER = "heuristic"
@@ -46,7 +59,12 @@ DEFAULT_MEMORY_MODEL = "peak"
 
 @dataclass(frozen=True)
 class SolverInfo:
-    """What the registry knows about a solver without importing it."""
+    """What the registry knows about a solver without importing it.
+
+    ``default_time_limit`` is the budget (s) the solver uses when none is given (None: it
+    runs until it is done). A plugin (:func:`register_solver`) carries its function and
+    spec (``plugin``); a built-in solver is its module's ``solve`` and ``SPEC``.
+    """
 
     name: str
     module: str
@@ -54,10 +72,14 @@ class SolverInfo:
     exact: bool = False
     requires: tuple[str, ...] = ()
     extra: str | None = None
+    default_time_limit: float | None = None
+    plugin: Plugin | None = field(default=None, compare=False, repr=False)
 
     @property
     def installed(self) -> bool:
-        """True when its module and optional dependencies can be imported."""
+        """True when its module and optional dependencies can be imported (a plugin: always)."""
+        if self.plugin is not None:
+            return True
         return (importlib.util.find_spec(self.module) is not None
                 and all(importlib.util.find_spec(req) is not None for req in self.requires))
 
@@ -66,7 +88,8 @@ def _registry(*infos: SolverInfo) -> dict[str, SolverInfo]:
     return {info.name: info for info in infos}
 
 
-#: Every solver by name. Add a solver by adding its line here and its module in exact/, heuristic/ or baselines/.
+#: Every solver by name. Add a solver by adding its line here and its module in exact/, heuristic/ or baselines/;
+#: plugins are added by :func:`register_solver`.
 SOLVERS: dict[str, SolverInfo] = _registry(
     SolverInfo("heuristic", "optpart.solvers.heuristic",
                "HEFT/ETF constructions, the ParDNN seed method and schedule-aware search; "
@@ -74,9 +97,10 @@ SOLVERS: dict[str, SolverInfo] = _registry(
     SolverInfo("pardnn", "optpart.solvers.heuristic.pardnn_seed",
                "the ParDNN seed method alone: slicing, mapping, refinement, memory step"),
     SolverInfo("cpsat", "optpart.solvers.exact.cpsat",
-               "exact: OR-Tools CP-SAT, proven optimum or bound and gap", exact=True, requires=("ortools",)),
+               "exact: OR-Tools CP-SAT, proven optimum or bound and gap", exact=True, requires=("ortools",),
+               default_time_limit=60.0),
     SolverInfo("milp", "optpart.solvers.exact.milp",
-               "exact: MILP through PuLP (HiGHS, or CBC)", exact=True, requires=("pulp",)),
+               "exact: MILP through PuLP (HiGHS, or CBC)", exact=True, requires=("pulp",), default_time_limit=60.0),
     SolverInfo("heft", "optpart.solvers.baselines.heft",
                "HEFT with insertion (Topcuoglu et al. 2002), memory-aware"),
     SolverInfo("etf", "optpart.solvers.baselines.etf", "Baechi m-ETF: earliest task first with memory checks"),
@@ -92,14 +116,130 @@ SOLVERS: dict[str, SolverInfo] = _registry(
 ALIASES: dict[str, str] = {}
 
 
+#: Names that are not solvers of the registry (the pipeline orders of :func:`optpart.solve`).
+_RESERVED = ("gpipe", "1f1b")
+_BUILTIN = frozenset(SOLVERS)
+def register_solver(name: str, function: Callable[..., Any], *, options: Sequence[Option] | Mapping[str, Any] = (),
+                    memory_models: Sequence[str] = ("static",), uses_hint: bool = False,
+                    uses_time_limit: bool = False, default_time_limit: float | None = None, summary: str = "",
+                    exact: bool = False) -> SolverInfo:
+    """Register ``function`` as the solver ``name``: :func:`solve`, ``optpart solve/bench`` and
+    ``optpart solvers`` then use it like a built-in one (docs/plugins.md).
+
+    ``function(problem, *, time_limit, seed, hint, memory_model, **options)`` receives the
+    arguments its signature names (a ``**kwargs`` takes them all) and returns a placement (a
+    device index per node, or ``{node id: device id}``), ``(placement, start)`` with its own
+    schedule, a :class:`~optpart.solvers.base.Solution`, or None (no placement). The answer is
+    scored by the evaluator and checked like every solver's (:func:`finalize`); a placement that
+    breaks memory or a constraint is ``unknown`` with the reason, never ``feasible``.
+
+    Registering a name again replaces the plugin (a notebook cell run twice); a built-in
+    name, or ``gpipe``/``1f1b``, is refused.
+
+    Parameters
+    ----------
+    name : str
+        The solver's name (letters, digits, ``-``, ``_``, ``.``).
+    function : callable
+        The placement function (or a class whose instances are called so).
+    options : sequence of Option, or mapping of str to default
+        Its options; a mapping ``{"rounds": 10}`` declares each with its default's type.
+    memory_models : sequence of {"static", "peak"}
+        The models whose fit its placements respect; it is called with the first one the
+        request allows (:func:`solve` checks the requested one with the evaluator).
+    uses_hint, uses_time_limit : bool
+        Whether it reads ``hint`` and ``time_limit`` (else a caller's value is announced as ignored).
+    default_time_limit : float, optional
+        Its own budget when no time limit is given (shown by ``optpart solvers``).
+    summary : str
+        One line for ``optpart solvers`` (default: the function's docstring's first line).
+    exact : bool
+        Whether it proves optimality (its ``optimal`` claims are still checked against its bound).
+
+    Returns
+    -------
+    SolverInfo
+        The registry entry.
+
+    Raises
+    ------
+    SolverError
+        A built-in or reserved name, a bad name, a function that is not callable, or an
+        unknown memory model.
+
+    Examples
+    --------
+    >>> import optpart
+    >>> def round_robin(problem):
+    ...     return [v % problem.n_devices for v in range(problem.n_nodes)]
+    >>> _ = register_solver("round-robin", round_robin, memory_models=("static", "peak"))
+    >>> p = optpart.Problem.build(nodes=[{"id": "a", "time": 1.0, "memory": 4},
+    ...                                  {"id": "b", "time": 1.0, "memory": 4}]).with_devices(2, memory=4)
+    >>> optpart.solve(p, "round-robin").makespan
+    1.0
+    """
+    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise SolverError(f"solver name {name!r}: use letters, digits, '-', '_' or '.'")
+    if name in _BUILTIN or name in _RESERVED:
+        raise SolverError(f"'{name}' is a built-in solver name; register the plugin under another name")
+    plugin = _plugins.make_plugin(name, function, options=options, memory_models=memory_models, uses_hint=uses_hint,
+                                  uses_time_limit=uses_time_limit, default_time_limit=default_time_limit,
+                                  summary=summary, exact=exact)
+    doc = (inspect.getdoc(function) or "").strip().splitlines()
+    info = SolverInfo(name, getattr(function, "__module__", None) or "?", summary or (doc[0] if doc else "a plugin"),
+                      exact=bool(exact), default_time_limit=default_time_limit, plugin=plugin)
+    SOLVERS[name] = info
+    return info
+
+
+def plugin_payload(names: Sequence[str]) -> list[dict[str, Any]]:
+    """How a sweep's workers register the plugins among ``names`` (see
+    :func:`optpart.solvers.plugins.plugin_payload`).
+
+    Parameters
+    ----------
+    names : sequence of str
+        Solver names of a sweep.
+
+    Returns
+    -------
+    list of dict
+        One entry per plugin among them (none for built-in solvers).
+    """
+    return _plugins.plugin_payload({n: SOLVERS[n].plugin for n in names
+                                    if n in SOLVERS and SOLVERS[n].plugin is not None})
+
+
+def load_plugin_payload(payload: Sequence[Mapping[str, Any]]) -> None:
+    """Register, in this process, the plugins :func:`plugin_payload` described (once each).
+
+    Parameters
+    ----------
+    payload : sequence of mapping
+        :func:`plugin_payload`'s entries.
+    """
+    _plugins.load_plugins()  # a plugin from a .py file is importable once $OPTPART_PLUGINS has loaded it
+    for entry in payload:
+        if entry["name"] in SOLVERS:
+            continue
+        function = _plugins.resolve_function(entry["function"])
+        if entry["name"] not in SOLVERS:  # importing its module may have registered it
+            register_solver(entry["name"], function, **entry["registration"])
+
+
 def solver_names() -> list[str]:
-    """Every registered solver name, sorted.
+    """Every registered solver name, sorted: the built-in ones, the plugins registered in this
+    process or named by ``$OPTPART_PLUGINS``, and those of the ``optpart.solvers`` entry points.
 
     Returns
     -------
     list of str
     """
-    return sorted(SOLVERS)
+    try:
+        _plugins.load_plugins()
+    except SolverError:  # a broken plugin module is reported when a solver is asked for, not when listing
+        pass
+    return sorted(set(SOLVERS) | set(_plugins.entry_point_names()))
 
 
 def available_solvers() -> list[str]:
@@ -132,7 +272,10 @@ def solver_info(name: str) -> SolverInfo:
     """
     key = ALIASES.get(name, name)
     if key not in SOLVERS:
-        raise SolverError(f"unknown solver '{name}'; available: {', '.join(solver_names())}")
+        _plugins.load_plugins()
+    if key not in SOLVERS and not _plugins.from_entry_point(key, SOLVERS.__contains__):
+        raise SolverError(f"unknown solver '{name}'; available: {', '.join(solver_names())} "
+                          "(a solver of your own: optpart.register_solver, or --plugin MODULE)")
     return SOLVERS[key]
 
 
@@ -156,6 +299,8 @@ def get_solver(name: str):
         extra to add).
     """
     info = solver_info(name)
+    if info.plugin is not None:
+        return _plugins.plugin_solve(info.name, info.plugin)
     if importlib.util.find_spec(info.module) is None:
         raise SolverError(f"solver '{info.name}' is registered but its module {info.module} is missing")
     missing = [req for req in info.requires if importlib.util.find_spec(req) is None]
@@ -185,6 +330,8 @@ def solver_spec(name: str) -> SolverSpec:
         dependency names the extra to install), or the module declares no ``SPEC``.
     """
     info = solver_info(name)
+    if info.plugin is not None:
+        return info.plugin.spec
     try:
         module = importlib.import_module(info.module)
     except ImportError as exc:
@@ -299,10 +446,51 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
     kwargs = dict(checked)
     if _accepts(fn, "memory_model"):
         kwargs["memory_model"] = run_model
-    solution = fn(problem, time_limit=time_limit, seed=seed, hint=_normalize_hint(problem, hint), **kwargs)
+    with keeping_best() as plans:
+        try:
+            solution = fn(problem, time_limit=time_limit, seed=seed, hint=_normalize_hint(problem, hint), **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted(_best_so_far(problem, plans, info.name, time.perf_counter() - t0, record,
+                                           memory_model, run_model)) from None
     result = finalize(problem, solution, info.name, time.perf_counter() - t0, record, memory_model=memory_model)
     if ignored:
         note = f"ignored: {', '.join(ignored)} ({info.name} does not use {'them' if len(ignored) > 1 else 'it'})"
         result.stats["ignored"] = ignored
         result.message = f"{result.message}; {note}" if result.message else note
     return result
+
+
+def _best_so_far(problem: Problem, plans: list, solver: str, wall_seconds: float, options: dict[str, Any],
+                 memory_model: str, run_model: str) -> Result:
+    """The shortest offered plan that fits, scored as a ``feasible`` result marked interrupted.
+
+    Plans come from :mod:`optpart.solvers.incumbent` (newest first on equal makespans); one made
+    for another problem (another size) is skipped, and a plan whose own schedule breaks a rule
+    here is scored on its canonical schedule instead. ``unknown`` when none fits.
+    """
+    best: Result | None = None
+    for placement, start in reversed(plans):
+        if placement.shape != (problem.n_nodes,) or (placement.size and (
+                placement.min() < 0 or placement.max() >= problem.n_devices)):
+            continue
+        for times in ((start, None) if start is not None else (None,)):
+            try:
+                found = finalize(problem, Solution(Status.FEASIBLE, placement=placement, start=times,
+                                                   memory_model=run_model), solver, wall_seconds, options,
+                                 memory_model=memory_model)
+            except (SolverError, ValueError, IndexError):
+                continue
+            if found.ok and (best is None or found.makespan < best.makespan):
+                best = found
+            break
+    note = f"interrupted after {wall_seconds:.1f} s"
+    if best is None:
+        return Result(problem=problem.name, solver=solver, status=Status.UNKNOWN,
+                      lower_bound=problem_lower_bound(problem), memory_model=memory_model,
+                      wall_seconds=wall_seconds, message=f"{note}, before any plan that fits was found",
+                      options=options, stats={"interrupted": True})
+    best.status = Status.FEASIBLE
+    best.message = f"{note}: the best plan found so far"
+    best.stats = {"interrupted": True}
+    return best
+

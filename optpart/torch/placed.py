@@ -49,7 +49,7 @@ from ..formats.torch.datadep import check_read
 from ..formats.torch.rng import draws_random
 from ..result import Result
 
-__all__ = ["apply", "check_devices", "placement_and_order"]
+__all__ = ["apply", "check_devices", "placement_and_order", "MicroBatchedStep"]
 
 
 def _torch():
@@ -147,7 +147,10 @@ def apply(
     example_inputs : tensor, sequence of tensors or dict of keyword tensors
         As given to the importer; the graph is traced for their shapes.
     result : Result or {node id: device id}
-        The plan. A :class:`~optpart.result.Result` also gives the schedule order.
+        The plan. A :class:`~optpart.result.Result` also gives the schedule order. A pipelined
+        result (over the unrolled step of ``M`` micro-batches, node ids ``v@mb<i>``) gives a
+        :class:`MicroBatchedStep`: one micro-batch's step placed as copy 0 of every node, run on
+        each micro-batch, the gradients accumulated.
     devices : {device id: torch device}, optional
         Where each optpart device runs, e.g. ``{"gpu0": "cuda:0", "gpu1": "cuda:1"}``.
         Default: the device ids are torch devices themselves.
@@ -167,7 +170,7 @@ def apply(
 
     Returns
     -------
-    torch.fx.GraphModule
+    torch.fx.GraphModule or MicroBatchedStep
         ``gm(*inputs, *targets)`` (``gm(**inputs)`` for keyword inputs) ``-> (loss, {param name: grad})``
         (with ``outputs=True``: ``(loss, grads, outputs)``). ``gm.meta["optpart"]`` holds the
         node -> torch device map, the number of transfers and of data reads checked
@@ -196,6 +199,13 @@ def apply(
     from ..formats.torch import trace_training_step
 
     placement, start = placement_and_order(result, problem)
+    m = _micro_batches(result, placement)
+    if m > 1:  # a pipelined plan: one micro-batch's step placed as copy 0 of each node, run on every micro-batch
+        from .stages import split_batch
+
+        placement, start = _first_copy(placement, start)
+        example_inputs, targets = split_batch(example_inputs, targets, m)
+        step = None
     if step is None:
         step = trace_training_step(module, example_inputs, loss_fn=loss_fn, targets=targets)
     if not step.training:
@@ -209,7 +219,70 @@ def apply(
         if nid not in placement:
             raise OptpartError(f"the plan leaves node '{nid}' of the traced step without a device")
     tdev = _torch_devices(devices, set(placement.values()))
-    return _build(torch, step, module, placement, start, tdev, outputs=outputs)
+    gm = _build(torch, step, module, placement, start, tdev, outputs=outputs)
+    return gm if m == 1 else MicroBatchedStep(gm, m)
+
+
+def _micro_batches(result, placement: dict[str, str]) -> int:
+    """``M`` of a pipelined plan (its nodes are the unrolled step's ``v@mb<i>``), else 1."""
+    opts = getattr(result, "options", None) or {}
+    m = opts.get("micro_batches", 1) if isinstance(opts, Mapping) else 1
+    if (not isinstance(m, int) or m <= 1) and any(_MB.search(n) for n in placement):
+        m = 1 + max(int(h.group(1)) for h in map(_MB.search, placement) if h)
+    return int(m) if isinstance(m, int) and m > 1 else 1
+
+
+_MB = re.compile(r"@mb(\d+)$")
+
+
+def _first_copy(placement: dict[str, str], start: dict[str, float]) -> tuple[dict[str, str], dict[str, float]]:
+    """The placement and start times of copy 0 of every per-micro-batch node (and of every once node)."""
+    place = {n[:-len("@mb0")] if n.endswith("@mb0") else n: d for n, d in placement.items() if not _MB.search(n)
+             or n.endswith("@mb0")}
+    order = {n[:-len("@mb0")] if n.endswith("@mb0") else n: t for n, t in start.items() if not _MB.search(n)
+             or n.endswith("@mb0")}
+    return place, order
+
+
+class MicroBatchedStep:
+    """A placed step of one micro-batch run on each of ``M`` micro-batches, gradients accumulated.
+
+    ``step(*inputs, *targets)`` (or keywords) splits every batched tensor (first dimension) into
+    ``M`` equal parts, runs the placed step on each in turn and returns the mean loss and the
+    mean gradients (``(loss, grads)``, plus the per-micro-batch outputs with ``outputs=True``):
+    the whole batch's loss and gradients for a loss that is a mean over samples. Batch norm's
+    statistics are those of each micro-batch, as in a pipeline.
+
+    Attributes
+    ----------
+    placed : torch.fx.GraphModule
+        The placed step of one micro-batch (:func:`apply`).
+    micro_batches : int
+        ``M``.
+    """
+
+    def __init__(self, placed, micro_batches: int):
+        self.placed = placed
+        self.micro_batches = int(micro_batches)
+        self.meta = placed.meta
+
+    def __call__(self, *args, **kwargs):
+        """Run every micro-batch; see the class docstring."""
+        m = self.micro_batches
+        cut = lambda x: x.chunk(m) if hasattr(x, "chunk") and x.dim() >= 1 else [x] * m  # noqa: E731
+        for x in list(args) + list(kwargs.values()):
+            if hasattr(x, "shape") and x.dim() >= 1 and x.shape[0] % m:
+                raise OptpartError(f"a batch of {x.shape[0]} samples does not divide into {m} micro-batches")
+        parts_a = [cut(x) for x in args]
+        parts_k = {k: cut(v) for k, v in kwargs.items()}
+        loss, grads, outs = None, {}, []
+        for i in range(m):
+            got = self.placed(*(p[i] for p in parts_a), **{k: p[i] for k, p in parts_k.items()})
+            loss = got[0] / m if loss is None else loss + got[0].to(loss.device) / m
+            for name, g in got[1].items():
+                grads[name] = None if g is None else (g / m if grads.get(name) is None else grads[name] + g / m)
+            outs.append(got[2] if len(got) > 2 else None)
+        return (loss, grads, outs) if outs and outs[0] is not None else (loss, grads)
 
 
 def _homes(step, placement: dict[str, str], tdev: dict[str, Any]) -> dict[Any, Any]:
