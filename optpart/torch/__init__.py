@@ -15,7 +15,8 @@ See ``docs/apply.md``.
 """
 
 from .inference import apply_inference
-from .placed import apply, check_devices
+from .placed import apply
+from .transfers import check_devices
 from .profiling import measured_problem, profile_times, with_measured_times
 from .run import PipelineRun, run_pipeline
 
