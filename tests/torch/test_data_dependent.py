@@ -39,15 +39,18 @@ class Router(torch.nn.Module):
 
 
 class Lister(torch.nn.Module):
-    """Hands a tensor to Python (``tolist``), as a matcher written with NumPy would."""
+    """Hands a tensor to Python (``tolist``, or ``numpy``: a matcher written with NumPy)."""
 
-    def __init__(self):
+    def __init__(self, numpy: bool = False):
         super().__init__()
-        self.lin = torch.nn.Linear(3, 3)
+        self.lin, self.numpy = torch.nn.Linear(3, 3), numpy
 
     def forward(self, x):
         y = self.lin(x)
-        best = max(range(3), key=y[0].tolist().__getitem__)  # a Python decision on the values
+        if self.numpy:
+            best = int(y[0].detach().numpy().argmax())
+        else:
+            best = max(range(3), key=y[0].tolist().__getitem__)  # a Python decision on the values
         return y[:, best].sum()
 
 
@@ -193,20 +196,23 @@ def test_a_value_read_differing_is_refused_before_anything_traced_after_it_runs(
     assert ran[-1] == "aten._local_scalar_dense.default"  # refused right after the read
 
 
-def test_a_tensor_handed_to_python_is_a_read():
+@pytest.mark.parametrize("numpy", [False, True])
+def test_a_tensor_handed_to_python_is_a_read(numpy):
     torch.manual_seed(0)
-    module = Lister()
+    module = Lister(numpy)
     x = torch.randn(2, 3)
-    step = trace_training_step(module, (x,), trace_mode="real")
+    step = trace_training_step(module, (x,))  # fake tensors cannot hand data to Python: real ones are used
+    assert step.trace_mode == "real"
     reads = [r for r in step.reads if r.kind == "tensor"]
-    assert [r.op for r in reads] == ["Tensor.tolist"] and torch.equal(reads[0].traced, module.lin(x)[0].detach())
+    op = "Tensor.numpy" if numpy else "Tensor.tolist"
+    assert [r.op for r in reads] == [op] and torch.equal(reads[0].traced, module.lin(x)[0].detach())
     problem = problem_from_traced(step)
     gm = apply(copy.deepcopy(module), (x,), {nid: "dev0" for nid in problem.node_ids}, {"dev0": "cpu"}, step=step)
     loss, _ = gm(x)
     torch.testing.assert_close(loss, module(x).detach())
-    with pytest.raises(OptpartError, match="Tensor.tolist in the root module hands Python a tensor of shape"):
+    with pytest.raises(OptpartError, match=f"{op} in the root module hands Python a tensor of shape"):
         gm(x + 1)
-    assert problem.meta["data_dependent"]["modules"][""]["Tensor.tolist"] == [{"shape": [3], "dtype": "float32"}]
+    assert problem.meta["data_dependent"]["modules"][""][op] == [{"shape": [3], "dtype": "float32"}]
 
 
 def test_fake_traces_read_nothing_and_check_nothing():

@@ -32,13 +32,13 @@ and one ``nonzero`` per expert (its tokens): the traced routing.
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ...errors import OptpartError
 
-__all__ = ["DataRead", "READ_KEY", "recording_reads", "reads_of", "is_read", "keep_node", "read_mismatch", "path_error",
+__all__ = ["DataRead", "DataDependentEscape", "READ_KEY", "recording_reads", "reads_of", "is_read", "keep_node", "read_mismatch", "path_error",
            "check_read", "routing_summary", "describe_routing"]
 
 #: ``node.meta["custom"]`` key of a read's stamp: ``(kind, what the traced batch gave)``.
@@ -138,11 +138,22 @@ def _stamp(func, what, since, key: str = READ_KEY) -> None:
             return
 
 
+class DataDependentEscape(RuntimeError):
+    """A fake-tensor trace reached a tensor handed to Python (``Tensor.numpy``): trace with real tensors."""
+
+
 @contextmanager
-def recording_reads():
-    """Stamp every data read of the step traced inside this context (real tensors, under ``make_fx``).
+def recording_reads(real: bool = True):
+    """Stamp every data read of the step traced inside this context (under ``make_fx``).
 
     Enter it inside the function ``make_fx`` traces, so that its modes sit above the tracer's.
+
+    Parameters
+    ----------
+    real : bool
+        Real tensors: record every read. Fake tensors (which refuse ATen's reads themselves):
+        raise :class:`DataDependentEscape` where a tensor is handed to Python, so that the
+        tracer falls back to real tensors as for any other read.
 
     Returns
     -------
@@ -189,6 +200,8 @@ def recording_reads():
 
     class _Escapes(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
+            if not real and getattr(func, "__name__", "") in _ESCAPES:
+                raise DataDependentEscape(f"Tensor.{func.__name__} hands the data to Python")
             out = func(*args, **(kwargs or {}))
             if getattr(func, "__name__", "") in _ESCAPES and args and isinstance(args[0], torch.Tensor):
                 with _disable_current_modes():
@@ -198,7 +211,7 @@ def recording_reads():
                 _stamp(torch.ops.aten.alias.default, ("tensor", f"Tensor.{func.__name__}", copy), since)
             return out
 
-    with _Reads(), _Escapes():
+    with (_Reads() if real else nullcontext()), _Escapes():
         yield
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -337,7 +337,7 @@ def trace_training_step(
                                                [training and n not in frozen for n in pnames])
 
         def recorded(*args):  # random draws numbered (rng); real tensors: every read of the data stamped (datadep)
-            with tracking_draws(), (recording_reads() if mode == "real" else nullcontext()):
+            with tracking_draws(), recording_reads(real=mode == "real"):
                 return step(*args)
 
         with fxt.preserve_node_meta(), torch.enable_grad(), torch.autograd._force_original_view_tracking(True), \
