@@ -264,9 +264,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
         mode = f", traced with {meta['trace_mode']} tensors" if "trace_mode" in meta else ""
         proof = meta.get("trace_check")
         if proof is not None:
+            over = (f"the loss and {proof.get('compared', 1) - 1} gradient(s)" if meta.get("training", True)
+                    else f"{proof.get('compared', 0)} output(s)")
             mode += (f", trace proof skipped ({proof['skipped']})" if "skipped" in proof else
                      f", trace proof: worst relative error {proof['worst_rel_err']:.2g} "
-                     f"(tolerance {proof['tolerance']:g}) over the loss and {proof['compared'] - 1} gradient(s)")
+                     f"(tolerance {proof['tolerance']:g}) over {over}")
         print(f"{problem.name}: {problem.n_nodes} nodes, {problem.n_edges} edges, "
               f"{format_flops(meta.get('total_flops', 0))}, parameters {format_bytes(meta.get('parameter_bytes', 0))}, "
               f"memory {format_bytes(float(problem.memory.sum()))}, work {format_time(float(problem.time.sum()))}"
