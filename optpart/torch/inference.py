@@ -12,7 +12,8 @@ nearest enclosing module with placed operators; the plan's most used device for 
 Parameters, buffers and inputs sit where the plan put them (a parameter with its
 optimizer node). The graph is then built as :func:`optpart.torch.apply` builds the training
 step: operators in the plan's schedule order, a copy before a tensor's first use on
-another device, every transfer proved present (:func:`optpart.torch.check_devices`).
+another device, every transfer proved present (:func:`optpart.torch.check_devices`), and
+each read of the data of a real-tensor trace checked against the traced batch's.
 
 See ``docs/apply.md``.
 """
