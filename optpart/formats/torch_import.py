@@ -299,6 +299,7 @@ def _parameter_holders(tg: TracedGraph, cols: _Columns, index: dict, pvals: list
             b = numel * cm.element_bytes(dtype)
             cols.mem[holder] += b
             cols.pbytes[holder] += b
+            cols.meta[holder].setdefault("params", []).append(pname)  # named, so a device map can place it
         if len(group) > 1:
             colocate.append(tuple(group))
     return colocate, update_edges
