@@ -6,7 +6,9 @@ limit that only guards against a hang, so the counts repeat on any machine. Inst
 * ``planted``: non-leaking planted graphs (:func:`optpart.generators.planted_dag` without its
   device chains, node ids and edge order shuffled), K 4, CCR 1, tight memory, static;
 * ``forkjoin``: fork-join stages in a chain (:func:`fork_join_dag`, tight memory);
-* ``forkjoin1``: one fork-join with communication (:func:`fork_join_graph`, CCR 1, K 4);
+* ``forkjoin1``: one fork-join with communication in the literature's shapes
+  (:func:`exact_frontier.literature_fork_join`: random CCR 1, equal fork times, equal join
+  costs, CCR 10; K 4);
 * ``layered``: :func:`layered_dag`, tight memory;
 * ``mlp4``: the bundled 76-node MLP training step under peak memory;
 * ``stg``: the first STG 50-task instances with a published optimum at 4 processors (when
@@ -32,35 +34,15 @@ import time
 from functools import partial
 from pathlib import Path
 
-import numpy as np
 from _common import table
+from exact_frontier import honest_planted, literature_fork_join
 
 import optpart
-from optpart.generators import fork_join_dag, fork_join_graph, layered_dag, planted_dag
+from optpart.generators import fork_join_dag, layered_dag
 
 ROOT = Path(__file__).resolve().parent.parent
 MLP = ROOT / "instances" / "small" / "mlp4-torch-training.json"
 STG = Path(os.environ.get("OPTPART_SHARED_DATA", ROOT.parent / "shared" / "data")) / "stg"
-
-
-def shuffled(problem: optpart.Problem, seed: int) -> optpart.Problem:
-    """The same problem with node ids, node order and edge order drawn at random (nothing leaks)."""
-    rng = np.random.default_rng(seed)
-    n = problem.n_nodes
-    perm = rng.permutation(n)          # new node i is old node perm[i]
-    new_of = np.empty(n, dtype=np.int64)
-    new_of[perm] = np.arange(n)
-    eorder = rng.permutation(problem.n_edges)
-    return optpart.Problem.from_arrays(
-        [f"v{i}" for i in range(n)], problem.time[perm], problem.memory[perm],
-        new_of[problem.edge_src[eorder]], new_of[problem.edge_dst[eorder]], problem.edge_bytes[eorder],
-        devices=problem.devices, links=problem.links, name=f"{problem.name}-shuffled",
-        meta={"optimum": problem.meta.get("optimum")})
-
-
-def honest_planted(n: int, seed: int) -> optpart.Problem:
-    """Planted optimum, no device chains, shuffled ids (K 4, CCR 1, capacities 1.05x the planted loads)."""
-    return shuffled(planted_dag(n, 4, ccr=1.0, chains=False, seed=seed), seed)
 
 
 def _stg(limit: int) -> list:
@@ -82,8 +64,8 @@ def families(seeds: list[int], stg_limit: int) -> dict:
         "planted 120": ("static", [partial(honest_planted, 120, s) for s in seeds[:2]]),
         "forkjoin 80": ("static", [partial(fork_join_dag, 80, k=4, ccr=1.0, memory_slack=1.05, seed=s)
                                    for s in seeds[:2]]),
-        "forkjoin1 22/26": ("static", [partial(fork_join_graph, w, k=4, ccr=1.0, seed=s)
-                                       for w in (20, 24) for s in seeds[:2]]),
+        "forkjoin1 18-26": ("static", [partial(literature_fork_join, w, kind, seeds[0])
+                                       for w in (16, 24) for kind in ("random", "equal-fork", "equal-join", "ccr10")]),
         "layered 40": ("static", [partial(layered_dag, 40, k=4, ccr=1.0, memory_slack=1.05, seed=s)
                                   for s in seeds[:2]]),
     }
@@ -103,19 +85,17 @@ def _off(module: str, name: str, value):
 
 def variants() -> dict:
     """Variant name -> list of (module, attribute, replacement)."""
-    from optpart.solvers.exact import cpsat_rules as rules
     x = "optpart.solvers.exact."
     return {
         "full": [],
-        "no window rows": [_off(x + "cpsat_model", "_add_windows", lambda *a, **k: None)],
-        "no twin order": [_off(x + "cpsat_model", "add_twin_order", lambda *a, **k: rules.Twins())],
-        "no symmetry": [_off(x + "cpsat_model", "add_symmetry", lambda *a, **k: None)],
-        "no segments": [_off(x + "cpsat", "segment_step", lambda *a, **k: 0.0)],
-        "no target phase": [_off(x + "cpsat", "target_units", lambda *a, **k: None)],
-        "no fork-join bound": [_off(x + "cpsat_bounds", "fork_join_bound", lambda p: 0.0)],
+        "no twin order": [_off(x + "cpsat_model", "_twins", lambda *a, **k: None)],
+        "no symmetry": [_off(x + "cpsat_model", "_symmetry", lambda *a, **k: None)],
+        "no segments": [_off(x + "cpsat", "_segment_bound", lambda *a, **k: 0.0)],
+        "no target phase": [_off(x + "cpsat", "_target_units", lambda *a, **k: None)],
+        "no fork-join bound": [_off(x + "bounds", "fork_join_bound", lambda p: 0.0)],
         "no full-model LNS": [_off(x + "cpsat", "LNS_MIN_NODES", 10**9)],
         "no pooled model": [_off(x + "cpsat_model", "_pooled", lambda *a, **k: False)],
-        "no peak relaxation": [_off(x + "cpsat_relax", "relaxed_bound", lambda *a, **k: 0.0)],
+        "no peak relaxation": [_off(x + "cpsat", "relaxed_bound", lambda *a, **k: 0.0)],
     }
 
 

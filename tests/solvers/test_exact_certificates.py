@@ -20,7 +20,7 @@ import pytest
 import optpart
 from optpart import Status
 from optpart.generators import fork_join_dag, layered_dag, planted_dag
-from optpart.solvers.exact import _exact_common as xc
+from optpart.solvers.exact.bounds import comm_lower_bound
 from optpart.solvers.exact import cpsat, cpsat_model, cpsat_search, milp
 from optpart.solvers.spec import SolverSpec
 from conftest import MILP_NODES, budget
@@ -233,7 +233,7 @@ def test_proofs_with_communication_come_from_the_plain_cp_search():
     *targets, last = r.stats["search_phases"]
     assert last == "cp search: OPTIMAL" and all(t.endswith(": not found") for t in targets), targets
     assert r.stats["confirmation"].startswith("OPTIMAL") and "(cp search OPTIMAL)" in r.stats["confirmation"]
-    assert r.lower_bound > xc.comm_lower_bound(p) * (1 + 1e-6)  # the proof lifted the bound
+    assert r.lower_bound > comm_lower_bound(p) * (1 + 1e-6)  # the proof lifted the bound
 
 
 def test_the_portfolio_takes_over_from_an_unfinished_cp_search():

@@ -18,11 +18,9 @@ from oracle import brute_force
 from optpart import Constraints, Device, Status
 from optpart.generators import fork_join, fork_join_dag
 from optpart.model.devices import LinkOverride, Links
-from optpart.solvers.exact import _exact_common as xc
 from optpart.solvers.exact import cpsat_model as cm
-from optpart.solvers.exact import cpsat_rules as rules
-from optpart.solvers.exact import cpsat_segments as sg
-from optpart.solvers.exact.cpsat_bounds import fork_join_bound
+from optpart.solvers.exact.bounds import comm_lower_bound, fork_join_bound
+from optpart.solvers.exact.grid import relabel
 
 FAR = 600.0
 
@@ -140,8 +138,8 @@ def test_twin_problems_have_twins_to_order():
     for seed in range(30):
         p = twin_problem(seed)
         data = cm.prepare(p, False, None)
-        tw = rules.twins(p, data.dur, data.comm, data.mem)
-        found += bool(tw.pairs or tw.identical)
+        tw = cm.twins(p, data.dur, data.comm, data.mem)
+        found += bool(tw[1] or tw[0])
     assert found >= 15, found
 
 
@@ -186,19 +184,19 @@ def test_segment_bound_proves_a_chain_of_fork_joins():
     assert r.status is Status.OPTIMAL, r.message
     assert r.stats["segments"] >= 5 and r.stats["segments_proven"] == r.stats["segments"]
     assert r.stats["proof"] == "segment bound"
-    assert xc.comm_lower_bound(p) < 0.97 * r.makespan  # the bound that was there before
+    assert comm_lower_bound(p) < 0.97 * r.makespan  # the bound that was there before
 
 
 def test_symmetry_order_puts_the_hubs_first():
     # A fork-join: the source and the sink have the highest degrees, so they come first,
     # and on identical devices the source gets the first device, the sink the first or second.
     p = fork_join(5, time=1.0, nbytes=1e6).with_devices(4, links=Links(0.0, 1e6))
-    order = rules.symmetry_order(p).tolist()
+    order = cm.prepare(p, False, None).sym_order.tolist()
     src, snk = int(p.topo[0]), int(p.topo[-1])
     assert order[:2] == [src, snk]
     r = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=5.0)
     assert r.status is Status.OPTIMAL
-    canon = xc.relabel(np.asarray(r.placement), [[0, 1, 2, 3]], np.asarray(order))
+    canon = relabel(np.asarray(r.placement), [[0, 1, 2, 3]], np.asarray(order))
     assert canon[src] == 0 and canon[snk] in (0, 1)
 
 
@@ -208,7 +206,7 @@ def test_order_twins_never_lengthens_a_schedule():
     for seed in range(20):
         p = twin_problem(seed)
         data = cm.prepare(p, False, None)
-        tw = rules.twins(p, data.dur, data.comm, data.mem)
+        tw = cm.twins(p, data.dur, data.comm, data.mem)
         heur = optpart.solve(p, "heuristic", time_limit=FAR)
         if not heur.status.has_solution:
             continue
@@ -216,7 +214,7 @@ def test_order_twins_never_lengthens_a_schedule():
         from optpart.schedule.replay import integer_schedule
         units = integer_schedule(p, place, heur.start, data.dur, data.comm)
         before = int((units + data.dur[np.arange(p.n_nodes), place]).max())
-        place2, units2 = rules.order_twins(tw, place, units)
+        place2, units2 = cm.order_twins(tw, place, units)
         ends = units2 + data.dur[np.arange(p.n_nodes), place2]
         assert int(ends.max()) <= before
         for e, (u, w) in enumerate(zip(p.edge_src.tolist(), p.edge_dst.tolist())):  # still a schedule
@@ -224,9 +222,9 @@ def test_order_twins_never_lengthens_a_schedule():
         for d in range(p.n_devices):
             runs = sorted((int(units2[v]), int(ends[v])) for v in np.flatnonzero(place2 == d) if ends[v] > units2[v])
             assert all(a[1] <= b[0] for a, b in zip(runs, runs[1:]))
-        for i, j in tw.pairs:
+        for i, j in tw[1]:
             assert place2[i] != place2[j] or units2[i] <= units2[j]
-        for bucket in tw.identical:
+        for bucket in tw[0]:
             assert all(units2[a] <= units2[b] for a, b in zip(bucket, bucket[1:]))
 
 
