@@ -1,4 +1,4 @@
-"""Communication-aware heads and tails (``_exact_common.heads_tails_comm``) are valid bounds.
+"""Communication-aware heads and tails (``bounds.heads_tails_comm``) are valid bounds.
 
 On the random tiny problems of ``test_exact.py`` (pins, forbids, colocation, speeds,
 per-pair links, non-integral times) the bound never exceeds the brute-force optimum of
@@ -22,7 +22,8 @@ from optpart.solvers.exact.bounds import (bound_parts, comm_lower_bound, memory_
                                           region_path_bound)
 
 from oracle import brute_force
-from test_cpsat_peak import _random_split, brute_force_peak
+from oracle import brute_force_peak
+from test_cpsat_peak import _random_split
 from test_exact_solvers import feasible_random_problem, stg_problems
 
 

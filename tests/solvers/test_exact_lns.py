@@ -1,4 +1,4 @@
-"""Unit moves of ``cpsat`` on large graphs (optpart/solvers/exact/lns_units.py).
+"""Unit moves of ``cpsat`` on large graphs (``optpart/solvers/exact/lns.py``).
 
 Budgets are CP-SAT deterministic seconds, never wall time.
 """
