@@ -101,6 +101,8 @@ def variants() -> dict:
 
 #: Where a variant can change anything (the rest of the families are not rerun for it).
 WHERE = {
+    "no twin order": ("forkjoin1", "stg"),
+    "no symmetry": ("forkjoin1", "layered"),
     "no segments": ("forkjoin",),
     "no target phase": ("planted", "forkjoin1"),
     "no fork-join bound": ("forkjoin1",),

@@ -153,26 +153,24 @@ def test_segment_bounds_keep_the_optimum(seed):
             assert r.stats["segment_bound"] <= r.makespan * (1 + 1e-9) + 1e-12
 
 
+def _segments(src: list, dst: list, n: int) -> int:
+    """How many segments ``cpsat`` cuts a unit-time graph on two devices into (0: none)."""
+    p = optpart.Problem.from_arrays([f"v{i}" for i in range(n)], np.ones(n), np.ones(n), src, dst,
+                                    np.zeros(len(src))).with_devices(2)
+    r = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=2.0)
+    assert r.status is Status.OPTIMAL
+    return r.stats.get("segments", 0)
+
+
 def test_segments_of_a_chain_of_stages():
     # 0 -> {1, 2} -> 3 -> {4, 5} -> 6: cut nodes 0, 3, 6 and two segments sharing node 3.
-    p = optpart.Problem.from_arrays([f"v{i}" for i in range(7)], np.ones(7), np.ones(7),
-                                    [0, 0, 1, 2, 3, 3, 4, 5], [1, 2, 3, 3, 4, 5, 6, 6], np.zeros(8))
-    assert sg.cut_nodes(p) == [0, 3, 6]
-    segs = sg.segments(p)
-    assert segs.nodes == [[0, 1, 2, 3], [3, 4, 5, 6]]
-    assert (segs.first, segs.last) == ([0, 3], [3, 6])
+    assert _segments([0, 0, 1, 2, 3, 3, 4, 5], [1, 2, 3, 3, 4, 5, 6, 6], 7) == 2
     # An edge across the cut node 3 (1 -> 4) keeps every node comparable to 3: still a cut.
-    q = optpart.Problem.from_arrays([f"v{i}" for i in range(7)], np.ones(7), np.ones(7),
-                                    [0, 0, 1, 2, 3, 3, 4, 5, 1], [1, 2, 3, 3, 4, 5, 6, 6, 4], np.zeros(9))
-    assert sg.cut_nodes(q) == [0, 3, 6]
+    assert _segments([0, 0, 1, 2, 3, 3, 4, 5, 1], [1, 2, 3, 3, 4, 5, 6, 6, 4], 7) == 2
     # A node beside the chain (7, fed by 1, feeding nothing) is incomparable to 3, 4, 5 and 6.
-    w = optpart.Problem.from_arrays([f"v{i}" for i in range(8)], np.ones(8), np.ones(8),
-                                    [0, 0, 1, 2, 3, 3, 4, 5, 1], [1, 2, 3, 3, 4, 5, 6, 6, 7], np.zeros(9))
-    assert sg.cut_nodes(w) == [0]
-    # Two parallel chains have no cut node inside: no segments.
-    r = optpart.Problem.from_arrays([f"v{i}" for i in range(4)], np.ones(4), np.ones(4), [0, 2], [1, 3],
-                                    np.zeros(2))
-    assert sg.segments(r).nodes == []
+    assert _segments([0, 0, 1, 2, 3, 3, 4, 5, 1], [1, 2, 3, 3, 4, 5, 6, 6, 7], 8) == 0
+    # Two parallel chains have no cut node: no segments.
+    assert _segments([0, 2], [1, 3], 4) == 0
 
 
 def test_segment_bound_proves_a_chain_of_fork_joins():

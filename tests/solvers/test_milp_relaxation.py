@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import budget
 from oracle import brute_force
-from test_exact_solvers import feasible_random_problem, random_problem
+from test_exact_solvers import feasible_random_problem
 
 import optpart
 from optpart import Device

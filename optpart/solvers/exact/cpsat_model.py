@@ -16,7 +16,7 @@ one pool of capacity ``k`` (P|prec|Cmax) and placements come from interval colou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
