@@ -57,15 +57,16 @@ def _stg(limit: int) -> list:
     return out
 
 
-def families(seeds: list[int], stg_limit: int) -> dict:
+def families(seeds: list[int], stg_limit: int, fj_widths: tuple = (16, 24),
+             fj_kinds: tuple = ("random", "equal-fork", "equal-join", "ccr10")) -> dict:
     """Family name -> (memory model, instance makers)."""
     fams = {
         "planted 40/80": ("static", [partial(honest_planted, n, s) for n in (40, 80) for s in seeds]),
         "planted 120": ("static", [partial(honest_planted, 120, s) for s in seeds[:2]]),
         "forkjoin 80": ("static", [partial(fork_join_dag, 80, k=4, ccr=1.0, memory_slack=1.05, seed=s)
                                    for s in seeds[:2]]),
-        "forkjoin1 18-26": ("static", [partial(literature_fork_join, w, kind, seeds[0])
-                                       for w in (16, 24) for kind in ("random", "equal-fork", "equal-join", "ccr10")]),
+        "forkjoin1": ("static", [partial(literature_fork_join, w, kind, seeds[0]) for w in fj_widths
+                                 for kind in fj_kinds]),
         "layered 40": ("static", [partial(layered_dag, 40, k=4, ccr=1.0, memory_slack=1.05, seed=s)
                                   for s in seeds[:2]]),
     }
@@ -148,8 +149,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--stg-limit", type=int, default=12)
     ap.add_argument("--variants", nargs="+", default=None)
     ap.add_argument("--families", nargs="+", default=None)
+    ap.add_argument("--fj-widths", type=int, nargs="+", default=[16, 24])
+    ap.add_argument("--fj-kinds", nargs="+", default=["random", "equal-fork", "equal-join", "ccr10"])
     args = ap.parse_args(argv)
-    fams = families(args.seeds, args.stg_limit)
+    fams = families(args.seeds, args.stg_limit, tuple(args.fj_widths), tuple(args.fj_kinds))
     if args.families:
         fams = {k: v for k, v in fams.items() if any(k.startswith(f) for f in args.families)}
     vs = variants()

@@ -24,7 +24,7 @@ from optpart.solvers.exact.call import Budget
 
 from strategies import examples, placements, problems, split_problems, zero_time_problems
 
-INSTANCES = Path(__file__).resolve().parent.parent / "instances"
+INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 
 
 def _makespan(problem: Problem, place: np.ndarray, start: np.ndarray) -> float:
@@ -154,7 +154,7 @@ def test_tails_meet_the_makespan_on_the_critical_path():
 
 
 def test_cpsat_searches_windows_on_a_large_peak_graph_never_worse_than_the_heuristic():
-    p = optpart.load(Path(__file__).resolve().parents[2] / "instances" / "resnet50-training.json")
+    p = optpart.load(INSTANCES / "resnet50-training.json")
     assert p.n_nodes >= 600 and p.has_split
     r = optpart.solve(p, "cpsat", memory_model="peak", deterministic_time=0.3, seed=0)
     optpart.check(p, r)
