@@ -498,6 +498,35 @@ def region_path_bound(problem: Problem, *, budget_dtime: float = 20.0, seed: int
     return float(best[-1])
 
 
+def fork_join_shape(problem: Problem) -> tuple[int, int, np.ndarray, np.ndarray] | None:
+    """``(source, sink, edges into branches, edges out of branches)`` (edge masks) of a fork-join
+    graph: one source, one sink, every other node fed by the source alone and feeding the sink
+    alone; None for any other graph.
+
+    Parameters
+    ----------
+    problem : Problem
+
+    Returns
+    -------
+    tuple or None
+    """
+    n = problem.n_nodes
+    indeg, outdeg = np.diff(problem.in_ptr), np.diff(problem.out_ptr)
+    sources, sinks = np.flatnonzero(indeg == 0), np.flatnonzero(outdeg == 0)
+    if n < 3 or sources.size != 1 or sinks.size != 1:
+        return None
+    f, t = int(sources[0]), int(sinks[0])
+    src, dst = problem.edge_src, problem.edge_dst
+    branch = np.ones(n, dtype=bool)
+    branch[[f, t]] = False
+    ins, outs = (src == f) & branch[dst], branch[src] & (dst == t)
+    if not ((ins | outs | ((src == f) & (dst == t))).all() and (indeg[branch] == 1).all()
+            and (outdeg[branch] == 1).all()):
+        return None
+    return f, t, ins, outs
+
+
 def fork_join_bound(problem: Problem) -> float:
     """A bound for a fork-join graph (one source ``f``, one sink ``t``, every other node fed by
     ``f`` alone and feeding ``t`` alone; 0 for any other graph).
@@ -516,19 +545,12 @@ def fork_join_bound(problem: Problem) -> float:
     float
         Seconds.
     """
-    n, k = problem.n_nodes, problem.n_devices
-    indeg, outdeg = np.diff(problem.in_ptr), np.diff(problem.out_ptr)
-    sources, sinks = np.flatnonzero(indeg == 0), np.flatnonzero(outdeg == 0)
-    if n < 3 or k < 1 or sources.size != 1 or sinks.size != 1:
+    shape = fork_join_shape(problem)
+    if shape is None or problem.n_devices < 1:
         return 0.0
-    f, t = int(sources[0]), int(sinks[0])
-    src, dst = problem.edge_src, problem.edge_dst
-    branch = np.ones(n, dtype=bool)
+    f, t, ins, outs = shape
+    k, branch = problem.n_devices, np.ones(problem.n_nodes, dtype=bool)
     branch[[f, t]] = False
-    ins, outs = (src == f) & branch[dst], branch[src] & (dst == t)
-    if not ((ins | outs | ((src == f) & (dst == t))).all() and (indeg[branch] == 1).all()
-            and (outdeg[branch] == 1).all()):
-        return 0.0
     dur = _fastest(problem)
     cheapest = np.asarray(min_transfer(problem, transfer_table(problem)), dtype=np.float64)
     c_in, c_out = np.sort(cheapest[ins]), np.sort(cheapest[outs])
