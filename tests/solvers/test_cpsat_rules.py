@@ -19,7 +19,7 @@ from optpart import Constraints, Device, Status
 from optpart.generators import fork_join, fork_join_dag
 from optpart.model.devices import LinkOverride, Links
 from optpart.solvers.exact import cpsat_model as cm
-from optpart.solvers.exact.bounds import comm_lower_bound, fork_join_bound, fork_join_shape
+from optpart.solvers.exact.bounds import comm_lower_bound, fork_join_bound
 from optpart.solvers.exact.grid import relabel
 
 FAR = 600.0
@@ -246,29 +246,6 @@ def test_fork_join_bound_never_exceeds_the_optimum(seed):
     assert bound > 0  # the shape is recognised
     if np.isfinite(best):
         assert bound <= best * (1 + 1e-9) + 1e-12, (bound, best)
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_fork_join_branch_order_keeps_the_optimum(seed):
-    # The branch order on the source's and the sink's devices (cpsat_model._fork_join_order),
-    # with pins, speeds, memory and per-pair links drawn: cpsat still meets the brute force.
-    p = fork_join_problem(seed)
-    r = _agrees(p)
-    if r.status is not Status.INFEASIBLE:
-        assert r.status is Status.OPTIMAL, (r.status, r.message)
-
-
-def test_fork_join_branch_order_is_imposed_only_on_a_fork_join():
-    p = fork_join(6, time=1.0, nbytes=1e6).with_devices(3, links=Links(0.0, 1e6))
-    assert fork_join_shape(p) is not None and fork_join_shape(fork_join_dag(30, k=3, seed=0)) is None
-    data = cm.prepare(p, False, None)
-    with_order = len(cm.build(data).model.proto.constraints)
-    saved, cm._fork_join_order = cm._fork_join_order, lambda *a, **k: None
-    try:
-        without = len(cm.build(data).model.proto.constraints)
-    finally:
-        cm._fork_join_order = saved
-    assert with_order > without
 
 
 def test_fork_join_bound_ignores_other_shapes():

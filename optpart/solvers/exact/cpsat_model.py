@@ -22,7 +22,7 @@ import numpy as np
 
 from ...evaluate import problem_lower_bound
 from ...model.problem import Problem
-from .bounds import fork_join_shape, heads_tails_comm, memory_path_bound, min_transfer
+from .bounds import heads_tails_comm, memory_path_bound, min_transfer
 from .call import Budget, OutOfTime
 from .grid import (TimeGrid, device_classes, durations, integral_memory, peak_bytes, time_grid, transfer_table,
                    uniform_transfers)
@@ -180,7 +180,7 @@ def build(data: CpData, budget: Budget | None = None, reserve: float = 0.0) -> C
     if data.peak and not data.relaxed:
         families.append(_zero_time_order)
     families += [_precedence, _peak_memory if data.peak else _static_memory, _objective, _symmetry, _twins,
-                 _fork_join_order, _strategy]
+                 _strategy]
     for family in families:
         if budget is not None and budget.left() < reserve:
             raise OutOfTime(f"the time limit ran out while building the model (before {family.__name__[1:]})")
@@ -484,44 +484,6 @@ def _twins(model, data: CpData, mv: CpModelVars) -> None:
             continue
         for d in np.flatnonzero(allowed[i] & allowed[j]).tolist():
             model.add(mv.S[i] <= mv.S[j]).only_enforce_if([mv.x[i, d], mv.x[j, d]])
-
-
-def _fork_join_order(model, data: CpData, mv: CpModelVars) -> None:
-    """Dominance on a fork-join (static memory, uniform links, no colocation): devices interact
-    only through the source's finish and the sink's start, so each device's branches form a
-    one-machine problem. On the source's device without the sink every branch is released at
-    once, and ordering by transfer out, largest first, minimises when the sink can start
-    (Jackson's rule); on the sink's device every branch is delivered at once, and ordering by
-    transfer in, smallest first, minimises its last end. Adjacent exchanges reach these orders
-    without a longer schedule; ties follow the other transfer, then the id, which keeps the
-    twin order (:func:`twins`)."""
-    problem, x, S = data.problem, mv.x, mv.S
-    shape = fork_join_shape(problem)
-    if data.peak or data.pooled or problem.groups or shape is None or problem.n_devices < 2:
-        return
-    f, t, ins, outs = shape
-    off = ~np.eye(problem.n_devices, dtype=bool)
-    if not uniform_transfers(data.comm)[ins | outs].all():
-        return
-    c_in, c_out = {}, {}
-    for e in np.flatnonzero(ins).tolist():
-        c_in[int(problem.edge_dst[e])] = int(data.comm[e][off][0])
-    for e in np.flatnonzero(outs).tolist():
-        c_out[int(problem.edge_src[e])] = int(data.comm[e][off][0])
-    branches = sorted(c_in)
-    by_out = sorted(branches, key=lambda b: (-c_out[b], c_in[b], b))
-    by_in = sorted(branches, key=lambda b: (c_in[b], -c_out[b], b))
-    for d in range(problem.n_devices):
-        roles = []
-        if (f, d) in x:
-            roles.append((by_out, [x[f, d]] + ([~x[t, d]] if (t, d) in x else [])))
-        if (t, d) in x:
-            roles.append((by_in, [x[t, d]]))
-        for order, role in roles:
-            on = [b for b in order if (b, d) in x]
-            for a, i in enumerate(on):
-                for j in on[a + 1:]:
-                    model.add(S[i] <= S[j]).only_enforce_if([x[i, d], x[j, d]] + role)
 
 
 def order_twins(tw: tuple, place: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
