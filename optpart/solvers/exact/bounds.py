@@ -498,19 +498,10 @@ def region_path_bound(problem: Problem, *, budget_dtime: float = 20.0, seed: int
     return float(best[-1])
 
 
-def fork_join_shape(problem: Problem) -> tuple[int, int, np.ndarray, np.ndarray] | None:
+def _fork_join_shape(problem: Problem) -> tuple[int, int, np.ndarray, np.ndarray] | None:
     """``(source, sink, edges into branches, edges out of branches)`` (edge masks) of a fork-join
     graph: one source, one sink, every other node fed by the source alone and feeding the sink
-    alone; None for any other graph.
-
-    Parameters
-    ----------
-    problem : Problem
-
-    Returns
-    -------
-    tuple or None
-    """
+    alone; None for any other graph."""
     n = problem.n_nodes
     indeg, outdeg = np.diff(problem.in_ptr), np.diff(problem.out_ptr)
     sources, sinks = np.flatnonzero(indeg == 0), np.flatnonzero(outdeg == 0)
@@ -545,7 +536,7 @@ def fork_join_bound(problem: Problem) -> float:
     float
         Seconds.
     """
-    shape = fork_join_shape(problem)
+    shape = _fork_join_shape(problem)
     if shape is None or problem.n_devices < 1:
         return 0.0
     f, t, ins, outs = shape
