@@ -89,7 +89,6 @@ def variants() -> dict:
     x = "optpart.solvers.exact."
     return {
         "full": [],
-        "no twin order": [_off(x + "cpsat_model", "_twins", lambda *a, **k: None)],
         "no symmetry": [_off(x + "cpsat_model", "_symmetry", lambda *a, **k: None)],
         "no segments": [_off(x + "cpsat", "_segment_bound", lambda *a, **k: 0.0)],
         "no target phase": [_off(x + "cpsat", "_target_units", lambda *a, **k: None)],
@@ -102,7 +101,6 @@ def variants() -> dict:
 
 #: Where a variant can change anything (the rest of the families are not rerun for it).
 WHERE = {
-    "no twin order": ("forkjoin1", "stg"),
     "no symmetry": ("forkjoin1", "layered"),
     "no segments": ("forkjoin",),
     "no target phase": ("planted", "forkjoin1"),

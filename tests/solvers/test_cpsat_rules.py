@@ -1,4 +1,4 @@
-"""The rules that cut ``cpsat``'s search (twin order, symmetry order, segment bounds) never cut the optimum.
+"""The rules that cut ``cpsat``'s search (symmetry order, segment bounds) never cut the optimum.
 
 Referee: the brute force of ``tests/oracle.py`` (static memory), on tiny random problems
 built to contain what each rule looks for: twins (equal run times, shared neighbours),
@@ -125,22 +125,11 @@ def _agrees(p: optpart.Problem) -> optpart.Result:
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_twin_order_keeps_the_optimum(seed):
+def test_cpsat_meets_the_brute_force_with_twins(seed):
     p = twin_problem(seed)
     r = _agrees(p)
     if p.n_nodes and r.status is not Status.INFEASIBLE:
         assert r.status is Status.OPTIMAL, (r.status, r.message)
-
-
-def test_twin_problems_have_twins_to_order():
-    # The rule must be exercised: most draws above give ordered pairs or identical buckets.
-    found = 0
-    for seed in range(30):
-        p = twin_problem(seed)
-        data = cm.prepare(p, False, None)
-        tw = cm.twins(p, data.dur, data.comm, data.mem)
-        found += bool(tw[1] or tw[0])
-    assert found >= 15, found
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -196,34 +185,6 @@ def test_symmetry_order_puts_the_hubs_first():
     assert r.status is Status.OPTIMAL
     canon = relabel(np.asarray(r.placement), [[0, 1, 2, 3]], np.asarray(order))
     assert canon[src] == 0 and canon[snk] in (0, 1)
-
-
-def test_order_twins_never_lengthens_a_schedule():
-    # Swapping twins into the dominance order keeps every device's busy slots: the replayed
-    # makespan of the hint does not grow, and the order holds afterwards.
-    for seed in range(20):
-        p = twin_problem(seed)
-        data = cm.prepare(p, False, None)
-        tw = cm.twins(p, data.dur, data.comm, data.mem)
-        heur = optpart.solve(p, "heuristic", time_limit=FAR)
-        if not heur.status.has_solution:
-            continue
-        place = np.asarray(heur.placement)
-        from optpart.schedule.replay import integer_schedule
-        units = integer_schedule(p, place, heur.start, data.dur, data.comm)
-        before = int((units + data.dur[np.arange(p.n_nodes), place]).max())
-        place2, units2 = cm.order_twins(tw, place, units)
-        ends = units2 + data.dur[np.arange(p.n_nodes), place2]
-        assert int(ends.max()) <= before
-        for e, (u, w) in enumerate(zip(p.edge_src.tolist(), p.edge_dst.tolist())):  # still a schedule
-            assert units2[w] >= ends[u] + (data.comm[e, place2[u], place2[w]] if place2[u] != place2[w] else 0)
-        for d in range(p.n_devices):
-            runs = sorted((int(units2[v]), int(ends[v])) for v in np.flatnonzero(place2 == d) if ends[v] > units2[v])
-            assert all(a[1] <= b[0] for a, b in zip(runs, runs[1:]))
-        for i, j in tw[1]:
-            assert place2[i] != place2[j] or units2[i] <= units2[j]
-        for bucket in tw[0]:
-            assert all(units2[a] <= units2[b] for a, b in zip(bucket, bucket[1:]))
 
 
 def fork_join_problem(seed: int) -> optpart.Problem:

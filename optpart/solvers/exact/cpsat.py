@@ -289,8 +289,8 @@ def _infeasible(problem: Problem, incumbent: Solution | None, memory_model: str,
 
 def _choose_hint(data: cm.CpData, mv: cm.CpModelVars, incumbent: Solution | None, hint: np.ndarray | None):
     """The hint: the shorter of the heuristic's schedule and the hint's canonical one on the grid,
-    twins in the model's order, devices relabelled to the symmetry breaking's labelling; added to
-    the model with its makespan as a cap (static memory)."""
+    devices relabelled to the symmetry breaking's labelling; added to the model with its
+    makespan as a cap (static memory)."""
     problem = data.problem
     cands = []
     if incumbent is not None and incumbent.placement is not None:
@@ -309,8 +309,6 @@ def _choose_hint(data: cm.CpData, mv: cm.CpModelVars, incumbent: Solution | None
     if best is None:
         return None, None
     place, units = best[1], best[2]
-    if mv.twins is not None:
-        place, units = cm.order_twins(mv.twins, place, units)
     place = relabel(place, data.classes, data.sym_order)
     cm.add_hint(mv.model, data, mv, place, units)
     if not data.peak:  # the hint's integer schedule is valid: the optimum is no later

@@ -7,8 +7,8 @@
   literal with uniform links, per-pair terms otherwise);
 * memory: static rows, or under peak one cumulative per device over tensor lifetimes;
 * the makespan above every end plus its tail, device loads, the total load, the generic bound;
-* symmetry and dominance: interchangeable devices used in order of first use along a fixed
-  node order, twins ordered; the search: placements first, then starts at their earliest.
+* symmetry: interchangeable devices used in order of first use along a fixed node order;
+  the search: placements first, then starts at their earliest.
 
 With identical devices, free transfers, no binding memory and no colocation the devices are
 one pool of capacity ``k`` (P|prec|Cmax) and placements come from interval colouring.
@@ -63,7 +63,6 @@ class CpModelVars:
     S: list
     E: list
     makespan: object
-    twins: object = None       # (identical buckets, ordered pairs) imposed, for the hint
 
 
 def prepare(problem: Problem, peak: bool, upper_s: float | None, relax: bool = False,
@@ -179,7 +178,7 @@ def build(data: CpData, budget: Budget | None = None, reserve: float = 0.0) -> C
     families = [_intervals]
     if data.peak and not data.relaxed:
         families.append(_zero_time_order)
-    families += [_precedence, _peak_memory if data.peak else _static_memory, _objective, _symmetry, _twins,
+    families += [_precedence, _peak_memory if data.peak else _static_memory, _objective, _symmetry,
                  _strategy]
     for family in families:
         if budget is not None and budget.left() < reserve:
@@ -419,101 +418,6 @@ def _symmetry(model, data: CpData, mv: CpModelVars) -> None:
                     model.add_implication(used[j], now)
                     model.add_bool_or([~now, used[j], x[lv, cls[j]]])
                 used[j] = now
-
-
-def twins(problem: Problem, dur: np.ndarray, comm: np.ndarray, mem: np.ndarray) -> tuple[list, list]:
-    """Twins (outside colocation groups: same predecessors, successors, allowed devices and run
-    times) and the order that may be imposed on them: ``(identical buckets, pairs)``.
-
-    Twin ``i`` dominates ``j`` when every transfer into ``i`` is at most, and every transfer out
-    at least, the matching one of ``j``: swapping their slots on a shared device keeps the
-    device busy as before and delivers every successor's data no later, so ``i`` first loses
-    nothing (ties: lower id). A bucket equal both ways with equal memory is *identical*: any
-    permutation of its members' positions changes nothing, so they start in id order.
-
-    Parameters
-    ----------
-    problem : Problem
-    dur, comm, mem : numpy.ndarray
-        The model's integer run times, transfers and static memories.
-
-    Returns
-    -------
-    tuple of (list, list)
-        Identical buckets (ids ascending) and ``(i, j)`` pairs run ``i`` first on a shared device.
-    """
-    ins: list[dict] = [dict() for _ in range(problem.n_nodes)]
-    outs: list[dict] = [dict() for _ in range(problem.n_nodes)]
-    for e, (u, w) in enumerate(zip(problem.edge_src.tolist(), problem.edge_dst.tolist())):
-        ins[w][u], outs[u][w] = e, e
-
-    def dominates(i: int, j: int) -> bool:
-        return all(not (comm[e] > comm[ins[j][u]]).any() for u, e in ins[i].items()) and \
-            all(not (comm[e] < comm[outs[j][w]]).any() for w, e in outs[i].items())
-    buckets: dict = {}
-    for v in np.flatnonzero(problem.group_of < 0).tolist():
-        key = (tuple(sorted(ins[v])), tuple(sorted(outs[v])), dur[v].tobytes(), problem.allowed[v].tobytes())
-        buckets.setdefault(key, []).append(v)
-    identical, pairs = [], []
-    for members in (b for b in buckets.values() if len(b) > 1):
-        if all(mem[v] == mem[members[0]] and dominates(v, members[0]) and dominates(members[0], v)
-               for v in members[1:]):
-            identical.append(members)
-            continue
-        for a, i in enumerate(members):
-            for j in members[a + 1:]:
-                if dominates(i, j):
-                    pairs.append((i, j))
-                elif dominates(j, i):
-                    pairs.append((j, i))
-    return identical, pairs
-
-
-def _twins(model, data: CpData, mv: CpModelVars) -> None:
-    """The order of :func:`twins` (static memory: under peak the order changes liveness)."""
-    if data.peak:
-        return
-    identical, pairs = mv.twins = twins(data.problem, data.dur, data.comm, data.mem)
-    allowed = data.problem.allowed
-    for bucket in identical:
-        for i, j in zip(bucket, bucket[1:]):
-            model.add(mv.S[i] <= mv.S[j])
-    for i, j in pairs:
-        if data.pooled:
-            model.add(mv.S[i] <= mv.S[j])
-            continue
-        for d in np.flatnonzero(allowed[i] & allowed[j]).tolist():
-            model.add(mv.S[i] <= mv.S[j]).only_enforce_if([mv.x[i, d], mv.x[j, d]])
-
-
-def order_twins(tw: tuple, place: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A schedule keeping the twin order ``tw``, no longer than ``(place, start)``: identical twins
-    take their bucket's positions in id order, then pairs in the wrong order swap slots.
-
-    Parameters
-    ----------
-    tw : tuple
-        From :func:`twins`.
-    place, start : numpy.ndarray
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        Copies.
-    """
-    place, start = np.array(place, dtype=np.int64), np.array(start, dtype=np.int64)
-    identical, pairs = tw
-    for bucket in identical:
-        for v, (s, d) in zip(bucket, sorted((int(start[v]), int(place[v])) for v in bucket)):
-            start[v], place[v] = s, d
-    changed = True
-    while changed:
-        changed = False
-        for i, j in pairs:
-            if place[i] == place[j] and start[i] > start[j]:
-                start[i], start[j] = start[j], start[i]
-                changed = True
-    return place, start
 
 
 def _strategy(model, data: CpData, mv: CpModelVars) -> None:
