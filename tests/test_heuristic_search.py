@@ -97,12 +97,18 @@ def test_the_search_is_never_worse_than_its_start_and_keeps_memory_and_budget(pr
     assert res.makespan <= h.makespan * (1 + 1e-12) + 1e-12
 
 
+def _per_chain_capacity(p):
+    """Each device's capacity its planted chain's load + 5% (unequal capacities)."""
+    load = np.bincount(np.asarray(p.meta["planted_placement"]), weights=p.memory, minlength=p.n_devices)
+    return p.with_devices(p.n_devices, memory=(1.05 * load).tolist())
+
+
 def test_chains_split_by_unequal_capacities_are_gathered():
     # planted chains on 8 devices whose capacities are each chain's load + 5%: the EFT
     # constructions split two chains over devices too small for them (15.6% above the
     # optimum). Gathering a split chain needs the devices' contents reassigned so that
     # it lands on one large enough: the search does, and reaches the planted optimum.
-    p = planted_dag(200, 8, ccr=5.0, seed=1, chains=True)
+    p = _per_chain_capacity(planted_dag(200, 8, ccr=5.0, seed=1, chains=True))
     r = optpart.solve(p, "heuristic", memory_model="static")
     optpart.check(p, r)
     assert r.stats["construction"].endswith("+search"), r.stats
@@ -113,7 +119,7 @@ def test_primary_clusters_go_to_devices_that_hold_them():
     # the same instance family, seed 0: the seed method's slicing finds the eight chains;
     # mapped to devices whose capacities hold them, its placement is the planted optimum
     # (before: 48% above it, the primaries mapped in device order and split by the memory step)
-    p = planted_dag(200, 8, ccr=5.0, seed=0, chains=True)
+    p = _per_chain_capacity(planted_dag(200, 8, ccr=5.0, seed=0, chains=True))
     r = optpart.solve(p, "heuristic", memory_model="static")
     optpart.check(p, r)
     assert r.status is optpart.Status.OPTIMAL, (r.makespan, p.meta["optimum"])

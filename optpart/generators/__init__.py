@@ -8,7 +8,8 @@
 * :func:`chain` and :func:`fork_join`: the simplest shapes.
 * :func:`fork_join_dag` (fork-join stages in a chain) and :func:`fork_join_graph` (one
   fork-join with communication): the exact solvers' benchmark families.
-* :func:`planted_dag` (:mod:`optpart.generators.planted`): a random DAG with a known optimum.
+* :func:`planted_dag` (:mod:`optpart.generators.planted`): the benchmark set, random DAGs whose
+  optimum is known (a planted schedule without idle time), ids and edge order shuffled.
 """
 
 from __future__ import annotations
