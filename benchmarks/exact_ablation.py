@@ -3,8 +3,8 @@
 Every run uses a deterministic budget (CP-SAT deterministic seconds, ``--dtime``) and a wall
 limit that only guards against a hang, so the counts repeat on any machine. Instances:
 
-* ``planted``: non-leaking planted graphs (:func:`optpart.generators.planted_dag` without its
-  device chains, node ids and edge order shuffled), K 4, CCR 1, tight memory, static;
+* ``planted``: planted graphs that do not leak (:func:`optpart.generators.planted_dag`), K 4,
+  CCR 1, tight memory, static;
 * ``forkjoin``: fork-join stages in a chain (:func:`fork_join_dag`, tight memory);
 * ``forkjoin1``: one fork-join with communication in the literature's shapes
   (:func:`exact_frontier.literature_fork_join`: random CCR 1, equal fork times, equal join

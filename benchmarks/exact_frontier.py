@@ -7,10 +7,10 @@ on a shared machine is inflated by the other users, with tight memory
 (capacities close to the loads) and loose memory (unlimited), on 4 identical devices,
 CCR 1. Families (all from :mod:`optpart.generators`):
 
-* ``planted``: :func:`honest_planted`, planted optima that do not leak the planted schedule:
-  :func:`planted_dag` without its device chains, node ids, node order and edge order drawn
-  at random (tight: its own capacities, 1.05x the planted loads); the optimum is known, and
-  any ``optimal`` or bound above it is counted as a false claim.
+* ``planted``: :func:`honest_planted`, planted optima that do not leak the planted schedule
+  (:func:`planted_dag`: ids and edge order shuffled, no device chains; tight: capacities
+  1.05x the largest planted need); the optimum is known, and any ``optimal`` or bound above
+  it is counted as a false claim.
 * ``layered``: :func:`layered_dag` (tight: 1.05x the fair share).
 * ``forkjoin``: :func:`fork_join_dag`, fork-join stages with communication (tight: 1.05x).
 
@@ -84,8 +84,9 @@ def shuffled(problem: optpart.Problem, seed: int) -> optpart.Problem:
 
 
 def honest_planted(n: int, seed: int, k: int = K) -> optpart.Problem:
-    """A planted optimum without device chains, ids and order shuffled (CCR 1, tight memory)."""
-    return shuffled(planted_dag(n, k, ccr=1.0, chains=False, seed=seed), seed)
+    """A planted optimum that does not leak (:func:`planted_dag`'s defaults: shuffled ids and
+    edge order, no device chains, near edges; CCR 1, capacities 1.05x the largest planted need)."""
+    return planted_dag(n, k, ccr=1.0, seed=seed)
 
 
 def literature_fork_join(width: int, kind: str, seed: int, k: int = K) -> optpart.Problem:
