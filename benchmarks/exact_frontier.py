@@ -7,13 +7,12 @@ on a shared machine is inflated by the other users, with tight memory
 (capacities close to the loads) and loose memory (unlimited), on 4 identical devices,
 CCR 1. Families (all from :mod:`optpart.generators`):
 
-* ``planted``: :func:`planted_dag` (tight: its own capacities, 1.05x the planted loads);
-  the optimum is known, and any ``optimal`` above it is counted as a false claim.
+* ``planted``: :func:`honest_planted`, planted optima that do not leak the planted schedule
+  (:func:`planted_dag`: ids and edge order shuffled, no device chains; tight: capacities
+  1.05x the largest planted need); the optimum is known, and any ``optimal`` or bound above
+  it is counted as a false claim.
 * ``layered``: :func:`layered_dag` (tight: 1.05x the fair share).
 * ``forkjoin``: :func:`fork_join_dag`, fork-join stages with communication (tight: 1.05x).
-
-``--root-lp --time-indexed``: the same graphs with links of 10 MB/s (whole 0.1 s
-transfers), the big-M and the time-indexed MILP's root LP over ``cpsat``'s makespan.
 
 ``--stg``: the STG 50-task instances with published optima (``Case50_{p}_OPT.csv``; rows
 with a 4th field are unproven and skipped): share proven, results below an optimum
@@ -25,13 +24,14 @@ critical path, and the MILP's root LP bound without and with the energetic windo
 other families, over the best makespan ``milp`` finds within ``--time-limit`` (with its
 proven bound), so a ratio below 1 there is a gap to an upper bound, not to the optimum.
 
-``--table`` (issue 26's frontier table): for each family, size and solver, graphs proven
+``--table`` (the frontier table): for each family, size and solver, graphs proven
 optimal within ``--time-limit`` (default 60 s), the median wall and CPU time to proof and
 the gaps left at the limit; on seeds and graphs other than the ones the solver was tuned
 on (``--seeds``, default 200-203). Rows: ``planted`` 40/80/120 (tight memory, static),
-``forkjoin`` stages 80/120/160 (tight), ``forkjoin1`` (:func:`fork_join_graph`: one
-fork-join with communication, CCR 1, widths 20/24/28 on 4 and 8 devices, two seeds each),
-``milp`` on planted 40, and the 76-node MLP training step under peak
+``forkjoin`` stages 80/120 (tight), ``forkjoin1`` (:func:`literature_fork_join`: one
+fork-join with communication, widths 16/20/24/28 on 4 devices, in four shapes: random CCR 1,
+equal fork times, equal join costs, CCR 10), ``milp`` on planted 40, and the 76-node MLP
+training step under peak
 (``instances/small/mlp4-torch-training.json``). ``--table-only`` restricts the rows to
 some families. Wall times depend on the load: state it; CPU time is the process's own.
 
@@ -43,7 +43,6 @@ Examples::
     python benchmarks/exact_frontier.py --family layered --sizes 30 50 --solvers cpsat
     python benchmarks/exact_frontier.py --family planted --sizes 40 --solvers milp --time-limit 60
     python benchmarks/exact_frontier.py --root-lp --family layered --sizes 20 40 --per-size 3 -t 20
-    python benchmarks/exact_frontier.py --root-lp --time-indexed --family layered --sizes 12 20 --per-size 3 -t 20
     OPTPART_SHARED_DATA=/work/shared/data python benchmarks/exact_frontier.py --stg --time-limit 60 --stg-limit 30
     nice -n 10 python benchmarks/exact_frontier.py --table --time-limit 60
 """
@@ -58,6 +57,8 @@ import time
 from functools import partial
 from pathlib import Path
 
+import numpy as np
+
 from _common import table
 
 import optpart
@@ -67,10 +68,47 @@ from optpart.generators import fork_join_dag, fork_join_graph, layered_dag, plan
 K = 4
 
 
+def shuffled(problem: optpart.Problem, seed: int) -> optpart.Problem:
+    """The same problem with node ids, node order and edge order drawn at random (nothing leaks)."""
+    rng = np.random.default_rng(seed)
+    n = problem.n_nodes
+    perm = rng.permutation(n)          # new node i is old node perm[i]
+    new_of = np.empty(n, dtype=np.int64)
+    new_of[perm] = np.arange(n)
+    eorder = rng.permutation(problem.n_edges)
+    return optpart.Problem.from_arrays(
+        [f"v{i}" for i in range(n)], problem.time[perm], problem.memory[perm],
+        new_of[problem.edge_src[eorder]], new_of[problem.edge_dst[eorder]], problem.edge_bytes[eorder],
+        devices=problem.devices, links=problem.links, name=f"{problem.name}-shuffled",
+        meta={"optimum": problem.meta.get("optimum")})
+
+
+def honest_planted(n: int, seed: int, k: int = K) -> optpart.Problem:
+    """A planted optimum that does not leak (:func:`planted_dag`'s defaults: shuffled ids and
+    edge order, no device chains, near edges; CCR 1, capacities 1.05x the largest planted need)."""
+    return planted_dag(n, k, ccr=1.0, seed=seed)
+
+
+def literature_fork_join(width: int, kind: str, seed: int, k: int = K) -> optpart.Problem:
+    """One fork-join with communication in the shapes of the fork-join literature (Wang and
+    Sinnen, ICPP 2022): ``random`` (:func:`fork_join_graph`, CCR 1), ``equal-fork`` (every
+    branch the same time), ``equal-join`` (every transfer into the sink the same), ``ccr10``
+    (transfers ten times the node times); ids shuffled."""
+    base = fork_join_graph(width, k=k, ccr=10.0 if kind == "ccr10" else 1.0, seed=seed)
+    time_, nbytes = base.time.copy(), base.edge_bytes.copy()
+    if kind == "equal-fork":
+        time_[1:width + 1] = np.rint(time_[1:width + 1].mean())
+    elif kind == "equal-join":
+        nbytes[width:] = np.rint(nbytes[width:].mean())
+    q = optpart.Problem.from_arrays(list(base.node_ids), time_, base.memory, base.edge_src, base.edge_dst, nbytes,
+                                    devices=base.devices, links=base.links, name=f"fj-{kind}-{width}-s{seed}")
+    return shuffled(q, seed)
+
+
 def make(family: str, n: int, seed: int, tight: bool) -> optpart.Problem:
     """One instance; ``tight``: capacities near the loads, else unlimited memory."""
     if family == "planted":
-        p = planted_dag(n, K, ccr=1.0, seed=seed)
+        p = honest_planted(n, seed)
         return p if tight else p.with_devices(K)
     if family == "layered":
         return layered_dag(n, k=K, ccr=1.0, memory_slack=1.05 if tight else None, seed=seed)
@@ -119,13 +157,14 @@ def root_lp(family: str, sizes: list[int], per_size: int, time_limit: float) -> 
     """Root LP bound of the MILP without / with the window rows, against the optimum or best known."""
     import numpy as np
 
-    from optpart.solvers.exact import _exact_common as xc
+    from optpart.solvers.exact.bounds import comm_lower_bound
+    from optpart.solvers.exact.grid import durations
     from optpart.solvers.exact.milp import root_lp_bound
     rows = []
     for n in sizes:
         for seed in range(per_size):
             p = make(family, n, seed, True)
-            dur = xc.durations(p)
+            dur = durations(p)
             work = float(np.where(p.allowed, dur, np.inf).min(axis=1).sum()) / p.n_devices
             before, after = root_lp_bound(p, window_cuts=False), root_lp_bound(p)
             opt = p.meta.get("optimum")
@@ -136,45 +175,10 @@ def root_lp(family: str, sizes: list[int], per_size: int, time_limit: float) -> 
                 opt = r.makespan
             else:
                 ref = f"{opt:.4g} (planted optimum)"
-            rows.append([family, n, seed, f"{work / opt:.4f}", f"{xc.comm_lower_bound(p) / opt:.4f}",
+            rows.append([family, n, seed, f"{work / opt:.4f}", f"{comm_lower_bound(p) / opt:.4f}",
                          f"{before / opt:.4f}", f"{after / opt:.4f}", ref])
     return table(rows, ["family", "n", "seed", "work / ref", "comm path / ref", "root LP before / ref",
                         "root LP after / ref", "ref"])
-
-
-def root_lp_time_indexed(family: str, sizes: list[int], per_size: int, time_limit: float) -> str:
-    """Root LP of the big-M and the time-indexed MILP on the same graphs with whole-unit transfers.
-
-    The families' links give transfers that are no whole number of small units, which the
-    time-indexed model needs; here every graph gets latency 0 and 10 MB/s, so transfers of
-    1-100 MB take 0.1-10 s (grid 0.1 s, CCR about 0.9). Both LPs get the same horizon, the
-    heuristic's makespan. Reference: ``cpsat`` within ``--time-limit`` (* when proven).
-    """
-    from optpart.model.devices import Links
-    from optpart.solvers.exact import _exact_common as xc
-    from optpart.solvers.exact.milp import root_lp_bound
-    rows = []
-    for n in sizes:
-        for seed in range(per_size):
-            base = make(family, n, seed, True)
-            p = base.with_devices(base.devices, links=Links(0.0, 1e7))
-            heur = optpart.solve(p, "heuristic", time_limit=time_limit, seed=0)
-            ref = optpart.solve(p, "cpsat", time_limit=time_limit, seed=0)
-            optpart.check(p, ref)
-            opt = ref.makespan
-            c0 = time.process_time()
-            big_m = root_lp_bound(p, horizon=heur.makespan)
-            c1 = time.process_time()
-            try:
-                ti = f"{root_lp_bound(p, horizon=heur.makespan, formulation='time-indexed') / opt:.4f}"
-            except optpart.errors.OptpartError as exc:
-                ti = f"refused: {exc}"[:60]
-            c2 = time.process_time()
-            rows.append([family, n, seed, f"{xc.comm_lower_bound(p) / opt:.4f}", f"{big_m / opt:.4f}",
-                         f"{c1 - c0:.1f}", ti, f"{c2 - c1:.1f}",
-                         f"{opt:.4g}{'*' if ref.status is optpart.Status.OPTIMAL else ''}"])
-    return table(rows, ["family", "n", "seed", "comm path / ref", "big-M root LP / ref", "cpu s",
-                        "time-indexed root LP / ref", "cpu s", "ref (cpsat)"])
 
 
 #: The STG data: ``$OPTPART_SHARED_DATA/stg`` (as the tests), else beside the checkout.
@@ -226,21 +230,26 @@ MLP = Path(__file__).resolve().parent.parent / "instances" / "small" / "mlp4-tor
 def _frontier_rows(seeds: list[int]) -> list[tuple]:
     rows = []
     for n in (40, 80, 120):
-        rows.append(("planted", str(n), "cpsat", "static", [partial(planted_dag, n, K, ccr=1.0, seed=s) for s in seeds]))
-    for n in (80, 120, 160):
+        rows.append(("planted", str(n), "cpsat", "static", [partial(honest_planted, n, s) for s in seeds]))
+    for n in (80, 120):
         rows.append(("forkjoin", str(n), "cpsat", "static",
                      [partial(fork_join_dag, n, k=K, ccr=1.0, memory_slack=1.05, seed=s) for s in seeds]))
-    for w in (20, 24, 28):
-        rows.append(("forkjoin1", f"{w + 2} (k 4, 8)", "cpsat", "static",
-                     [partial(fork_join_graph, w, k=k, ccr=1.0, seed=s) for k in (4, 8) for s in seeds[:2]]))
-    rows.append(("planted", "40", "milp", "static", [partial(planted_dag, 40, K, ccr=1.0, seed=s) for s in seeds[:3]]))
+    for w in (16, 20, 24, 28):
+        rows.append(("forkjoin1", f"{w + 2}", "cpsat", "static",
+                     [partial(literature_fork_join, w, kind, seeds[0])
+                      for kind in ("random", "equal-fork", "equal-join", "ccr10")]))
+    rows.append(("planted", "40", "milp", "static", [partial(honest_planted, 40, s) for s in seeds[:3]]))
     if MLP.exists():
         rows.append(("mlp4 training (peak)", "76", "cpsat", "peak", [partial(optpart.load, str(MLP))]))
     return rows
 
 
-def frontier(seeds: list[int], time_limit: float, only: list[str] | None) -> str:
-    """The frontier table: per family, size and solver, proven count, medians to proof, gaps at the limit."""
+def frontier(seeds: list[int], time_limit: float, only: list[str] | None, dtime: float | None = None) -> str:
+    """The frontier table: per family, size and solver, proven count, medians to proof, gaps at the limit.
+
+    ``dtime``: a deterministic budget instead of the wall limit (CP-SAT deterministic seconds,
+    ``milp`` 2,000 branch-and-bound nodes per deterministic second), for a loaded machine
+    where wall seconds measure the other users; the medians are then deterministic seconds."""
     out = []
     for family, size, solver, memory, makers in _frontier_rows(seeds):
         if only and family.split()[0] not in only:
@@ -249,10 +258,17 @@ def frontier(seeds: list[int], time_limit: float, only: list[str] | None) -> str
         for make in makers:
             p = make()
             t0, c0 = time.perf_counter(), time.process_time()
-            r = optpart.solve(p, solver, time_limit=time_limit, seed=0, memory_model=memory)
+            kw = {} if dtime is None else ({"deterministic_time": dtime} if solver == "cpsat" else
+                                            {"max_nodes": int(2000 * dtime)})
+            r = optpart.solve(p, solver, time_limit=time_limit if dtime is None else 1e5, seed=0,
+                              memory_model=memory, **kw)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            if dtime is not None and solver == "cpsat":
+                wall = float(r.stats.get("deterministic_seconds", 0.0))
             optpart.check(p, r)
             opt = p.meta.get("optimum")
+            if opt is not None and r.lower_bound > opt * (1 + 1e-9) + 1e-9:
+                raise SystemExit(f"bound above the optimum on {p.name}: {r.lower_bound} > planted {opt}")
             if r.status is optpart.Status.OPTIMAL:
                 if opt is not None and r.makespan > opt * (1 + 1e-9) + 1e-9:
                     raise SystemExit(f"false optimality claim on {p.name}: {r.makespan} > planted {opt}")
@@ -266,7 +282,8 @@ def frontier(seeds: list[int], time_limit: float, only: list[str] | None) -> str
                   file=sys.stderr, flush=True)
         gap = "-" if not gaps else f"{100 * statistics.median(gaps):.2f}% (max {100 * max(gaps):.2f}%)"
         out.append([family, size, solver, memory, f"{proven}/{len(makers)}", _median(walls), _median(cpus), gap])
-    return table(out, ["family", "nodes", "solver", "memory", "proven", "median wall s to proof",
+    what = "wall s" if dtime is None else "deterministic s (cpsat)"
+    return table(out, ["family", "nodes", "solver", "memory", "proven", f"median {what} to proof",
                        "median cpu s to proof", "gap at the limit (median of unproven)"])
 
 
@@ -277,33 +294,29 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--per-size", type=int, default=8)
     ap.add_argument("-t", "--time-limit", type=float, default=60.0)
     ap.add_argument("--root-lp", action="store_true", help="root LP bounds of the MILP without/with window rows")
-    ap.add_argument("--time-indexed", action="store_true",
-                    help="with --root-lp: big-M against time-indexed root LP (whole-unit transfers)")
     ap.add_argument("--solvers", nargs="+", default=["cpsat", "milp"])
     ap.add_argument("--memory", nargs="+", default=["tight", "loose"], choices=["tight", "loose"])
     ap.add_argument("--stg", action="store_true", help="run the STG 50-task instances instead")
     ap.add_argument("--procs", type=int, nargs="+", default=[2, 4, 8, 16])
     ap.add_argument("--stg-limit", type=int, default=None, help="first N instances per p")
     ap.add_argument("--stg-solver", default="cpsat")
-    ap.add_argument("--table", action="store_true", help="issue 26's frontier table (see the docstring)")
+    ap.add_argument("--table", action="store_true", help="the frontier table (see the docstring)")
     ap.add_argument("--table-only", nargs="+", default=None,
                     choices=["planted", "forkjoin", "forkjoin1", "mlp4"], help="with --table: these families")
     ap.add_argument("--seeds", type=int, nargs="+", default=[200, 201, 202, 203], help="with --table")
+    ap.add_argument("--dtime", type=float, default=None,
+                    help="with --table: a deterministic budget per run instead of --time-limit")
     args = ap.parse_args(argv)
     if args.table:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        print(f"Frontier (issue 26): K={K} identical devices, CCR 1, time limit {args.time_limit:g} s, seeds "
+        limit = f"time limit {args.time_limit:g} s" if args.dtime is None else f"deterministic budget {args.dtime:g} s"
+        print(f"Frontier: K={K} identical devices, {limit}, seeds "
               f"{args.seeds}, load average {load:.1f} on {os.cpu_count()} cores at the start\n")
-        print(frontier(args.seeds, args.time_limit, args.table_only))
+        print(frontier(args.seeds, args.time_limit, args.table_only, args.dtime))
         return
     if args.stg:
         print(f"STG 50-task instances, {args.stg_solver}, time limit {args.time_limit:g} s\n")
         print(stg(args.procs, args.time_limit, args.stg_limit, args.stg_solver))
-        return
-    if args.root_lp and args.time_indexed:
-        print(f"{args.family} DAGs, {K} devices, links 10 MB/s (grid 0.1 s), tight memory: root LP of the big-M "
-              f"and the time-indexed MILP (reference: cpsat within {args.time_limit:g} s)\n")
-        print(root_lp_time_indexed(args.family, args.sizes, args.per_size, args.time_limit))
         return
     if args.root_lp:
         print(f"{args.family} DAGs, {K} devices, CCR 1, tight memory: MILP root LP bounds "

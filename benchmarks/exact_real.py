@@ -7,8 +7,7 @@ solver and time limit: the makespan, the proven lower bound, the gap ``(makespan
 the evaluator (``optpart.check``) and an ``optimal`` is counted in the last column only when
 the makespan meets the bound. For ``cpsat`` on the windowed path a column says which schedule
 it started from and how many unit moves and windows improved it (of those solved). Under the
-table: the mean proven gap of each solver and time limit over the instances run (issue 26's
-target: at most 10% for ``cpsat`` at 120 s), and the machine's load average at the start and
+table: the mean proven gap of each solver and time limit over the instances run, and the machine's load average at the start and
 the end. ``--instances gpt2xl`` adds the compressed GPT-2 XL step (4,845 operators).
 
 The machine is shared: rerun before comparing two versions; wall times are for scale only.

@@ -15,7 +15,7 @@ valid schedule:
 :func:`lower_bound` is the maximum of the first three (every evaluation computes it, so it
 stays one longest-path pass). :func:`energetic_bound` needs tails as well and lifts little
 on its own; the exact solvers add it, with communication-aware heads and tails, to the
-bound they report (``optpart.solvers.exact.proven_bounds``), with the bounds they prove.
+bound they report (``optpart.solvers.exact.bounds``), with the bounds they prove.
 :func:`problem_lower_bound` is the same number, computed once per problem and kept
 in a cache owned by this module (a problem is immutable, so the cache never goes stale,
 and nothing is written into the problem).

@@ -221,3 +221,90 @@ def sweep_peak(problem: optpart.Problem, placement, start, finish) -> np.ndarray
             use = use + np.bincount(at, weights=point_size, minlength=instants.size)
         peak[d] = float(use.max())
     return peak
+
+
+def _peak_ok(problem, placement, start) -> bool:
+    finish = start + problem.duration(placement)
+    used = sweep_peak(problem, placement, start, finish)  # written apart from optpart.model.memory
+    return bool((used <= problem.device_memory * (1 + 1e-9) + 1e-9).all())
+
+
+def _may_fit(problem, p, preds) -> bool:
+    """Necessary peak conditions: what is surely live together when a node starts."""
+    cap = problem.device_memory
+    par = np.bincount(p, weights=problem.param_bytes, minlength=problem.n_devices)
+    out, tmp = problem.output_bytes, problem.temp_bytes
+    for w in range(problem.n_nodes):
+        need = par[p[w]] + tmp[w] + out[w]  # at S(w): w's temp and output, and each input
+        need += sum(out[u] for u in {u for _, u in preds[w]})  # (local tensor or received copy)
+        if need > cap[p[w]]:
+            return False
+    return True
+
+
+def brute_force_peak(problem: optpart.Problem) -> float:
+    """Least makespan under peak memory over all placements and integer starts (inf if none)."""
+    n, k = problem.n_nodes, problem.n_devices
+    allowed = problem.allowed
+    topo = problem.topo.tolist()
+    preds = [[] for _ in range(n)]
+    for e, (u, w) in enumerate(zip(problem.edge_src.tolist(), problem.edge_dst.tolist())):
+        preds[w].append((e, u))
+    placements = []
+    for p in itertools.product(range(k), repeat=n):
+        p = np.array(p, dtype=np.int64)
+        if not allowed[np.arange(n), p].all():
+            continue
+        if any(np.unique(p[m]).size > 1 for m in problem.groups):
+            continue
+        if not _may_fit(problem, p, preds):
+            continue
+        placements.append(p)
+    dur_all = [problem.duration(p) for p in placements]
+    assert all(float(d.min()) >= 1 and np.all(d == np.rint(d)) for d in dur_all), "integer times >= 1 only"
+    worst_comm = max((float(problem.transfer_times(p).max(initial=0)) for p in placements), default=0.0)
+    upper = int(problem.time.sum() + problem.n_edges * worst_comm) + 1
+
+    def feasible_within(T: int) -> bool:
+        for p, dur in zip(placements, dur_all):
+            comm = problem.transfer_times(p)
+            d = [int(x) for x in dur]
+            start = np.zeros(n)
+            tail = [0] * n
+            for v in reversed(topo):
+                for e in range(problem.n_edges):
+                    if problem.edge_src[e] == v:
+                        w = int(problem.edge_dst[e])
+                        tail[v] = max(tail[v], d[w] + tail[w])
+
+            def dfs(i: int) -> bool:
+                if i == n:
+                    return _peak_ok(problem, p, start)
+                v = topo[i]
+                ready = 0
+                for e, u in preds[v]:
+                    ready = max(ready, int(round(start[u] + d[u] + comm[e])))
+                for s in range(ready, T - d[v] - tail[v] + 1):
+                    clash = any(p[u] == p[v] and s < start[u] + d[u] and start[u] < s + d[v]
+                                for u in topo[:i])
+                    if clash:
+                        continue
+                    start[v] = s
+                    if dfs(i + 1):
+                        return True
+                return False
+
+            if dfs(0):
+                return True
+        return False
+
+    if not feasible_within(upper):
+        return float("inf")
+    lo, hi = 0, upper  # feasible_within is monotone in T: bisect for the least feasible T
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if feasible_within(mid):
+            hi = mid
+        else:
+            lo = mid
+    return float(hi)

@@ -205,7 +205,7 @@ def test_many_devices_on_a_tiny_graph_form_one_symmetry_class_and_get_a_one_devi
                {"id": "c", "time": 1, "memory": 10}],
         edges=[{"src": "a", "dst": "b", "bytes": 100}, {"src": "b", "dst": "c", "bytes": 100}],
         links={"latency": 1e-5, "bandwidth": 1e9}).with_devices(1024, memory=100)
-    from optpart.solvers.exact._exact_common import device_classes
+    from optpart.solvers.exact.grid import device_classes
     assert device_classes(p) == [list(range(1024))]
     r = optpart.solve(p, "heuristic")
     optpart.check(p, r)

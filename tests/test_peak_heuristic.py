@@ -15,7 +15,7 @@ from conftest import budget
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import draw_placement, examples, problems
-from test_cpsat_peak import brute_force_peak
+from oracle import brute_force_peak
 
 import optpart
 from optpart import Device, Status

@@ -1,5 +1,8 @@
-"""The exact solvers: ``cpsat`` (:mod:`.cpsat`, OR-Tools CP-SAT) and ``milp`` (:mod:`.milp`, PuLP with
-HiGHS or CBC), their models, searches and windowed large-neighbourhood search (``lns*``),
-and the bounds and time tables they share (``exact_*``, ``path_bounds``, ``_exact_common``).
-See docs/exact.md. Modules are imported when a solver is used (the registry names them).
+"""The exact solvers ``cpsat`` (OR-Tools CP-SAT) and ``milp`` (PuLP with HiGHS or CBC); see docs/exact.md.
+
+Modules, one concept each: :mod:`.grid` (time tables, the integer time grid, device classes),
+:mod:`.bounds` (lower bounds), :mod:`.call` (a call's budget, incumbent and fallback),
+:mod:`.cpsat_model`, :mod:`.cpsat_search` (search and certificate), :mod:`.cpsat`, :mod:`.decode`
+(decoding and replay), :mod:`.lns` (large-neighbourhood search, windows, unit moves),
+:mod:`.milp_model` and :mod:`.milp`. Imported when a solver is used (the registry names them).
 """

@@ -1,14 +1,18 @@
-"""The MILP of ``milp`` (PuLP), one function per constraint family (see :mod:`optpart.solvers.exact.milp`).
+"""The MILP of ``milp`` (PuLP): a disjunctive model with communication delays (Davidovic et al.,
+MISTA 2007; Venugopalan and Sinnen, IEEE TPDS 26(1), 2015).
 
-:func:`build` creates the variables (assignment binaries shared inside colocation groups,
-start times, the makespan) and adds, in order: one device per node, the makespan rows,
-precedence with communication delays, the order of unordered pairs that may share a
-device (pair-specific big-M), static memory and load rows, and energetic window rows
-(:func:`~optpart.solvers.exact._exact_common.window_cuts`: the part of every node's work
-that must fall between a head and a tail fits there, on every device and in total), which lift the LP
-relaxation above the work bound on graphs whose work waits behind long chains. It checks the wall-clock
-budget before the quadratic family and raises
-:class:`~optpart.solvers.exact._exact_common.OutOfTime` when it has run out.
+* ``x[v, d]`` binary per allowed pair (shared inside colocation groups), ``S[v]`` start, ``M``
+  the makespan, ``M >= S[v] + p(v) + tail_v`` with ``p(v) = sum_d dur(v, d) x[v, d]``;
+* edge ``(u, w)``: ``S[w] >= S[u] + p(u) + c apart[e]`` with ``apart[e] >= x[u, d] - x[w, d]``
+  (uniform links), or ``+ c(a, b) (x[u, a] + x[w, b] - 1)`` per device pair;
+* pairs the DAG leaves unordered get an order binary and a same-device variable with big-M
+  rows (pair-specific ``M``: the horizon minus a tail and a head);
+* static memory rows, device and total loads below the makespan, and energetic window rows
+  (:func:`~optpart.solvers.exact.bounds.window_cuts`), which lift the LP where work waits
+  behind long chains.
+
+Times are in a power-of-two unit near the horizon (:func:`time_unit`): the backends'
+tolerances are absolute, so nanosecond-scale times in seconds would be all tolerance.
 """
 
 from __future__ import annotations
@@ -19,27 +23,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model.problem import Problem
-from . import _exact_common as xc
-
-__all__ = ["MilpModel", "build", "time_unit"]
+from .bounds import heads_tails_comm, min_transfer, reachability, window_cuts
+from .call import Budget, OutOfTime
+from .grid import uniform_transfers
 
 
 def time_unit(horizon_s: float) -> float:
-    """Seconds per MILP time unit: the power of two at or below ``horizon_s``.
-
-    The backends' tolerances are absolute (HiGHS: 1e-9 feasibility), so a model in seconds
-    of nanosecond-scale times would be all tolerance; in this unit the horizon lies in
-    [1, 2) and binary fractions (2**-30 s) stay exact.
+    """Seconds per model time unit: the power of two at or below ``horizon_s`` (1 when not positive).
 
     Parameters
     ----------
     horizon_s : float
-        An upper bound of the makespan in seconds.
+        An upper bound of the makespan.
 
     Returns
     -------
     float
-        The unit in seconds (1.0 when ``horizon_s`` is not a positive finite number).
     """
     if not (np.isfinite(horizon_s) and horizon_s > 0):
         return 1.0
@@ -48,204 +47,166 @@ def time_unit(horizon_s: float) -> float:
 
 @dataclass
 class MilpModel:
-    """The PuLP problem and the variables that decoding and the warm start read."""
+    """The PuLP problem and the variables the warm start and decoding read."""
 
     prob: object
     x: dict
     S: list
     M: object
-    aparts: list   # (u, w, apart variable) per edge with a uniform transfer
+    aparts: list   # (u, w, apart) per edge with a uniform transfer
     orders: list   # (i, j, y, same or None) per unordered pair that may share a device
     horizon: float
-    extra_warm: object = None  # (placement, start) -> values of formulation-specific variables
-    unit: float = 1.0  # seconds per model time unit (S, M and the horizon are in units)
+    unit: float = 1.0
 
 
-def build(problem: Problem, dur: np.ndarray, comm: np.ndarray, horizon: float, lb_s: float,
-          budget: xc.Budget | None = None, reserve: float = 0.0, window_cuts: bool = True) -> MilpModel:
-    """The MILP for durations ``dur`` (n x k), transfers ``comm`` and upper bound ``horizon``, all in
-    one time unit (the caller's: :func:`time_unit` seconds keeps the numbers near 1).
+def _var(prob, name: str, low=None, up=None, cat: str = "Continuous"):
+    import pulp
+    if hasattr(prob, "add_variable"):  # PuLP >= 3.3
+        return prob.add_variable(name, low, up, cat=cat)
+    return pulp.LpVariable(name, lowBound=low, upBound=up, cat=cat)
+
+
+def build(problem: Problem, dur: np.ndarray, comm: np.ndarray, horizon: float, lb: float,
+          budget: Budget | None = None, reserve: float = 0.0, windows: bool = True, unit: float = 1.0) -> MilpModel:
+    """The MILP for run times ``dur``, transfers ``comm``, big-M ``horizon`` and bound ``lb``, all in
+    one time unit (``unit`` seconds).
 
     Parameters
     ----------
     problem : Problem
-        The problem (DAG, memory, constraints).
-    dur : ndarray
-        ``n x k`` run times in the model's unit (``inf`` where not allowed).
-    comm : ndarray
-        ``m x k x k`` transfer times in the model's unit.
-    horizon : float
-        An upper bound of the optimal makespan (the big-M), same unit.
-    lb_s : float
-        A valid lower bound of the makespan, same unit (the makespan variable's floor).
+    dur, comm : numpy.ndarray
+    horizon, lb : float
+        An upper and a lower bound of the optimal makespan.
     budget : Budget, optional
-        Wall-clock budget; building stops with ``OutOfTime`` ``reserve`` seconds before its end.
     reserve : float
-        Seconds kept for solving and decoding.
-    window_cuts : bool
+    windows : bool
         Add the energetic window rows.
+    unit : float
+        Seconds per unit (recorded for decoding).
 
     Returns
     -------
     MilpModel
-        The PuLP problem and its variables (placement, starts, makespan, orders).
     """
     import pulp
-
-    n, k = problem.n_nodes, problem.n_devices
-    allowed = problem.allowed
+    n, k, allowed = problem.n_nodes, problem.n_devices, problem.allowed
     min_dur = [float(dur[v][allowed[v]].min()) for v in range(n)]
-    head, tail = xc.heads_tails_comm(problem, min_dur, xc.min_transfer(problem, comm))
-    prob = pulp.LpProblem(f"optpart_{_safe(problem.name)}", pulp.LpMinimize)
+    head, tail = heads_tails_comm(problem, min_dur, min_transfer(problem, comm))
+    name = re.sub(r"[^A-Za-z0-9_]", "_", problem.name)[:40] or "problem"
+    prob = pulp.LpProblem(f"optpart_{name}", pulp.LpMinimize)
     group_of = problem.group_of.tolist()
     leader = [v if group_of[v] < 0 else int(problem.groups[group_of[v]][0]) for v in range(n)]
     x: dict = {}
     for v in range(n):
-        for d in range(k):
-            if allowed[v, d]:
-                x[v, d] = x[leader[v], d] if leader[v] != v else _var(prob, f"x_{v}_{d}", cat="Binary")
-    S = [_var(prob, f"S_{v}", lowBound=head[v], upBound=max(head[v], horizon - tail[v] - min_dur[v]))
-         for v in range(n)]
-    M = _var(prob, "makespan", lowBound=lb_s, upBound=horizon)
+        for d in np.flatnonzero(allowed[v]).tolist():
+            x[v, d] = x[leader[v], d] if leader[v] != v else _var(prob, f"x_{v}_{d}", cat="Binary")
+    S = [_var(prob, f"S_{v}", head[v], max(head[v], horizon - tail[v] - min_dur[v])) for v in range(n)]
+    M = _var(prob, "makespan", lb, horizon)
     prob += M
+    mm = MilpModel(prob, x, S, M, [], [], horizon, unit)
 
     def p(v: int):
-        """Run time of ``v``: a constant, or linear in its assignment."""
         vals = {float(dur[v, d]) for d in range(k) if allowed[v, d]}
-        if len(vals) == 1:
-            return vals.pop()
-        return pulp.lpSum(float(dur[v, d]) * x[v, d] for d in range(k) if allowed[v, d])
-
-    mm = MilpModel(prob, x, S, M, [], [], horizon)
-    # Each node on exactly one device; the makespan covers every finish plus its tail.
+        return vals.pop() if len(vals) == 1 else pulp.lpSum(float(dur[v, d]) * x[v, d] for d in range(k)
+                                                             if allowed[v, d])
     for v in range(n):
         if leader[v] == v:
             prob += pulp.lpSum(x[v, d] for d in range(k) if allowed[v, d]) == 1, f"one_{v}"
         prob += M >= S[v] + p(v) + tail[v], f"end_{v}"
-    _add_precedence(problem, mm, p, comm, leader)
+    _precedence(problem, mm, p, comm, leader)
     if budget is not None and budget.left() < reserve + 0.5:
-        raise xc.OutOfTime("the time limit ran out while building the model (precedence rows)")
-    _add_order(problem, mm, p, head, tail, leader)
-    add_memory_and_loads(problem, mm.prob, mm.x, mm.M, dur)
-    if window_cuts:
-        lb_c = max(lb_s, max(h + d + t for h, d, t in zip(head, min_dur, tail)))
-        _add_windows(problem, mm, dur, xc.window_cuts(head, tail, min_dur, k, lb_c))
-    return mm
-
-
-def _add_precedence(problem: Problem, mm: MilpModel, p, comm: np.ndarray, leader: list) -> None:
-    """``S[w] >= S[u] + p(u)``, plus ``c apart[e]`` (uniform links) or per-pair rows
-    ``c(a, b) (x[u, a] + x[w, b] - 1)``, which bind exactly when ``u`` is on ``a`` and ``w`` on ``b``."""
-    prob, x, S = mm.prob, mm.x, mm.S
-    k, allowed = problem.n_devices, problem.allowed
-    uniform = xc.uniform_transfers(comm) if comm.size else np.ones(0, dtype=bool)
-    src, dst = problem.edge_src.tolist(), problem.edge_dst.tolist()
-    for e in range(problem.n_edges):
-        u, w = src[e], dst[e]
-        du = [d for d in range(k) if allowed[u, d]]
-        dw = [d for d in range(k) if allowed[w, d]]
-        pairs = [(a, b) for a in du for b in dw if a != b]
-        if leader[u] == leader[w] or not pairs or max(float(comm[e, a, b]) for a, b in pairs) == 0:
-            prob += S[w] >= S[u] + p(u), f"prec_{e}"
-        elif uniform[e]:
-            c = float(comm[e, pairs[0][0], pairs[0][1]])
-            apart = _var(prob, f"apart_{e}", lowBound=0, upBound=1)
-            mm.aparts.append((u, w, apart))
-            for d in du:
-                prob += apart >= x[u, d] - (x[w, d] if allowed[w, d] else 0), f"apart_{e}_{d}"
-            prob += S[w] >= S[u] + p(u) + c * apart, f"prec_{e}"
-        else:
-            prob += S[w] >= S[u] + p(u), f"prec_{e}"
-            for a, b in pairs:
-                c = float(comm[e, a, b])
-                if c > 0:
-                    prob += S[w] >= S[u] + p(u) + c * (x[u, a] + x[w, b] - 1), f"prec_{e}_{a}_{b}"
-
-
-def _add_order(problem: Problem, mm: MilpModel, p, head: list, tail: list, leader: list) -> None:
-    """Unordered pairs (no path between them) that may share a device never overlap there:
-    an order binary ``y`` and ``same >= x[i, d] + x[j, d] - 1``, with pair-specific big-M
-    ``H - tail_i - head_j`` (``S_i + p_i <= H - tail_i`` by the end rows, ``S_j >= head_j``)."""
-    prob, x, S, H = mm.prob, mm.x, mm.S, mm.horizon
-    n, k, allowed = problem.n_nodes, problem.n_devices, problem.allowed
-    desc = xc.reachability(problem)
-    for i in range(n):
-        for j in range(i + 1, n):
-            if (desc[i] >> j) & 1 or (desc[j] >> i) & 1:
-                continue
-            common = [d for d in range(k) if allowed[i, d] and allowed[j, d]]
-            if not common:
-                continue
-            y = _var(prob, f"y_{i}_{j}", cat="Binary")
-            m_ij = max(H - tail[i] - head[j], 0.0)
-            m_ji = max(H - tail[j] - head[i], 0.0)
-            if leader[i] == leader[j]:
-                prob += S[j] >= S[i] + p(i) - m_ij * (1 - y), f"ord_{i}_{j}"
-                prob += S[i] >= S[j] + p(j) - m_ji * y, f"ord_{j}_{i}"
-                same = None
-            else:
-                same = _var(prob, f"same_{i}_{j}", lowBound=0, upBound=1)
-                for d in common:
-                    prob += same >= x[i, d] + x[j, d] - 1, f"same_{i}_{j}_{d}"
-                prob += S[j] >= S[i] + p(i) - m_ij * (1 - y) - m_ij * (1 - same), f"ord_{i}_{j}"
-                prob += S[i] >= S[j] + p(j) - m_ji * y - m_ji * (1 - same), f"ord_{j}_{i}"
-            mm.orders.append((i, j, y, same))
-
-
-def add_memory_and_loads(problem: Problem, prob, x: dict, M, dur: np.ndarray, work_row: bool = True) -> None:
-    """Static memory rows where they can bind, each device's load (and the total load) below the makespan.
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem.
-    prob : pulp.LpProblem
-        The model the rows go into.
-    x : dict
-        ``x[v, d]``: the assignment binaries of allowed pairs.
-    M : pulp.LpVariable
-        The makespan.
-    dur : ndarray
-        ``n x k`` run times in the model's time unit.
-    work_row : bool
-        Also add ``sum of all work <= k M``.
-    """
-    import pulp
-    n, k, allowed = problem.n_nodes, problem.n_devices, problem.allowed
+        raise OutOfTime("the time limit ran out while building the model (precedence rows)")
+    _order(problem, mm, p, head, tail, leader)
     cap = problem.device_memory
     for d in range(k):
-        nodes = [v for v in range(n) if allowed[v, d]]
+        nodes = np.flatnonzero(allowed[:, d]).tolist()
         if np.isfinite(cap[d]) and float(problem.memory[nodes].sum()) > cap[d]:
             prob += pulp.lpSum(float(problem.memory[v]) * x[v, d] for v in nodes) <= float(cap[d]), f"mem_{d}"
         terms = [float(dur[v, d]) * x[v, d] for v in nodes if dur[v, d] > 0]
         if terms:
             prob += pulp.lpSum(terms) <= M, f"load_{d}"
-    if work_row:
-        prob += pulp.lpSum(float(dur[v, d]) * x[v, d] for (v, d) in x) <= k * M, "work"
+    prob += pulp.lpSum(float(dur[v, d]) * x[v, d] for (v, d) in x) <= k * M, "work"
+    if windows:
+        lb_c = max(lb, max(h + d + t for h, d, t in zip(head, min_dur, tail)))
+        for c, (h, t, a) in enumerate(window_cuts(head, tail, min_dur, k, lb_c)):
+            for d in range(k):
+                terms = [(float(dur[v, d]) - a[v]) * x[v, d] for v in range(n) if allowed[v, d] and dur[v, d] > a[v]]
+                if terms:
+                    prob += pulp.lpSum(terms) <= M - (h + t), f"win_{c}_{d}"
+    return mm
 
 
-def _add_windows(problem: Problem, mm: MilpModel, dur: np.ndarray, cuts: list) -> None:
-    """Per window ``(h, t, a)``: ``sum_v max(0, dur(v, d) - a_v) x[v, d] <= M - h - t`` on every
-    device (valid for every schedule, see :func:`~optpart.solvers.exact._exact_common.window_cuts`;
-    their sum over the devices, the total-work form, is implied and not added)."""
-    import pulp
-    prob, x, M = mm.prob, mm.x, mm.M
+def _precedence(problem: Problem, mm: MilpModel, p, comm: np.ndarray, leader: list) -> None:
+    prob, x, S = mm.prob, mm.x, mm.S
+    k, allowed = problem.n_devices, problem.allowed
+    uniform = uniform_transfers(comm) if comm.size else np.ones(0, dtype=bool)
+    src, dst = problem.edge_src.tolist(), problem.edge_dst.tolist()
+    for e in range(problem.n_edges):
+        u, w = src[e], dst[e]
+        du, dw = np.flatnonzero(allowed[u]).tolist(), np.flatnonzero(allowed[w]).tolist()
+        pairs = [(a, b) for a in du for b in dw if a != b]
+        if leader[u] == leader[w] or not pairs or max(float(comm[e, a, b]) for a, b in pairs) == 0:
+            prob += S[w] >= S[u] + p(u), f"prec_{e}"
+        elif uniform[e]:
+            apart = _var(prob, f"apart_{e}", 0, 1)
+            mm.aparts.append((u, w, apart))
+            for d in du:
+                prob += apart >= x[u, d] - (x[w, d] if allowed[w, d] else 0), f"apart_{e}_{d}"
+            prob += S[w] >= S[u] + p(u) + float(comm[e, pairs[0][0], pairs[0][1]]) * apart, f"prec_{e}"
+        else:
+            prob += S[w] >= S[u] + p(u), f"prec_{e}"
+            for a, b in pairs:
+                if comm[e, a, b] > 0:
+                    prob += S[w] >= S[u] + p(u) + float(comm[e, a, b]) * (x[u, a] + x[w, b] - 1), \
+                        f"prec_{e}_{a}_{b}"
+
+
+def _order(problem: Problem, mm: MilpModel, p, head: list, tail: list, leader: list) -> None:
+    prob, x, S, H = mm.prob, mm.x, mm.S, mm.horizon
     n, k, allowed = problem.n_nodes, problem.n_devices, problem.allowed
-    for c, (h, t, a) in enumerate(cuts):
-        for d in range(k):
-            terms = [(float(dur[v, d]) - a[v]) * x[v, d] for v in range(n)
-                     if allowed[v, d] and dur[v, d] > a[v]]
-            if terms:
-                prob += pulp.lpSum(terms) <= M - (h + t), f"win_{c}_{d}"
+    desc = reachability(problem)
+    for i in range(n):
+        for j in range(i + 1, n):
+            common = [d for d in range(k) if allowed[i, d] and allowed[j, d]]
+            if (desc[i] >> j) & 1 or (desc[j] >> i) & 1 or not common:
+                continue
+            y = _var(prob, f"y_{i}_{j}", cat="Binary")
+            m_ij, m_ji = max(H - tail[i] - head[j], 0.0), max(H - tail[j] - head[i], 0.0)
+            same = None
+            if leader[i] != leader[j]:
+                same = _var(prob, f"same_{i}_{j}", 0, 1)
+                for d in common:
+                    prob += same >= x[i, d] + x[j, d] - 1, f"same_{i}_{j}_{d}"
+            off = 0 if same is None else 1 - same
+            prob += S[j] >= S[i] + p(i) - m_ij * (1 - y) - m_ij * off, f"ord_{i}_{j}"
+            prob += S[i] >= S[j] + p(j) - m_ji * y - m_ji * off, f"ord_{j}_{i}"
+            mm.orders.append((i, j, y, same))
 
 
-def _var(prob, name: str, lowBound=None, upBound=None, cat: str = "Continuous"):  # noqa: N803 - PuLP names
-    """A variable attached to ``prob`` (PuLP >= 3.3 API, with the older one as fallback)."""
-    import pulp
-    if hasattr(prob, "add_variable"):
-        return prob.add_variable(name, lowBound, upBound, cat=cat)
-    return pulp.LpVariable(name, lowBound=lowBound, upBound=upBound, cat=cat)
+def warm_values(problem: Problem, mm: MilpModel, place: np.ndarray, start: np.ndarray) -> dict:
+    """Every variable's value in a schedule (placement, starts in seconds): the warm start.
 
+    Parameters
+    ----------
+    problem : Problem
+    mm : MilpModel
+    place, start : numpy.ndarray
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", name)[:40] or "problem"
+    Returns
+    -------
+    dict
+        PuLP variable to value.
+    """
+    pl = place.tolist()
+    vals: dict = {var: float(pl[v] == d) for (v, d), var in mm.x.items()}
+    st = (start / mm.unit).tolist()
+    fin = ((start + problem.duration(place)) / mm.unit).tolist()
+    vals.update(zip(mm.S, st))
+    vals[mm.M] = max(fin)
+    for u, w, var in mm.aparts:
+        vals[var] = float(pl[u] != pl[w])
+    for i, j, y, same in mm.orders:
+        vals[y] = float((st[i], fin[i]) <= (st[j], fin[j]))
+        if same is not None:
+            vals[same] = float(pl[i] == pl[j])
+    return vals

@@ -1,4 +1,4 @@
-"""Unit moves of ``cpsat`` on large graphs (optpart/solvers/exact/lns_units.py).
+"""Unit moves of ``cpsat`` on large graphs (``optpart/solvers/exact/lns.py``).
 
 Budgets are CP-SAT deterministic seconds, never wall time.
 """
@@ -17,12 +17,14 @@ from optpart import Device, Problem, Status
 from optpart.evaluate import canonical_schedule
 from optpart.model.memory import overflow_message
 from optpart.model.devices import Links
-from optpart.solvers.exact import _exact_common as xc
-from optpart.solvers.exact import lns_units as lu
+from optpart.generators import layered_dag
+from optpart.schedule.replay import schedule_tails, tighten_schedule
+from optpart.solvers.exact import lns
+from optpart.solvers.exact.call import Budget
 
 from strategies import examples, placements, problems, split_problems, zero_time_problems
 
-INSTANCES = Path(__file__).resolve().parent.parent / "instances"
+INSTANCES = Path(__file__).resolve().parents[2] / "instances"
 
 
 def _makespan(problem: Problem, place: np.ndarray, start: np.ndarray) -> float:
@@ -50,14 +52,14 @@ def test_a_move_that_removes_a_crossing_is_found_and_one_that_adds_one_is_refuse
     place = np.array([0, 0, 1, 1])
     start = canonical_schedule(p, place)[0]
     assert _makespan(p, place, start) == 9.0  # 4 s of work and one 5 s crossing
-    got, spent = lu.retime_move(p, place, start, np.array([2, 3]), 0, seconds=math.inf, dtime=1.0)
+    got, spent = lns.retime_move(p, place, start, np.array([2, 3]), 0, seconds=math.inf, dtime=1.0)
     assert got is not None and spent >= 0
     new_place, key, key_end = got
-    new_start = xc.tighten_schedule(p, new_place, key, key_end)
+    new_start = tighten_schedule(p, new_place, key, key_end)
     assert new_place.tolist() == [0, 0, 0, 0]
     assert _valid(p, new_place, new_start, "static") == 4.0
     # Node 1 alone to g1 adds a second crossing: no shorter schedule, proven by the sub-solve.
-    got, _ = lu.retime_move(p, place, start, np.array([1]), 1, seconds=math.inf, dtime=1.0)
+    got, _ = lns.retime_move(p, place, start, np.array([1]), 1, seconds=math.inf, dtime=1.0)
     assert got is None
 
 
@@ -67,7 +69,7 @@ def test_moves_are_whole_groups_on_allowed_devices_and_nearest_the_critical_cros
     order = np.arange(6)
     place = np.array([0, 0, 0, 1, 1, 1])
     start = canonical_schedule(p, place)[0]
-    moves = list(lu.unit_moves(p, anchor, order, place, start))
+    moves = list(lns.unit_moves(p, anchor, order, place, start))
     assert moves, "a cut gives moves"
     first_nodes, first_dev = moves[0]
     assert (first_nodes.tolist(), first_dev) in (([2], 1), ([3], 0))
@@ -82,7 +84,7 @@ def test_unit_moves_shift_vit_b16s_stage_boundary():
     p = optpart.load(INSTANCES / "vit-b16-training.json")
     r = optpart.solve(p, "heuristic", seed=0, memory_model="peak")
     place, start = np.asarray(r.placement, dtype=np.int64), np.asarray(r.start)
-    new_place, new_start, stats = lu.improve_units(p, place, start, xc.Budget(math.inf), memory_model="peak",
+    new_place, new_start, stats = lns.improve_units(p, place, start, Budget(math.inf), memory_model="peak",
                                                    reserve=0.0, max_dtime=3.0)
     ms = _valid(p, new_place, new_start, "peak")
     assert stats["unit_improvements"] >= 1 and stats["unit_end_makespan"] == ms
@@ -108,7 +110,7 @@ def test_unit_moves_never_lengthen_and_always_fit(problem, memory_model, data):
     if start is None:
         return
     ms0 = _makespan(problem, place, start)
-    runs = [lu.improve_units(problem, place, start, xc.Budget(math.inf), memory_model=memory_model,
+    runs = [lns.improve_units(problem, place, start, Budget(math.inf), memory_model=memory_model,
                              reserve=0.0, max_dtime=0.5) for _ in range(2)]
     new_place, new_start, stats = runs[0]
     assert problem.respects_constraints(new_place)
@@ -118,3 +120,46 @@ def test_unit_moves_never_lengthen_and_always_fit(problem, memory_model, data):
     assert (ms < ms0) == (stats["unit_improvements"] > 0)
     # Deterministic under a deterministic budget: the same answer twice.
     assert np.array_equal(runs[1][0], new_place) and np.array_equal(runs[1][1], new_start)
+
+
+def _valid(problem: optpart.Problem, place: np.ndarray, start: np.ndarray, memory_model: str) -> float:
+    """The schedule's makespan after the evaluator accepted it."""
+    r = optpart.evaluate(problem, place, start, memory_model=memory_model)
+    assert r.status is Status.FEASIBLE, r.message
+    assert overflow_message(problem, place, start, start + problem.duration(place), memory_model) is None
+    return float(r.makespan)
+
+
+def test_windows_improve_a_one_device_schedule_and_stay_valid():
+    p = layered_dag(160, k=4, seed=5, memory_slack=2.0)
+    place = (p.topo_rank % 4).astype(np.int64)  # round robin: valid, and far from good
+    assert np.all(optpart.static_memory(p, place) <= p.device_memory)
+    start = canonical_schedule(p, place)[0]
+    ms0 = float((start + p.duration(place)).max())
+    new_place, new_start, stats = lns.improve_windows(p, place, start, Budget(math.inf), memory_model="static",
+                                                     reserve=0.0, size=60, max_windows=4)
+    ms = _valid(p, new_place, new_start, "static")
+    assert stats["window_solves"] >= 1 and stats["window_end_makespan"] == ms
+    assert ms < ms0 * (1 - 1e-3), (ms, ms0)
+
+
+def test_tails_meet_the_makespan_on_the_critical_path():
+    p = layered_dag(40, k=3, seed=2)
+    place = np.asarray(optpart.solve(p, "heft").placement, dtype=np.int64)
+    start = canonical_schedule(p, place)[0]
+    ms = float((start + p.duration(place)).max())
+    tail = schedule_tails(p, place, start)
+    assert np.all(start + tail <= ms * (1 + 1e-12))
+    assert np.isclose((start + tail).max(), ms, rtol=1e-12)
+
+
+def test_cpsat_searches_windows_on_a_large_peak_graph_never_worse_than_the_heuristic():
+    p = optpart.load(INSTANCES / "resnet50-training.json")
+    assert p.n_nodes >= 600 and p.has_split
+    r = optpart.solve(p, "cpsat", memory_model="peak", deterministic_time=0.3, seed=0)
+    optpart.check(p, r)
+    assert r.status is Status.FEASIBLE
+    assert r.stats["window_solves"] >= 1
+    assert r.makespan <= r.stats["heuristic_makespan"] * (1 + 1e-12)
+    assert 0 < r.lower_bound <= r.makespan
+    _valid(p, np.asarray(r.placement), np.asarray(r.start), "peak")

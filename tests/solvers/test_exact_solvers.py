@@ -17,7 +17,7 @@ from conftest import budget
 from optpart import Constraints, Device, Status
 from optpart.generators import layered_dag
 from optpart.model.devices import LinkOverride, Links
-from optpart.solvers.exact import _exact_common as xc
+from optpart.solvers.exact.grid import device_classes, durations, relabel, time_grid, transfer_table
 
 from conftest import shared_data
 from oracle import brute_force
@@ -106,7 +106,7 @@ def test_feature_mix_is_covered():
     assert any(len(set(p.device_speed.tolist())) > 1 for p in probs)
     assert any(p.links.pairs for p in probs)
     assert any(np.isfinite(p.device_memory).all() and p.memory.sum() > p.device_memory.min() for p in probs)
-    assert any(not xc.time_grid(xc.durations(p), xc.transfer_table(p), 1.0).exact for p in probs)
+    assert any(not time_grid(durations(p), transfer_table(p), 1.0).exact for p in probs)
 
 
 def test_brute_force_matches_a_hand_computed_optimum(diamond):
@@ -204,15 +204,15 @@ def test_cpsat_peak_memory_with_and_without_the_split():
 
 def test_hint_is_used_and_symmetric_devices_are_detected():
     p = layered_dag(10, k=3, ccr=1.0, seed=3)
-    assert xc.device_classes(p) == [[0, 1, 2]]
+    assert device_classes(p) == [[0, 1, 2]]
     hint = np.array([2] * 5 + [1] * 5)
-    relabelled = xc.relabel(hint, [[0, 1, 2]], p.topo)
+    relabelled = relabel(hint, [[0, 1, 2]], p.topo)
     assert sorted(set(relabelled.tolist())) == [0, 1]
     r = optpart.solve(p, "cpsat", hint=hint, **budget("cpsat"))
     optpart.check(p, r)
     assert r.status is Status.OPTIMAL
     hetero = p.with_devices([Device("a", speed=1.0), Device("b", speed=2.0), Device("c", speed=1.0)])
-    assert xc.device_classes(hetero) == [[0, 2]]
+    assert device_classes(hetero) == [[0, 2]]
 
 
 def _stg_cases(p: int, count: int) -> list[tuple[str, int]]:

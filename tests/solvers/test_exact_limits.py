@@ -16,7 +16,7 @@ import pytest
 import optpart
 from optpart import Status
 from optpart.generators import layered_dag
-from optpart.solvers.exact import _exact_common as xc
+from optpart.solvers.exact.call import UNLIMITED_S, unlimited
 from conftest import MILP_NODES
 
 
@@ -55,8 +55,8 @@ def test_milp_without_a_wall_limit_proves_a_small_graph(backend, thread_errors):
 
 
 def test_unlimited_is_inf_or_huge_only():
-    assert xc.unlimited(float("inf")) and xc.unlimited(1e300) and xc.unlimited(xc.UNLIMITED_S)
-    assert not xc.unlimited(3600.0) and not xc.unlimited(0.5)
+    assert unlimited(float("inf")) and unlimited(1e300) and unlimited(UNLIMITED_S)
+    assert not unlimited(3600.0) and not unlimited(0.5)
 
 
 @pytest.mark.parametrize("solver", ["heuristic", "heft"])

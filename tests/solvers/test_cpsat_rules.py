@@ -1,4 +1,4 @@
-"""The rules that cut ``cpsat``'s search (twin order, symmetry order, segment bounds) never cut the optimum.
+"""The rules that cut ``cpsat``'s search (symmetry order, segment bounds) never cut the optimum.
 
 Referee: the brute force of ``tests/oracle.py`` (static memory), on tiny random problems
 built to contain what each rule looks for: twins (equal run times, shared neighbours),
@@ -18,11 +18,9 @@ from oracle import brute_force
 from optpart import Constraints, Device, Status
 from optpart.generators import fork_join, fork_join_dag
 from optpart.model.devices import LinkOverride, Links
-from optpart.solvers.exact import _exact_common as xc
 from optpart.solvers.exact import cpsat_model as cm
-from optpart.solvers.exact import cpsat_rules as rules
-from optpart.solvers.exact import cpsat_segments as sg
-from optpart.solvers.exact.cpsat_bounds import fork_join_bound
+from optpart.solvers.exact.bounds import comm_lower_bound, fork_join_bound
+from optpart.solvers.exact.grid import relabel
 
 FAR = 600.0
 
@@ -127,22 +125,11 @@ def _agrees(p: optpart.Problem) -> optpart.Result:
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_twin_order_keeps_the_optimum(seed):
+def test_cpsat_meets_the_brute_force_with_twins(seed):
     p = twin_problem(seed)
     r = _agrees(p)
     if p.n_nodes and r.status is not Status.INFEASIBLE:
         assert r.status is Status.OPTIMAL, (r.status, r.message)
-
-
-def test_twin_problems_have_twins_to_order():
-    # The rule must be exercised: most draws above give ordered pairs or identical buckets.
-    found = 0
-    for seed in range(30):
-        p = twin_problem(seed)
-        data = cm.prepare(p, False, None)
-        tw = rules.twins(p, data.dur, data.comm, data.mem)
-        found += bool(tw.pairs or tw.identical)
-    assert found >= 15, found
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -155,26 +142,24 @@ def test_segment_bounds_keep_the_optimum(seed):
             assert r.stats["segment_bound"] <= r.makespan * (1 + 1e-9) + 1e-12
 
 
+def _segments(src: list, dst: list, n: int) -> int:
+    """How many segments ``cpsat`` cuts a unit-time graph on two devices into (0: none)."""
+    p = optpart.Problem.from_arrays([f"v{i}" for i in range(n)], np.ones(n), np.ones(n), src, dst,
+                                    np.zeros(len(src))).with_devices(2)
+    r = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=2.0)
+    assert r.status is Status.OPTIMAL
+    return r.stats.get("segments", 0)
+
+
 def test_segments_of_a_chain_of_stages():
     # 0 -> {1, 2} -> 3 -> {4, 5} -> 6: cut nodes 0, 3, 6 and two segments sharing node 3.
-    p = optpart.Problem.from_arrays([f"v{i}" for i in range(7)], np.ones(7), np.ones(7),
-                                    [0, 0, 1, 2, 3, 3, 4, 5], [1, 2, 3, 3, 4, 5, 6, 6], np.zeros(8))
-    assert sg.cut_nodes(p) == [0, 3, 6]
-    segs = sg.segments(p)
-    assert segs.nodes == [[0, 1, 2, 3], [3, 4, 5, 6]]
-    assert (segs.first, segs.last) == ([0, 3], [3, 6])
+    assert _segments([0, 0, 1, 2, 3, 3, 4, 5], [1, 2, 3, 3, 4, 5, 6, 6], 7) == 2
     # An edge across the cut node 3 (1 -> 4) keeps every node comparable to 3: still a cut.
-    q = optpart.Problem.from_arrays([f"v{i}" for i in range(7)], np.ones(7), np.ones(7),
-                                    [0, 0, 1, 2, 3, 3, 4, 5, 1], [1, 2, 3, 3, 4, 5, 6, 6, 4], np.zeros(9))
-    assert sg.cut_nodes(q) == [0, 3, 6]
+    assert _segments([0, 0, 1, 2, 3, 3, 4, 5, 1], [1, 2, 3, 3, 4, 5, 6, 6, 4], 7) == 2
     # A node beside the chain (7, fed by 1, feeding nothing) is incomparable to 3, 4, 5 and 6.
-    w = optpart.Problem.from_arrays([f"v{i}" for i in range(8)], np.ones(8), np.ones(8),
-                                    [0, 0, 1, 2, 3, 3, 4, 5, 1], [1, 2, 3, 3, 4, 5, 6, 6, 7], np.zeros(9))
-    assert sg.cut_nodes(w) == [0]
-    # Two parallel chains have no cut node inside: no segments.
-    r = optpart.Problem.from_arrays([f"v{i}" for i in range(4)], np.ones(4), np.ones(4), [0, 2], [1, 3],
-                                    np.zeros(2))
-    assert sg.segments(r).nodes == []
+    assert _segments([0, 0, 1, 2, 3, 3, 4, 5, 1], [1, 2, 3, 3, 4, 5, 6, 6, 7], 8) == 0
+    # Two parallel chains have no cut node: no segments.
+    assert _segments([0, 2], [1, 3], 4) == 0
 
 
 def test_segment_bound_proves_a_chain_of_fork_joins():
@@ -186,48 +171,20 @@ def test_segment_bound_proves_a_chain_of_fork_joins():
     assert r.status is Status.OPTIMAL, r.message
     assert r.stats["segments"] >= 5 and r.stats["segments_proven"] == r.stats["segments"]
     assert r.stats["proof"] == "segment bound"
-    assert xc.comm_lower_bound(p) < 0.97 * r.makespan  # the bound that was there before
+    assert comm_lower_bound(p) < 0.97 * r.makespan  # the bound that was there before
 
 
 def test_symmetry_order_puts_the_hubs_first():
     # A fork-join: the source and the sink have the highest degrees, so they come first,
     # and on identical devices the source gets the first device, the sink the first or second.
     p = fork_join(5, time=1.0, nbytes=1e6).with_devices(4, links=Links(0.0, 1e6))
-    order = rules.symmetry_order(p).tolist()
+    order = cm.prepare(p, False, None).sym_order.tolist()
     src, snk = int(p.topo[0]), int(p.topo[-1])
     assert order[:2] == [src, snk]
     r = optpart.solve(p, "cpsat", time_limit=FAR, deterministic_time=5.0)
     assert r.status is Status.OPTIMAL
-    canon = xc.relabel(np.asarray(r.placement), [[0, 1, 2, 3]], np.asarray(order))
+    canon = relabel(np.asarray(r.placement), [[0, 1, 2, 3]], np.asarray(order))
     assert canon[src] == 0 and canon[snk] in (0, 1)
-
-
-def test_order_twins_never_lengthens_a_schedule():
-    # Swapping twins into the dominance order keeps every device's busy slots: the replayed
-    # makespan of the hint does not grow, and the order holds afterwards.
-    for seed in range(20):
-        p = twin_problem(seed)
-        data = cm.prepare(p, False, None)
-        tw = rules.twins(p, data.dur, data.comm, data.mem)
-        heur = optpart.solve(p, "heuristic", time_limit=FAR)
-        if not heur.status.has_solution:
-            continue
-        place = np.asarray(heur.placement)
-        from optpart.schedule.replay import integer_schedule
-        units = integer_schedule(p, place, heur.start, data.dur, data.comm)
-        before = int((units + data.dur[np.arange(p.n_nodes), place]).max())
-        place2, units2 = rules.order_twins(tw, place, units)
-        ends = units2 + data.dur[np.arange(p.n_nodes), place2]
-        assert int(ends.max()) <= before
-        for e, (u, w) in enumerate(zip(p.edge_src.tolist(), p.edge_dst.tolist())):  # still a schedule
-            assert units2[w] >= ends[u] + (data.comm[e, place2[u], place2[w]] if place2[u] != place2[w] else 0)
-        for d in range(p.n_devices):
-            runs = sorted((int(units2[v]), int(ends[v])) for v in np.flatnonzero(place2 == d) if ends[v] > units2[v])
-            assert all(a[1] <= b[0] for a, b in zip(runs, runs[1:]))
-        for i, j in tw.pairs:
-            assert place2[i] != place2[j] or units2[i] <= units2[j]
-        for bucket in tw.identical:
-            assert all(units2[a] <= units2[b] for a, b in zip(bucket, bucket[1:]))
 
 
 def fork_join_problem(seed: int) -> optpart.Problem:

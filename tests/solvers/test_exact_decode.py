@@ -15,7 +15,7 @@ import optpart
 from optpart.generators import layered_dag
 from optpart.model.devices import Links
 from optpart.schedule.replay import integer_schedule, tighten_schedule
-from optpart.solvers.exact import _exact_common as xc
+from optpart.solvers.exact.grid import TimeGrid, durations, transfer_table
 
 
 def _odd_links(seed: int) -> optpart.Problem:
@@ -26,7 +26,7 @@ def _odd_links(seed: int) -> optpart.Problem:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_transfer_table_is_the_models_arithmetic(seed):
     p = _odd_links(seed)
-    table = xc.transfer_table(p)
+    table = transfer_table(p)
     rng = np.random.default_rng(seed)
     for _ in range(5):
         place = rng.integers(0, 3, size=p.n_nodes)
@@ -49,8 +49,8 @@ def test_replays_keep_the_order_and_never_start_later(seed):
         order = on[np.argsort(tight[on], kind="stable")]
         assert (tight[order[1:]] >= fin[order[:-1]] - 1e-12).all()
     # On an exact integer grid the integer replay is the float one, scaled.
-    grid = xc.TimeGrid(1e6, False, 0.0)
-    dur_u, comm_u = grid.up(xc.durations(p)), grid.up(xc.transfer_table(p))
+    grid = TimeGrid(1e6, False, 0.0)
+    dur_u, comm_u = grid.up(durations(p)), grid.up(transfer_table(p))
     units = integer_schedule(p, place, tight, dur_u, comm_u)
     ends = units + dur_u[np.arange(p.n_nodes), place]
     for e in range(p.n_edges):  # a valid integer schedule: every input arrives before its consumer starts

@@ -13,7 +13,7 @@ from conftest import budget
 import optpart
 from optpart.errors import SolverError
 from optpart.generators import training_graph
-from optpart.solvers.exact import _exact_common as xc
+from optpart.solvers.exact.call import solve_within
 
 
 class _Params:
@@ -41,14 +41,14 @@ class _FlakySolver:
 
 def test_a_presolve_crash_is_retried_without_presolve():
     solver = _FlakySolver()
-    assert xc.solve_within(solver, model=None, seconds=30.0) == 4
+    assert solve_within(solver, model=None, seconds=30.0) == 4
     assert solver.calls == [True, False]
 
 
 def test_a_second_crash_is_one_solver_error_naming_both():
     solver = _FlakySolver(fail_always=True)
     with pytest.raises(SolverError, match="with presolve .*IndexError.* and without it"):
-        xc.solve_within(solver, model=None, seconds=30.0)
+        solve_within(solver, model=None, seconds=30.0)
 
 
 @pytest.mark.parametrize("memory_model", ["peak", "static"])
