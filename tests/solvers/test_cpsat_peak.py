@@ -57,7 +57,7 @@ def test_peak_forces_another_placement():
                {"id": "b", "time": 1, "param_bytes": 0, "output_bytes": 0, "temp_bytes": 0},
                {"id": "c", "time": 1, "param_bytes": 0, "output_bytes": 0, "temp_bytes": 0}],
         edges=[{"src": "a", "dst": "b", "bytes": 0}, {"src": "a", "dst": "c", "bytes": 0}],
-        devices=[Device("d0", 10), Device("d1", 5)])
+        devices=[Device("d0", 10), Device("d1", 5)], links={"latency": 0, "bandwidth": "inf"})
     rs = optpart.solve(p, "cpsat", memory_model="static", **budget("cpsat"))
     assert rs.status is Status.OPTIMAL and rs.makespan == pytest.approx(3.0)
     assert sorted(rs.placement.tolist()) == [0, 0, 1]
