@@ -92,7 +92,7 @@ def summarize(rows: Sequence[Mapping[str, Any]],
     """
     best = best_known(reference if reference is not None else rows)
     groups: dict[tuple[str, int, float], list[Mapping[str, Any]]] = {}
-    from ..pipeline.bench_hooks import run_label  # pipelined runs: "heuristic (M=8)"
+    from .pipeline import run_label  # pipelined runs: "heuristic (M=8)"
 
     for r in rows:
         groups.setdefault((run_label(r), int(r["devices"]), float(r["memory_scale"])), []).append(r)

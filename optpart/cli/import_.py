@@ -21,7 +21,8 @@ from typing import Callable, Sequence
 from ..errors import FormatError, OptpartError
 from ..formats import save
 from ..formats.costmodel import CostModel
-from ..pipeline.cli_hooks import add_micro_batch_argument, check_micro_batches
+from ..pipeline.step import check_micro_batches
+from .pipeline import add_micro_batch_argument
 from ..progress import set_quiet
 from ..units import format_bandwidth, format_bytes, format_time, parse_list, parse_speed
 from .common import Command, check_bandwidth, check_sizes

@@ -14,7 +14,8 @@ from ..solvers.spec import MEMORY_MODELS
 from .common import (Command, add_device_arguments, add_run_arguments, apply_device_arguments, format_summary,
                      parse_option)
 from ..text import safe
-from ..pipeline import PipelineStep, add_micro_batch_argument, check_micro_batches
+from ..pipeline.step import batch_note, check_micro_batches
+from .pipeline import add_micro_batch_argument, pipeline_lines
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
@@ -30,12 +31,14 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         problem = apply_device_arguments(load(args.file), args)
         options = dict(parse_option(o) for o in args.option or [])
         micro_batches = check_micro_batches(args.micro_batches, problem)
+        note = batch_note(problem, micro_batches)
         bar.stage(f"solving with {safe(args.solver)}"
                   + (f" (time limit {args.time_limit:g} s)" if args.time_limit else ""))
         result = solve(problem, args.solver, memory_model=args.memory_model, time_limit=args.time_limit,
                        seed=args.seed, micro_batches=micro_batches, **options)
-        if micro_batches > 1:  # the result is over the unrolled step (docs/model.md section 7)
-            problem = PipelineStep(problem, micro_batches).unrolled()
+        base = problem
+        if result.source_problem is not None and micro_batches > 1:  # over its plan's unrolled step
+            problem = result.source_problem
         if args.out:
             bar.stage("writing")
             save_result(result, problem, args.out)
@@ -43,8 +46,14 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         sys.stdout.write(result_to_json(result, problem))
     else:
         print(format_summary(problem, result))
+        lines = pipeline_lines(base, result) if micro_batches > 1 else []
+        if lines:
+            print()
+            print("\n".join(lines))
         if args.out:
             print(f"\nresult written to {args.out}")
+    if note:
+        print(f"optpart: {note}", file=sys.stderr)
     if not result.ok:
         print(f"optpart: {result.status.value}: {safe(result.message or 'no placement found')}", file=sys.stderr)
         return 1
