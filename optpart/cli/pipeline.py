@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from ..errors import ProblemError
 from ..model.problem import Problem

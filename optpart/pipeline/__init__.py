@@ -12,6 +12,7 @@ unrolled step by the one evaluator (:mod:`.expand`).
 """
 
 from .plan import Action, PipelinePlan
-from .step import SEP, PipelineStep, check_micro_batches
+from .step import PipelineStep, check_micro_batches
+from .unrolled import SEP
 
 __all__ = ["Action", "PipelinePlan", "PipelineStep", "check_micro_batches", "SEP"]

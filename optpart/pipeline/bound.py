@@ -4,8 +4,8 @@
 forward chain, on any devices, in any order), with ``h`` the time one micro-batch's forward
 pass takes through the whole chain on the fastest device:
 
-* the unrolled step's generic bounds (critical path, work over total speed, largest node:
-  :func:`optpart.bounds.problem_lower_bound`);
+* one micro-batch's generic bounds (critical path, largest node:
+  :func:`optpart.bounds.problem_lower_bound`) and the step's work over the devices' total speed;
 * ``h + (M x backward + updates) / total speed``: no backward of any micro-batch starts before
   its own forward has passed the whole chain, so all backward and optimizer work fits after
   ``h``;
@@ -68,7 +68,8 @@ def pipeline_bound(step: PipelineStep, chain: ForwardChain | None = None) -> tup
     fastest = float(p.device_speed.max()) if p.n_devices else 1.0
     total_speed = float(p.device_speed.sum()) if p.n_devices else 1.0
     h = float(step.time[step.forward].sum()) / fastest
-    bounds = [(problem_lower_bound(step.unrolled()), "the unrolled step's critical path, work and largest node")]
+    bounds = [(problem_lower_bound(step.micro_problem()), "one micro-batch's critical path and largest node"),
+              (step.work() / total_speed, "the step's work over the devices' total speed")]
     after = (m * float(step.time[step.backward].sum()) + float(step.time[step.once].sum())) / total_speed
     bounds.append((h + after, "one micro-batch's forward, then all backward and update work on every device"))
     # blocks of positions no cut may split: one device runs all their work, after the forward reaches them
@@ -105,16 +106,19 @@ def _earliest(costs: StageCosts) -> tuple[np.ndarray, np.ndarray]:
     return ef, ex
 
 
-def _tails(costs: StageCosts, updates: np.ndarray) -> np.ndarray:
+def _tails(costs: StageCosts, updates: np.ndarray, n_once: np.ndarray) -> np.ndarray:
     """Least time from the end of stage ``s``'s last input-gradient work (``I``, or the ``I``
-    share of ``B``) to the end of the step: its own ``W`` and its device's updates (or a
-    replica of a tied parameter waiting for the summed gradient), or the gradient chain through
-    the earlier stages that read it, each with its ``I`` and then its own tail."""
+    share of ``B``) to the last node finish that must follow it: its own ``W`` and its device's
+    updates (or a replica of a tied parameter waiting for the summed gradient), or the gradient
+    chain through the earlier stages that read it, each with its ``I`` and then its own tail.
+    ``-inf`` when no node must follow (empty actions end nothing)."""
     step = costs.step
     p = step.base
     n = costs.n_stages
     t = costs.action_time
-    own = t[:, 2] + updates[costs.stage_device]
+    nodes = costs.action_nodes
+    dev = costs.stage_device
+    own = np.where((nodes[:, 2] > 0) | (n_once[dev] > 0), t[:, 2] + updates[dev], -np.inf)
     dev_of = costs.device_of()
     for owner, d in costs.replicas:  # the replica's update waits for the owner's summed gradient
         s = int(costs.stage_of[owner])
@@ -129,7 +133,8 @@ def _tails(costs: StageCosts, updates: np.ndarray) -> np.ndarray:
             users[u].append((s, c))
     for s in range(n):  # users of stage s are earlier stages: already final
         for v, c in users[s]:
-            tail[s] = max(tail[s], c + t[v, 1] + tail[v])
+            after = max(0.0 if nodes[v, 1] > 0 else -np.inf, tail[v])
+            tail[s] = max(tail[s], c + t[v, 1] + after)
     return tail
 
 
@@ -152,27 +157,39 @@ def stage_bound(costs: StageCosts) -> float:
     t = costs.action_time
     ef, ex = _earliest(costs)
     updates = np.zeros(p.n_devices)
+    n_once = np.zeros(p.n_devices, dtype=np.int64)
     dev_of = costs.device_of()
     for v in costs.once_order.tolist():
         owner = v if v >= 0 else costs.replicas[-1 - v][0]
         d = int(dev_of[owner]) if v >= 0 else costs.replicas[-1 - v][1]
         updates[d] += float(step.time[owner] / p.device_speed[d])
-    tail = _tails(costs, updates)
+        n_once[d] += 1
+    tail = _tails(costs, updates, n_once)
     act = _held(costs)
+    nodes = costs.action_nodes
     best = 0.0
     for d in sorted(set(costs.stage_device.tolist())):
         mine = np.flatnonzero(costs.stage_device == d)
+        if nodes[mine].sum() + n_once[d] == 0:
+            continue  # a device without nodes finishes nothing
         work = m * float(t[mine, 0].sum() + t[mine, 3].sum())
         best = max(best, float(ef[mine].min()) + work + updates[d])
-        best = max(best, float(ex[mine].min()) + m * float(t[mine, 3].sum()) + updates[d])
+        if nodes[mine, 1:3].sum() + n_once[d] > 0:
+            best = max(best, float(ex[mine].min()) + m * float(t[mine, 3].sum()) + updates[d])
         free = float(p.device_memory[d] - costs.params[d])
         for s in mine.tolist():
-            last_i = max(float(ef[s]) + m * float(t[s, 0] + t[s, 1]), float(ex[s]) + m * float(t[s, 1]))
-            best = max(best, last_i + float(tail[s]))
+            by_f = float(ef[s]) + m * float(t[s, 0] + t[s, 1])  # its forwards, then its backwards' I
+            by_x = float(ex[s]) + m * float(t[s, 1])  # its backwards' I after the earliest backward
+            if nodes[s, 0] + nodes[s, 1] > 0:
+                best = max(best, by_f)  # a node of its F or I ends there
+            if nodes[s, 1] > 0:
+                best = max(best, by_x)
+            best = max(best, max(by_f, by_x) + float(tail[s]))  # -inf when no node follows
             if act[s] > 0 and np.isfinite(free):
                 q = max(1, int(free // act[s]))
                 loop = float(ex[s] - ef[s] - t[s, 0])
-                best = max(best, float(ef[s] + t[s, 0]) + ((m - 1) // q + 1) * loop + float(t[s, 1] + tail[s]))
+                after = max(0.0 if nodes[s, 1] > 0 else -np.inf, float(tail[s]))
+                best = max(best, float(ef[s] + t[s, 0]) + ((m - 1) // q + 1) * loop + float(t[s, 1]) + after)
     return best
 
 

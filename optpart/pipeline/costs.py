@@ -79,6 +79,8 @@ class StageCosts:
         The once nodes of every device, device after device (:attr:`once_nodes` joined).
     once_inputs : tuple
         :func:`once_inputs`.
+    once_device, once_dur : numpy.ndarray
+        Device and seconds of each once node of :attr:`once_order`.
     """
 
     step: PipelineStep
@@ -103,6 +105,8 @@ class StageCosts:
     internal_at_end: np.ndarray = field(default=None, repr=False)
     action_nodes: np.ndarray = field(default=None, repr=False)
     once_inputs: tuple = field(default=(), repr=False)
+    once_device: np.ndarray = field(default=None, repr=False)
+    once_dur: np.ndarray = field(default=None, repr=False)
 
     @property
     def n_stages(self) -> int:
@@ -188,7 +192,7 @@ def stage_costs(step: PipelineStep, stage_of: np.ndarray, stage_device) -> Stage
     params = np.bincount(dev, weights=p.param_bytes, minlength=p.n_devices)
     for owner, d in replicas:
         params[d] += float(p.param_bytes[owner])
-    groups, internal, at_end = liveness(step, stage, sdev, part, dur, off, off_b, action_time)
+    groups, internal, at_end = liveness(step, stage, sdev, part, dur, off, off_b, action_time, replicas)
     once_nodes, once_internal, extra, cross_once = _once(step, stage, sdev, replicas)
     params = params + extra
     per = ~step.once
@@ -203,6 +207,11 @@ def stage_costs(step: PipelineStep, stage_of: np.ndarray, stage_device) -> Stage
     costs.internal_at_end = at_end
     costs.action_nodes = action_nodes
     costs.once_order = np.concatenate(once_nodes) if once_nodes else np.zeros(0, dtype=np.int64)
+    order = costs.once_order
+    owner = np.array([v if v >= 0 else replicas[-1 - v][0] for v in order.tolist()], dtype=np.int64)
+    costs.once_device = np.array([int(dev[v]) if v >= 0 else replicas[-1 - v][1] for v in order.tolist()],
+                                 dtype=np.int64)
+    costs.once_dur = step.time[owner] / p.device_speed[costs.once_device] if order.size else np.zeros(0)
     costs.once_inputs = once_inputs(costs)
     return costs
 
@@ -224,10 +233,14 @@ def _dependencies(step, stage, sdev, part):
     is_f = part[prod] == PART_F
     np.add.at(fwd_bytes, (stage[prod[is_f]], cons[is_f]), size[is_f])
     np.add.at(bwd_bytes, (stage[prod[~is_f]], cons[~is_f]), size[~is_f])
+    fwd_edge = np.zeros((n_st, n_st), dtype=bool)  # an edge pays the link's latency even at 0 bytes
+    bwd_edge = np.zeros((n_st, n_st), dtype=bool)
+    fwd_edge[stage[prod[is_f]], cons[is_f]] = True
+    bwd_edge[stage[prod[~is_f]], cons[~is_f]] = True
     f_deps, b_deps = [], []
     for s in range(n_st):
-        fs = set(np.flatnonzero(fwd_bytes[:, s]).tolist()) | ({s - 1} if s > 0 else set())
-        bs = set(np.flatnonzero(bwd_bytes[:, s]).tolist()) | ({s + 1} if s + 1 < n_st else set())
+        fs = set(np.flatnonzero(fwd_edge[:, s]).tolist()) | ({s - 1} if s > 0 else set())
+        bs = set(np.flatnonzero(bwd_edge[:, s]).tolist()) | ({s + 1} if s + 1 < n_st else set())
         f_deps.append([(u, transfer(p, int(sdev[u]), int(sdev[s]), fwd_bytes[u, s])) for u in sorted(fs)])
         b_deps.append([(u, transfer(p, int(sdev[u]), int(sdev[s]), bwd_bytes[u, s])) for u in sorted(bs)])
     return f_deps, b_deps

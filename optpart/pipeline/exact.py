@@ -39,7 +39,8 @@ def _model(costs: StageCosts, act: np.ndarray, scale: float, hint: dict | None):
     m, n_st = step.micro_batches, costs.n_stages
     t = np.floor(costs.action_time[:, :3] * scale).astype(np.int64)
     horizon = int(np.ceil(
-        (m * costs.action_time[:, 3].sum() + sum(c for d in costs.f_deps + costs.b_deps for _, c in d) * m
+        (m * (costs.action_time[:, 0].sum() + costs.action_time[:, 3].sum())
+         + sum(c for d in costs.f_deps + costs.b_deps for _, c in d) * m
          + step.time[step.once].sum()) * scale)) + 10 * (m * n_st + 1)
     model = cp_model.CpModel()
     start, end = {}, {}

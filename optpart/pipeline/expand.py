@@ -61,7 +61,7 @@ def expand(costs: StageCosts, tl: Timeline) -> tuple[Problem, np.ndarray, np.nda
     rows = np.concatenate([once_rows, node.size + np.arange(n_rep)]).astype(np.int64)
     slots = [slot[int(v)] for v in node[once_rows].tolist()] + [slot[-1 - j] for j in range(n_rep)]
     start[rows] = tl.once_start[slots]
-    _sequential_updates(costs, rows, slots, start, placement, unrolled)
+    _sequential_updates(rows, slots, start, placement, unrolled, tl.last_end)
     return unrolled, placement, start
 
 
@@ -87,15 +87,16 @@ def _action_instances(costs: StageCosts, tl: Timeline):
                 yield key, (np.full(nodes.size, i), nodes), float(t0)
 
 
-def _sequential_updates(costs: StageCosts, rows, slots, start, placement, unrolled) -> None:
+def _sequential_updates(rows, slots, start, placement, unrolled, last_end) -> None:
     """Once nodes one after another per device, each not before its simulated start nor before
-    the previous one's end (removes float-rounding overlaps; moves nothing by more)."""
+    the end of the device's last action or of the once node before it (removes float-rounding
+    overlaps; moves nothing by more)."""
     dur = unrolled.duration(placement)
     by_dev: dict[int, list[tuple[int, int]]] = {}
     for r, sl in zip(rows.tolist(), slots):
         by_dev.setdefault(int(placement[r]), []).append((sl, r))
-    for items in by_dev.values():
-        prev = -np.inf
+    for d, items in by_dev.items():
+        prev = float(last_end[d])
         for _, r in sorted(items):
             start[r] = max(start[r], prev)
             prev = start[r] + dur[r]

@@ -94,7 +94,7 @@ def _buckets(action_time, s, pu, var, start, home, fin, fin_b, stage, part) -> t
     return ("when", min(sb, START_BUCKETS - 1), eb)
 
 
-def liveness(step, stage, sdev, part, dur, off, off_b, action_time):
+def liveness(step, stage, sdev, part, dur, off, off_b, action_time, replicas=()):
     """Liveness groups of the tensors that outlive their action, and each action's internal peak.
 
     Parameters
@@ -107,6 +107,9 @@ def liveness(step, stage, sdev, part, dur, off, off_b, action_time):
         Seconds per node on its device; start offset in its ``F``/``I``/``W`` action and in ``B``.
     action_time : numpy.ndarray
         ``(S, 4)`` seconds of ``F``, ``I``, ``W``, ``B``.
+    replicas : tuple of (int, int)
+        ``(update node, device)`` of the replicated tied parameters: their inputs are read
+        on that device too.
 
     Returns
     -------
@@ -129,11 +132,18 @@ def liveness(step, stage, sdev, part, dur, off, off_b, action_time):
     fin_b = off_b + dur
     groups: dict[tuple, Group] = {}
     inside: list[list[tuple[float, float, float]]] = [[] for _ in range(4 * n_st)]
+    extra: dict[int, list[tuple[int, int]]] = {}  # producer -> (replicated update, its device)
+    for owner, d in replicas:
+        for e in p.in_edges[p.in_ptr[owner]:p.in_ptr[owner + 1]].tolist():
+            extra.setdefault(int(src[e]), []).append((int(owner), int(d)))
     for u in np.flatnonzero(per & (ob > 0)).tolist():
         s, pu, d = int(stage[u]), int(part[u]), int(dev[u])
         cons = dst[out_edges[out_ptr[u]:out_ptr[u + 1]]]
         keys: dict[int, set] = {}
         last_only: dict[int, set] = {}  # once consumers of a chained gradient: the last copy only
+        for owner, e in extra.get(u, ()):  # a replica on device e reads it like its update does
+            if e != d:
+                (last_only if chained[u] else keys).setdefault(e, set()).add((END, owner))
         for v in cons.tolist():
             if step.once[v]:
                 if chained[u]:

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from .costs import StageCosts
 from .plan import Action, PipelinePlan
 from .simulate import simulate

@@ -225,15 +225,9 @@ def _update_phase(costs: StageCosts, start_f, start_x, start_w, full, last_end):
     order = costs.once_order
     if order.size == 0:
         return np.zeros(0), np.zeros(0)
-    step = costs.step
-    p = step.base
-    m = step.micro_batches
-    slot, prod, is_once, delay, dev_in = costs.once_inputs
-    owner = np.where(order >= 0, order, np.array([costs.replicas[-1 - v][0] if v < 0 else 0 for v in order.tolist()]))
-    dev_of = costs.device_of()
-    dev = np.where(order >= 0, dev_of[np.maximum(order, 0)],
-                   np.array([costs.replicas[-1 - v][1] if v < 0 else 0 for v in order.tolist()]))
-    dur = step.time[owner] / p.device_speed[dev]
+    m = costs.step.micro_batches
+    slot, prod, is_once, delay, _ = costs.once_inputs
+    dev, dur = costs.once_device, costs.once_dur
     ready = np.zeros(order.size)
     per = ~is_once
     if per.any():

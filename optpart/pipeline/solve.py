@@ -20,8 +20,9 @@ on the found stages of its layout (the fastest candidate on which it fits).
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ..errors import SolverError
 from ..model.problem import Problem
@@ -33,7 +34,7 @@ from .schedules import NAMED, TORCH_NAME
 from .stages import forward_chain
 from .step import PipelineStep
 
-__all__ = ["solve_pipelined", "PIPELINE_SOLVERS"]
+__all__ = ["solve_pipelined", "plan_on_stages", "PIPELINE_SOLVERS"]
 
 #: Solver names of a pipelined solve: the search, the named orders, one micro-batch at a time,
 #: and the exact order search of small steps.
@@ -109,10 +110,9 @@ def solve_pipelined(problem: Problem, micro_batches: int, solver: str = "heurist
     effort = float(options.get("effort", 1.0))
     step = PipelineStep(problem, micro_batches)
     record = {"micro_batches": step.micro_batches}
-    unrolled = step.unrolled()
     from .bound import pipeline_bound, stage_bound
 
-    reason = unrolled.infeasibility(memory_model)
+    reason = step.micro_problem().infeasibility(memory_model)  # holds for every micro-batch's copy
     if reason is not None:
         return Result(problem=problem.name, solver=solver, status=Status.INFEASIBLE, memory_model=memory_model,
                       wall_seconds=_time.perf_counter() - t0, message=reason, options=record)
@@ -165,3 +165,44 @@ def solve_pipelined(problem: Problem, micro_batches: int, solver: str = "heurist
     if result.makespan <= result.lower_bound * (1 + 1e-9):
         result.status = Status.OPTIMAL
     return result
+
+
+def plan_on_stages(step: PipelineStep, stage_of, stage_device, *, memory_model: str = "peak",
+                   effort: float = 1.0, names=None) -> Result | None:
+    """The best plan the default solver finds on given stages (a baseline's split, say).
+
+    Parameters
+    ----------
+    step : PipelineStep
+        The step.
+    stage_of : numpy.ndarray
+        Stage per base node (a valid chain, e.g. :func:`~optpart.pipeline.stages.stage_of_cuts`).
+    stage_device : sequence of int
+        Device per stage.
+    memory_model : {"peak", "static"}
+        The model memory must fit.
+    effort : float
+        As for ``heuristic``.
+    names : iterable of str, optional
+        Orders to start from (default: every named one, fewer in flight, one at a time); only
+        those when ``effort`` is 0.
+
+    Returns
+    -------
+    Result or None
+        Scored on the unrolled step; None when no order fits memory.
+    """
+    from .search import improve
+
+    sdev = tuple(int(d) for d in stage_device)
+    ranks = sorted(set(sdev))
+    local = max(1, len(sdev) // len(ranks))
+    style = "v" if local == 2 and sdev[0] == sdev[-1] else "loop"
+    cand = Candidate(np.asarray(stage_of), sdev, local, style, "given")
+    timed = time_orders(step, cand, names or _names_for("heuristic"), memory_model)
+    timed.sort(key=lambda s: (not s.fits, s.makespan))
+    if not timed or not timed[0].fits:
+        return None
+    best = improve(step, timed, memory_model, effort=effort) if effort > 0 or names is None else timed[0]
+    best.plan = _named(cand, best.plan, step.micro_batches)
+    return score(cand.costs, best.plan, best.tl, solver="heuristic", memory_model=memory_model)

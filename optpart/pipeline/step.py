@@ -14,7 +14,8 @@ plan shares:
 * the **unrolled problem** a plan is judged on: ``M`` copies of every per-micro-batch node (ids
   ``v@mb<i>``), one of every once-per-step node, gradient accumulation as a chain (copy ``i``
   of a node that feeds an update has an edge to copy ``i + 1``, the last copy to the update),
-  every copy of a node colocated with the others, and the replicas a plan needs.
+  and the replicas a plan needs. Where each copy runs is the plan's (its stage's device),
+  checked against the plan by ``optpart evaluate``.
 """
 
 from __future__ import annotations
@@ -25,24 +26,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ProblemError
-from ..model.constraints import Constraints
 from ..model.problem import Problem
+from .unrolled import build_micro, build_unrolled
 
 __all__ = ["PipelineStep", "TiedParameter", "check_micro_batches", "recorded_micro_batches", "once_mask",
-           "backward_mask", "tied_parameters", "batch_note", "SEP", "RECORD_KEYS"]
-
-#: Separator between a node id and its micro-batch index in the unrolled problem.
-SEP = "@mb"
+           "backward_mask", "tied_parameters", "batch_note"]
 
 #: Most tasks (node copies plus edge copies) an unrolled step may have: beyond it the step of
 #: ``M`` micro-batches is refused with one line instead of exhausting memory.
 MAX_UNROLLED = 20_000_000
-
-#: ``meta`` keys of a problem traced at the micro-batch size (``from_torch(...,
-#: micro_batches=M)``): ``pipeline`` records ``{"micro_batches": M, "micro_batch_size": b,
-#: "batch_size": B}`` (the default ``M`` of every solve of the file) and ``per_micro_batch``
-#: says the costs are already those of one micro-batch. The unrolled step drops both.
-RECORD_KEYS = ("pipeline", "per_micro_batch")
 
 #: ``phase`` / ``op`` values that mark a once-per-step (optimizer) node.
 _ONCE_PHASES = ("optimizer", "update")
@@ -303,6 +295,7 @@ class PipelineStep:
     edge_bytes: np.ndarray = field(init=False)
     _unrolled: dict = field(init=False, default_factory=dict, repr=False)
     _tied: tuple | None = field(init=False, default=None, repr=False)
+    _micro: Problem | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         p, m = self.base, check_micro_batches(self.micro_batches, self.base)
@@ -386,6 +379,20 @@ class PipelineStep:
             self._tied = tied_parameters(self.base)
         return self._tied
 
+    def micro_problem(self) -> Problem:
+        """One micro-batch of the step as a problem (cached): the base graph with the
+        per-micro-batch costs, tied parameters' groups split. Its infeasibility screen and its
+        bounds (critical path, largest node) hold for the pipelined step, at a fraction of the
+        unrolled problem's size.
+
+        Returns
+        -------
+        Problem
+        """
+        if self._micro is None:
+            self._micro = build_micro(self)
+        return self._micro
+
     def unrolled(self, replicas: tuple[tuple[int, int], ...] = ()) -> Problem:
         """The unrolled problem (cached per ``replicas``): what a pipelined result is scored and judged on.
 
@@ -407,73 +414,8 @@ class PipelineStep:
         """
         key = tuple(sorted((int(a), int(b)) for a, b in replicas))
         if key not in self._unrolled:
-            self._unrolled[key] = self._build_unrolled(key)
+            self._unrolled[key] = build_unrolled(self, key)
         return self._unrolled[key]
-
-    def _build_unrolled(self, replicas: tuple[tuple[int, int], ...]) -> Problem:
-        p, m = self.base, self.micro_batches
-        node, mb, task_of = self.task_index()
-        per = ~self.once
-        ids = [p.node_ids[v] + (f"{SEP}{i}" if per[v] and m > 1 else "") for v, i in zip(node.tolist(), mb.tolist())]
-        # param_bytes are held once: by copy 0 of a per-micro-batch node, or by the once node
-        first = (mb == 0) | self.once[node]
-        param = np.where(first, p.param_bytes[node], 0.0)
-        src, dst, eb = [], [], []
-        es, ed = p.edge_src, p.edge_dst
-        both = per[es] & per[ed]
-        into = per[es] & self.once[ed]
-        # gradient accumulation: copy i of a gradient producer hands its sum to copy i + 1, the
-        # last copy to the update (the accumulator lives one hop, not M gradients at once)
-        grad = np.unique(es[into])
-        grad_bytes = np.zeros(p.n_nodes)
-        np.maximum.at(grad_bytes, es[into], self.edge_bytes[into])
-        for i in range(m):
-            src.append(task_of[i, es[both]]); dst.append(task_of[i, ed[both]]); eb.append(self.edge_bytes[both])
-            if i + 1 < m:
-                src.append(task_of[i, grad]); dst.append(task_of[i + 1, grad]); eb.append(grad_bytes[grad])
-        src.append(task_of[m - 1, es[into]]); dst.append(task_of[m - 1, ed[into]]); eb.append(self.edge_bytes[into])
-        oo = self.once[es] & self.once[ed]
-        src.append(task_of[0, es[oo]]); dst.append(task_of[0, ed[oo]]); eb.append(self.edge_bytes[oo])
-        meta_rows = None
-        if p.node_meta is not None:
-            meta_rows = [dict(p.node_meta[v], micro_batch=i) if per[v] and m > 1 else dict(p.node_meta[v])
-                         for v, i in zip(node.tolist(), mb.tolist())]
-        c = p.constraints
-        copies = lambda nid: ([nid] if self.once[p.node_index[nid]] or m == 1
-                              else [f"{nid}{SEP}{i}" for i in range(m)])
-        tied = {t.group: t for t in self.tied()}
-        groups = []
-        for g, grp in enumerate(p.groups):
-            parts = tied[g].parts if g in tied else (grp,)
-            groups += [[x for v in part.tolist() for x in copies(p.node_ids[v])] for part in parts]
-        groups = [grp for grp in groups if len(grp) > 1]
-        groups += [[f"{p.node_ids[v]}{SEP}{i}" for i in range(m)] for v in np.flatnonzero(per).tolist()] if m > 1 else []
-        pin = {x: d for nid, d in c.pin.items() for x in copies(nid)}
-        forbid = {x: ds for nid, ds in c.forbid.items() for x in copies(nid)}
-        # replicas of tied parameters: the update node again, on another device
-        n_rows = len(ids)
-        rep_src, rep_dst, rep_bytes = [], [], []
-        for j, (owner, dev) in enumerate(replicas):
-            rid = f"{p.node_ids[owner]}@{p.device_ids[dev]}"
-            ids.append(rid)
-            pin[rid] = p.device_ids[dev]
-            ins = p.in_edges[p.in_ptr[owner]:p.in_ptr[owner + 1]]
-            rep_src.append(task_of[m - 1, es[ins]]); rep_dst.append(np.full(ins.size, n_rows + j))
-            rep_bytes.append(self.edge_bytes[ins])
-            if meta_rows is not None:
-                meta_rows.append(dict(p.node_meta[owner], replica_of=p.node_ids[owner]))
-        rep = np.array([o for o, _ in replicas], dtype=np.int64)
-        order = np.concatenate([node, rep])
-        param = np.concatenate([param, p.param_bytes[rep]])
-        meta = {key: value for key, value in p.meta.items() if key not in RECORD_KEYS}
-        meta.update(micro_batches=m, pipelined_from=p.name)  # the unrolled step is not pipelined again
-        return Problem.from_arrays(
-            ids, self.time[order], p.memory[order] if m == 1 and not replicas else None,
-            np.concatenate(src + rep_src), np.concatenate(dst + rep_dst), np.concatenate(eb + rep_bytes),
-            devices=p.devices if p.has_devices else None, links=p.links,
-            constraints=Constraints(pin=pin, colocate=tuple(map(tuple, groups)), forbid=forbid),
-            param_bytes=param, output_bytes=self.output_bytes[order], temp_bytes=self.temp_bytes[order],
-            node_meta=meta_rows, name=f"{p.name}", meta=meta, copy=False)
 
     def work(self) -> float:
         """Total run time of the step at speed 1 (every micro-batch, once nodes once).

@@ -8,7 +8,7 @@ import random
 import numpy as np
 from hypothesis import strategies as st
 
-from optpart import Constraints, LinkOverride, Links, Problem
+from optpart import LinkOverride, Links, Problem
 from optpart.model.devices import Device
 from optpart.pipeline.plan import Action
 

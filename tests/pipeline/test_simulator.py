@@ -1,10 +1,12 @@
-"""The stage-level simulator against the one evaluator: same makespan, never less memory.
+"""The stage-level simulator against the one evaluator: same makespan, never less memory; and
+no plan below the bounds.
 
 Random training steps (tests/pipeline/pipeline_strategies.py: skip edges, weight views,
 updates, tied parameters; zero, tiny, equal and huge times; uniform and per-pair links), random
 stage cuts on random devices, random valid action orders: the plan expanded into the unrolled
 step passes every rule of :func:`optpart.evaluate.violations`, its makespan is the simulator's,
-and its peak memory per device is at most the simulator's.
+and its peak memory per device is at most the simulator's; its makespan is at least the bound
+over every plan and the bound over every order on its stages.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from strategies import examples
 
 import optpart
 from optpart.evaluate import time_tolerance
+from optpart.pipeline.bound import pipeline_bound, stage_bound
 from optpart.pipeline.costs import stage_costs
 from optpart.pipeline.expand import score
 from optpart.pipeline.plan import PipelinePlan
@@ -46,6 +49,9 @@ def test_simulated_plan_is_what_the_evaluator_judges(case, data):
     assert optpart.violations(unrolled, r) == []
     assert abs(r.makespan - tl.makespan) <= time_tolerance(r.makespan)
     assert np.all(tl.memory >= r.memory_peak * (1 - 1e-12) - 1e-9), (tl.memory, r.memory_peak)
+    # no plan beats the bound over every plan, no order on these stages the bound over orders
+    assert tl.makespan >= pipeline_bound(step, chain)[0] * (1 - 1e-9) - 1e-12
+    assert tl.makespan >= stage_bound(costs) * (1 - 1e-9) - 1e-12
     # the plan the result carries reads back to the same plan
     again = PipelinePlan.from_result(r, problem)
     assert again.same_as(plan)
