@@ -266,16 +266,15 @@ def main() -> None:
     ms = [int(x) for x in args.ms.split(",")]
     header = ["model", "K", "M", "method", "step", "speed-up", "gap (every plan)", "gap (its stages)",
               "peak max / capacity", "solve"]
-    rows = []
-    for name in args.models.split(","):
+    for name in args.models.split(","):  # one table per model, printed as soon as it is measured
         if name == "gpt2":
             base = optpart.load(ROOT / "instances" / "gpt2-training.json")
-            rows += bench_model("GPT-2 small, 8 x 512 (bundled)", base, ks, ms, lambda b, k: 3 * 2**30)
+            rows = bench_model("GPT-2 small, 8 x 512 (bundled)", base, ks, ms, lambda b, k: 3 * 2**30)
         else:
             base, text = imported(llama if name == "llama" else resnet)
             one = float(base.param_bytes.sum() + base.output_bytes.sum())
-            rows += bench_model(text, base, ks, ms, lambda b, k, one=one: max(one / k, one / 8) * 1.5)
-    print(table(rows, header))
+            rows = bench_model(text, base, ks, ms, lambda b, k, one=one: max(one / k, one / 8) * 1.5)
+        print(table(rows, header) + "\n", flush=True)
     if not args.no_scale:
         print()
         print(table(scale_row(), ["operators", "single-step heuristic", "pipelined, M = 8", "ratio"]))

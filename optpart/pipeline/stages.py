@@ -9,8 +9,11 @@ belong to it (``docs/model.md`` section 7). :func:`forward_chain` lays the step 
   edge goes to the same or a later stage for any set of cuts;
 * **anchors** of the other nodes: a backward node takes the latest position among its forward
   predecessors (the activations it reads), the anchors of its backward successors (its
-  gradient flows to earlier stages, never later) and of the optimizer nodes it feeds; an
-  optimizer node the position of its parameter's colocation group (else its predecessors').
+  gradient flows to earlier stages, never later) and of the optimizer nodes it feeds (so a
+  layer's weight gradient sits with the layer, whose update is colocated with it), and, in
+  the module of a tied parameter's other part, at least that part's position (the head's
+  weight gradient with the head, whose replica it feeds); an optimizer node the position of
+  its parameter's colocation group (else its predecessors').
   So for every set of cuts the stage of a node (the number of cuts at or before its anchor)
   sends forward tensors only to later stages and gradients only to earlier ones;
 * **forbidden cuts**: inside a colocation group (``--no-split`` modules, a parameter with its
@@ -145,6 +148,7 @@ def forward_chain(step: PipelineStep) -> ForwardChain:
             forbid_span(int(f.min()), int(f.max()))
             part_hi[j] = int(f.max())
     once, fwd = step.once, step.forward
+    tied_module_part = _tied_modules(step, parts, part_hi)
     fixed = once & (part_of >= 0)
     fixed_idx = np.flatnonzero(fixed)
     anchor[fixed_idx] = part_hi[part_of[fixed_idx]]  # -1 (decided below) for a group without forward nodes
@@ -163,6 +167,8 @@ def forward_chain(step: PipelineStep) -> ForwardChain:
         succ = succ[(bwd[succ] | fixed[succ]) & (anchor[succ] >= 0)]
         if succ.size:
             lo = max(lo, int(anchor[succ].max()))
+        if v in tied_module_part:  # the backward of a tied parameter's other part stays with it
+            lo = max(lo, int(part_hi[tied_module_part[v]]))
         j = part_of[v]
         if j >= 0 and part_hi[j] >= 0:
             if lo > part_hi[j]:
@@ -182,6 +188,40 @@ def forward_chain(step: PipelineStep) -> ForwardChain:
     if n_pos:
         allowed[n_pos] = False
     return _costs(step, order, anchor, allowed, parts)
+
+
+def _tied_modules(step: PipelineStep, parts: list[np.ndarray], part_hi: np.ndarray) -> dict[int, int]:
+    """Backward node -> part index, for the backward nodes in the module of a tied parameter's
+    other part (not the update's): they belong to that part's stage."""
+    p = step.base
+    if p.node_meta is None:
+        return {}
+    index = {}
+    j = 0
+    roots: dict[str, int] = {}
+    tied = {t.group: t for t in step.tied()}
+    for g, grp in enumerate(p.groups):
+        got = tied.get(g)
+        if got is None:
+            j += 1
+            continue
+        for k, part in enumerate(got.parts):
+            if k > 0 and part_hi[j + k] >= 0:
+                mods = {p.node_meta[v].get("module") for v in part.tolist()}
+                for mod in mods:
+                    if isinstance(mod, str) and mod:
+                        roots[mod] = j + k
+        j += len(got.parts)
+    if not roots:
+        return index
+    for v in np.flatnonzero(step.backward).tolist():
+        mod = p.node_meta[v].get("module")
+        if isinstance(mod, str) and mod:
+            for root, k in roots.items():
+                if mod == root or mod.startswith(root + "."):
+                    index[v] = k
+                    break
+    return index
 
 
 def _costs(step: PipelineStep, order: np.ndarray, anchor: np.ndarray, allowed: np.ndarray,
