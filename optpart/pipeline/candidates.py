@@ -130,7 +130,7 @@ def orders_for(cand: Candidate, m: int, names) -> list[tuple[str, list[list[Acti
     list of (str, list of list of Action)
         ``(schedule name, actions per device)``; names that do not apply to the layout are skipped.
     """
-    ranks = sorted(set(cand.stage_device))
+    ranks = list(dict.fromkeys(cand.stage_device))  # torch ranks: devices in the order their first stage comes
     k = len(ranks)
     stage_ranks = [ranks.index(d) for d in cand.stage_device]
     n_dev = max(cand.stage_device) + 1

@@ -7,9 +7,10 @@ A candidate cut is an allowed boundary of the :class:`~optpart.pipeline.stages.F
 :func:`partitions` solves exactly, for ``S`` stages with given devices:
 
 * **min-max**: the heaviest stage as small as possible, a stage's weight being its forward and
-  backward time on its device plus, with ``comm`` weight, the transfers at its two cuts; a
-  stage whose parameters plus the activations of the micro-batches a 1F1B order keeps in
-  flight there (``min(M, S - s)``) exceed its share of the device's memory is not allowed;
+  backward time on its device plus, with ``comm`` weight, the transfers at its two cuts; once
+  refusing a stage whose parameters plus the activations of the micro-batches a 1F1B order
+  keeps in flight there (``min(M, S - s)``) exceed its share of the device's memory, once
+  without that guess (the simulator judges memory);
 * **least transfer**: among the cuts whose heaviest stage stays within 5% of the min-max
   optimum, the ones with the fewest seconds of transfer in total.
 
@@ -69,8 +70,7 @@ def partitions(chain: ForwardChain, step, stage_device, *, cuts: np.ndarray | No
     cuts : numpy.ndarray, optional
         Boundaries to choose from (default :func:`candidate_cuts`).
     memory : bool
-        Refuse stages over their share of memory (when no partition fits, the programs run
-        again without the check).
+        Also run the programs refusing stages over their share of memory.
 
     Returns
     -------
@@ -95,7 +95,7 @@ def partitions(chain: ForwardChain, step, stage_device, *, cuts: np.ndarray | No
     share = p.device_memory[sdev] / np.bincount(sdev, minlength=p.n_devices)[sdev]
     m = step.micro_batches
     out: list[list[int]] = []
-    for check in ((True, False) if memory else (False,)):
+    for check in ((True, False) if memory else (False,)):  # the memory rule is a guess: both
         for comm in (0.0, 1.0):
             weight = _weights(p, sdev, work, param, act, crossing, share, m, comm, check)
             got = _min_max(weight)
@@ -106,8 +106,6 @@ def partitions(chain: ForwardChain, step, stage_device, *, cuts: np.ndarray | No
             cheap = _least_transfer(weight, _transfers(p, sdev, crossing), value * 1.05 + 1e-15)
             if cheap is not None:
                 out.append(cheap)
-        if out:
-            break
     seen, unique = set(), []
     for path in out:
         key = tuple(int(ends[i]) for i in path[1:-1])

@@ -7,8 +7,8 @@ sequence of **actions** ``Action(stage, kind, micro_batch)``, ``kind`` one of ``
 ``B`` (full backward), ``I`` (input-gradient half of a backward) and ``W`` (weight-gradient
 half). ``str(Action(0, "F", 1))`` is ``"0F1"``, the string torch's
 ``torch.distributed.pipelining`` schedules use (``_Action.from_str``), and :meth:`PipelinePlan.csv_rows`
-are the rows of its ``_load_csv`` (one row per device holding a stage, in device order: the
-torch rank of a device is its position among those devices).
+are the rows of its ``_load_csv`` (one row per device holding a stage, the devices in the order
+their first stage comes: the torch rank of a device is its position in that order).
 
 A result of a pipelined solve carries the plan as ``result.options["pipeline"]``
 (:meth:`PipelinePlan.to_dict`)::
@@ -122,13 +122,14 @@ class PipelinePlan:
                             tuple(tuple(a) for a in actions), schedule)
 
     def ranks(self) -> list[int]:
-        """Device indices that hold a stage, in device order (torch rank ``r`` is ``ranks()[r]``).
+        """Device indices that hold a stage, in the order their first stage comes (torch rank
+        ``r`` is ``ranks()[r]``, so stage 0 is on rank 0).
 
         Returns
         -------
         list of int
         """
-        return sorted(set(self.stage_device))
+        return list(dict.fromkeys(self.stage_device))
 
     def csv_rows(self) -> list[list[str]]:
         """torch's compute-only CSV rows: one row of action strings per rank (``_load_csv``).

@@ -195,7 +195,7 @@ def plan_on_stages(step: PipelineStep, stage_of, stage_device, *, memory_model: 
     from .search import improve
 
     sdev = tuple(int(d) for d in stage_device)
-    ranks = sorted(set(sdev))
+    ranks = list(dict.fromkeys(sdev))
     local = max(1, len(sdev) // len(ranks))
     style = "v" if local == 2 and sdev[0] == sdev[-1] else "loop"
     cand = Candidate(np.asarray(stage_of), sdev, local, style, "given")
