@@ -15,7 +15,9 @@ are allocated); DenseNet-121 is the ``light_densenet121.onnx`` graph shipped ins
 onnx wheel's backend test data, imported by :func:`optpart.formats.onnx_import.from_onnx`
 with its batch set to 32; the scale family is a synthetic stack of transformer-layer
 training templates built with numpy (:func:`scale_graph`). Every instance gets
-suggested devices and links (25 GB/s, 10 us) from the default cost model.
+suggested devices and links (25 GB/s, 10 us) from the default cost model, and every traced
+training step records its batch size (``meta.batch_size``: a pipelined solve's micro-batches
+must divide it, docs/model.md section 7; the synthetic scale graphs record none).
 
 Suggested devices (:func:`suggest_devices`), chosen so that memory binds but a placement
 fits under the ``peak`` (liveness) model, the project's default (docs/model.md section 3):
@@ -220,8 +222,8 @@ def _torch_instance(key: str) -> Problem:
     with torch.device("meta"):
         if key == "resnet50-training":
             model, x, y = M["ResNet50"](), torch.empty(32, 3, 224, 224), torch.zeros(32, dtype=torch.long)
-        elif key == "gpt2-training":
-            model, x, y = M["GPT2"](), torch.zeros(4, 1024, dtype=torch.long), torch.zeros(4, 1024, dtype=torch.long)
+        elif key == "gpt2-training":  # 8 sequences: 1, 2, 4 and 8 micro-batches divide the batch
+            model, x, y = M["GPT2"](), torch.zeros(8, 512, dtype=torch.long), torch.zeros(8, 512, dtype=torch.long)
         elif key == "gpt2xl-training":
             model = M["GPT2"](layers=48, d=1600, heads=25)
             x, y = torch.zeros(1, 1024, dtype=torch.long), torch.zeros(1, 1024, dtype=torch.long)
@@ -234,7 +236,8 @@ def _torch_instance(key: str) -> Problem:
             model, x, y = M["MLP"](), torch.empty(64, 784), torch.zeros(64, dtype=torch.long)
         else:  # pragma: no cover
             raise KeyError(key)
-    return from_torch(model, (x,), loss_fn=cross_entropy, targets=(y,), cost_model=COST, name=key)
+    problem = from_torch(model, (x,), loss_fn=cross_entropy, targets=(y,), cost_model=COST, name=key)
+    return problem.with_meta(batch_size=int(x.shape[0]))
 
 
 def _onnx_light(name: str) -> Path | None:
@@ -251,10 +254,12 @@ def _onnx_instance(key: str) -> Problem:
 
     if key == "densenet121-training":
         path = _onnx_light("densenet121")
-        return from_onnx(path, training=True, cost_model=COST, input_shapes={"data_0": [32, 3, 224, 224]},
-                         name=key)
+        problem = from_onnx(path, training=True, cost_model=COST, input_shapes={"data_0": [32, 3, 224, 224]},
+                            name=key)
+        return problem.with_meta(batch_size=32)
     if key == "squeezenet-training":
-        return from_onnx(_onnx_light("squeezenet"), training=True, cost_model=COST, name=key)
+        problem = from_onnx(_onnx_light("squeezenet"), training=True, cost_model=COST, name=key)
+        return problem.with_meta(batch_size=1)
     raise KeyError(key)  # pragma: no cover
 
 
@@ -349,7 +354,7 @@ def scale_graph(n_target: int, d: int = 512, seq: int = 1024, heads: int = 8, na
 #: file (relative to instances/) -> (builder key, kind, source text)
 CATALOGUE = {
     "resnet50-training.json": ("resnet50-training", "torch", "PyTorch, ResNet-50 written in make.py, batch 32, 224x224"),
-    "gpt2-training.json": ("gpt2-training", "torch", "PyTorch, GPT-2 small (124M, tied head), batch 4 x 1024 tokens"),
+    "gpt2-training.json": ("gpt2-training", "torch", "PyTorch, GPT-2 small (124M, tied head), batch 8 x 512 tokens"),
     "gpt2xl-training.json.gz": ("gpt2xl-training", "torch", "PyTorch, GPT-2-XL shape (48 layers, d=1600), 1 x 1024 tokens"),
     "vit-b16-training.json": ("vit-b16-training", "torch", "PyTorch, ViT-B/16 shape, batch 32, 224x224"),
     "lstm-lm-training.json": ("lstm-lm-training", "torch", "PyTorch, 2-layer LSTM LM unrolled 32 steps, h=1024, batch 64"),

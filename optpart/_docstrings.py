@@ -1,7 +1,7 @@
 """Parameter descriptions that many docstrings share, each written once.
 
 Families of functions take the same arguments with the same meaning (the engine's
-``g``, ``v``, ``d`` and slot; a pipelined ``step`` and its ``placement``). Their numpydoc
+``g``, ``v``, ``d`` and slot). Their numpydoc
 entries live in :data:`PARAMS`; a docstring line holding only ``%(name)s`` stands for the
 entry ``name``, and :func:`fill_doc` writes it in at import time, indented like the line.
 ``help()`` and Sphinx then show the whole entry, and a description is changed in one place.
@@ -53,13 +53,6 @@ PARAMS: dict[str, str] = {
                          "seed : int\n    Accepted for the common signature (the construction is deterministic).\n"
                          "hint : numpy.ndarray, optional\n    Ignored (the baseline starts from nothing).",
     "solution": "Solution\n    The placement and status (``unknown`` with a one-line reason when nothing fits).",
-    # a pipelined step (optpart/pipeline/)
-    "step": "step : PipelineStep\n    The pipelined step (a base graph run as ``M`` micro-batches).",
-    "step_placement": "step : PipelineStep\n    The pipelined step (a base graph run as ``M`` micro-batches).\n"
-                      "placement : numpy.ndarray of int\n"
-                      "    Device index per base node (one placement for every micro-batch).",
-    "unrolled_schedule": "tuple of numpy.ndarray\n"
-                         "    ``(start, finish)``: seconds per unrolled task, in the unrolled problem's node order.",
     # the command line (optpart/cli/)
     "args": "args : argparse.Namespace\n    The parsed command line.",
 }

@@ -1,7 +1,7 @@
 """The public :func:`optpart.solve`: one placement, or one step of ``M`` micro-batches.
 
 It sits above both :func:`optpart.solvers.registry.solve` (one placement by a named solver)
-and :func:`optpart.pipeline.solve_pipelined` (``M`` micro-batches through one placement,
+and :func:`optpart.pipeline.solve.solve_pipelined` (``M`` micro-batches through pipeline stages,
 docs/model.md section 7, which calls the registry per candidate), so neither imports the other
 back.
 """
@@ -11,11 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from .model.problem import Problem
+from .pipeline.schedules import ORDER_NAMES
 from .result import Result
 from .solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solve as solve_placement
 
-#: Solvers that only exist for the pipelined step (the baseline micro-batch orders).
-PIPELINE_ORDERS = ("gpipe", "1f1b")
+#: Solvers that only exist for the pipelined step: the named schedules and one micro-batch at a
+#: time (:data:`optpart.pipeline.schedules.ORDER_NAMES`).
+PIPELINE_ORDERS = ORDER_NAMES
 
 
 def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str = DEFAULT_MEMORY_MODEL,
@@ -28,8 +30,8 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
     problem : Problem
         The problem; it must have devices (see :meth:`Problem.with_devices`).
     solver : str
-        A name from :func:`optpart.solver_names` (default ``heuristic``), or ``gpipe`` /
-        ``1f1b`` for the baseline micro-batch orders.
+        A name from :func:`optpart.solver_names` (default ``heuristic``); for a pipelined step
+        ``heuristic``, ``cpsat`` or a named schedule of :data:`PIPELINE_ORDERS`.
     memory_model : {"peak", "static"}
         The memory model the placement must respect (docs/model.md section 3).
     time_limit : float, optional
@@ -39,8 +41,8 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
     hint : placement, Result or dict, optional
         A starting placement for solvers that take one.
     micro_batches : int, optional
-        ``M``: one step of ``M`` micro-batches through one shared placement
-        (:func:`optpart.pipeline.solve_pipelined`); ``1`` is one placement
+        ``M``: one step of ``M`` micro-batches through a chain of pipeline stages
+        (:func:`optpart.pipeline.solve.solve_pipelined`); ``1`` is one placement
         (:func:`optpart.solvers.registry.solve`, which documents every argument in full).
         Default: the count the problem records (a model imported at the micro-batch size,
         ``meta.pipeline``), else 1.
@@ -58,7 +60,7 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
         micro_batches = check_micro_batches(None, problem)
     if micro_batches not in (None, 1) or solver in PIPELINE_ORDERS:
         micro_batches = 1 if micro_batches is None else micro_batches
-        from .pipeline import solve_pipelined  # the pipeline imports the evaluator and numpy
+        from .pipeline.solve import solve_pipelined  # the pipeline imports the evaluator and numpy
 
         return solve_pipelined(problem, micro_batches, solver, memory_model=memory_model, time_limit=time_limit,
                                seed=seed, hint=hint, **options)

@@ -89,6 +89,6 @@ def test_fill_doc_writes_the_entries_in_at_the_lines_indent():
 
     assert "        v : int\n            Node index." in f.__doc__
     assert inspect.getdoc(f).endswith("Parameters\n----------\nv : int\n    Node index.")
-    assert set(PARAMS) >= {"g", "v", "node_slot", "step"}
+    assert set(PARAMS) >= {"g", "v", "node_slot"}
     with pytest.raises(KeyError, match="names no entry"):
         expand("    %(no_such_entry)s\n")

@@ -119,7 +119,7 @@ def summarize(rows: Sequence[Mapping[str, Any]],
     """
     best = best_known(reference if reference is not None else rows)
     groups: dict[tuple[str, int, float], list[Mapping[str, Any]]] = {}
-    from ..pipeline.bench_hooks import run_label  # pipelined runs: "heuristic (M=8)"
+    from .pipeline import run_label  # pipelined runs: "heuristic (M=8)"
 
     for r in rows:
         groups.setdefault((run_label(r), int(r["devices"]), float(r["memory_scale"])), []).append(r)
@@ -167,7 +167,7 @@ def per_instance(rows: Sequence[Mapping[str, Any]],
         ``rel`` (makespan over the best known), ``gap`` (to the best bound) and ``wall_s``.
     """
     best = best_known(reference if reference is not None else rows)
-    from ..pipeline.bench_hooks import run_label
+    from .pipeline import run_label
 
     out = []
     for r in rows:

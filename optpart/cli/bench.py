@@ -72,7 +72,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     specs = plan_sweep(files, solvers, devices=devices, memory_scales=scales, time_limit=args.time_limit,
                        seed=args.seed, solver_options=options, device_args=device_args)
     if args.micro_batches:  # every run once per micro-batch count (docs/model.md section 7)
-        from ..pipeline.bench_hooks import pipelined_specs
+        from ..bench.pipeline import pipelined_specs
 
         specs = pipelined_specs(specs, _list(args.micro_batches, str, "--micro-batches"))
     outcome = run_sweep(specs, args.db, executor=args.executor, jobs=args.jobs,
@@ -144,9 +144,9 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-model", choices=("peak", "static"), default="peak",
                    help="memory model every placement must respect (default peak; docs/model.md section 3)")
     p.add_argument("--micro-batches", "-M", metavar="M[,M...]",
-                   help="micro-batch counts to sweep: each run pipelines one step as M micro-batches through one "
-                        "placement (docs/model.md section 7; solvers also gpipe, 1f1b); default: each file's own "
-                        "count (optpart import --micro-batches), else 1")
+                   help="micro-batch counts to sweep: each run pipelines one step as M micro-batches through a "
+                        "chain of stages (docs/model.md section 7; solvers also the named schedules, e.g. gpipe, "
+                        "1f1b, zbv); default: each file's own count (optpart import --micro-batches), else 1")
     add_run_arguments(p, who="each run", option_metavar="SOLVER.KEY=VALUE")
     p.add_argument("--db", default="results.sqlite", help="results database (default results.sqlite)")
     p.add_argument("--jobs", "-j", type=int, default=1, help="worker processes (default 1)")
@@ -170,7 +170,7 @@ def _report_arguments(p: argparse.ArgumentParser) -> None:
 def _plot_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``optpart plot``."""
     from .common import add_device_arguments
-    from ..pipeline import add_micro_batch_argument
+    from .pipeline import add_micro_batch_argument
 
     p.add_argument("source", help="a result JSON (needs --problem) or a results database")
     p.add_argument("--problem", "-p", metavar="FILE",

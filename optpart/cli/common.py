@@ -356,7 +356,7 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
 
 
 def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_path: str, *,
-                            judge: bool = False) -> Problem:
+                            judge: bool = False, unrolled: bool = True) -> Problem:
     """The problem a result file is read against: the problem file, with the devices and
     links the result was computed for when the file has none, and the command line's
     device flags applied on top (``evaluate``, ``show``, ``export``, ``plot``).
@@ -373,6 +373,9 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
         ``evaluate``: device flags that name other devices than the result's are judged (a false
         claim), not refused. Otherwise such flags are refused in one line; flags that change only
         capacities or speeds are taken, with one note on stderr naming both sets of devices.
+    unrolled : bool
+        For a pipelined result, return its plan's unrolled step (default); else the step of
+        the problem file itself.
 
     Returns
     -------
@@ -406,7 +409,9 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
             _check_result_devices(problem, "the command line", result_path, flags=True)
     else:
         _check_result_devices(problem, problem_path, result_path)
-    from ..pipeline import pipelined_for_result  # a pipelined result is over the unrolled step
+    if not unrolled:
+        return problem
+    from .pipeline import pipelined_for_result  # a pipelined result is over the unrolled step
     return pipelined_for_result(problem, getattr(args, "micro_batches", None), result_path)
 
 

@@ -18,13 +18,14 @@ from ..errors import FormatError
 from ..formats import read_text, result_to_json
 from ..formats.optpart_json import result_from_dict
 from ..judge import judge
-from ..pipeline import add_micro_batch_argument
+from .pipeline import add_micro_batch_argument, pipelined_for_result, plan_false_claims
 from .common import Command, add_device_arguments, load_problem_for_result
 from .summary import format_summary
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    problem = load_problem_for_result(args, args.problem, args.result, judge=True)
+    base = load_problem_for_result(args, args.problem, args.result, judge=True, unrolled=False)
+    problem = pipelined_for_result(base, args.micro_batches, args.result)
     try:
         doc = json.loads(read_text(args.result))
     except json.JSONDecodeError as exc:
@@ -33,6 +34,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise FormatError(f"{args.result}: a result is a JSON object")
     result = result_from_dict(doc, problem)
     verdict = judge(problem, doc, result, trust_bound=args.trust_bound)
+    if result.placement is not None:  # a pipelined result runs its plan: devices and action order
+        verdict.false_claims += plan_false_claims(base, problem, doc, result)
+        verdict.valid = not verdict.false_claims
     if args.json:
         out = json.loads(result_to_json(result, problem))
         out["verdict"] = verdict.to_dict()

@@ -17,8 +17,8 @@ from ..errors import OptpartError
 from ..fit import min_capacity, min_devices, on_devices
 from ..formats import load, save_result
 from ..solvers.registry import solver_names
-from ..pipeline import add_micro_batch_argument, check_micro_batches
-from ..pipeline.fit import bound_problem
+from ..pipeline import check_micro_batches
+from .pipeline import add_micro_batch_argument
 from ..progress import progress
 from ..solvers.spec import MEMORY_MODELS
 from ..text import safe
@@ -65,8 +65,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
                                seed=args.seed, time_limit=args.time_limit, options=options,
                                micro_batches=micro_batches, report=bar.stage)
     placed = None if fit.result is None else on_devices(problem, fit.devices, fit.capacity)
-    if placed is not None:  # a pipelined result is over the unrolled step
-        placed = bound_problem(placed, micro_batches)
+    if placed is not None and micro_batches > 1:  # a pipelined result is over its plan's unrolled step
+        placed = fit.result.source_problem
     if fit.result is not None:
         fit.result.options.update(hardware_options(args))  # evaluate/show/plot price the problem the same way
     if args.out and fit.result is not None:

@@ -19,7 +19,8 @@ from ..errors import FormatError, OptpartError
 from ..formats import save
 from ..formats.costmodel import CostModel
 from ..hardware import costs_label, links_label, resolve
-from ..pipeline.cli_hooks import add_micro_batch_argument, check_micro_batches
+from ..pipeline.step import check_micro_batches
+from .pipeline import add_micro_batch_argument
 from ..progress import set_quiet
 from ..torch.factory import load_model
 from ..units import format_bandwidth, format_bytes, format_flops, format_time, parse_list, parse_speed

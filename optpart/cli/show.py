@@ -144,7 +144,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                         "model's repeated blocks appear, else 2; 0 = full paths)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     add_device_arguments(p)
-    from ..pipeline import add_micro_batch_argument  # a pipelined result: every micro-batch's copies counted
+    from .pipeline import add_micro_batch_argument  # a pipelined result: every micro-batch's copies counted
 
     add_micro_batch_argument(p, "default: the result's own options.micro_batches, else 1")
 

@@ -16,7 +16,8 @@ from .common import (Command, Terminated, add_device_arguments, add_plugin_argum
                      apply_device_arguments, hardware_options, parse_option)
 from .summary import format_summary
 from ..text import safe
-from ..pipeline import PipelineStep, add_micro_batch_argument, check_micro_batches
+from ..pipeline.step import batch_note, check_micro_batches
+from .pipeline import add_micro_batch_argument, pipeline_lines
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
@@ -32,6 +33,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         problem = apply_device_arguments(load(args.file), args)
         options = dict(parse_option(o) for o in args.option or [])
         micro_batches = check_micro_batches(args.micro_batches, problem)
+        note = batch_note(problem, micro_batches)
         bar.stage(f"solving with {safe(args.solver)}"
                   + (f" (time limit {args.time_limit:g} s)" if args.time_limit else ""))
         stopped: KeyboardInterrupt | None = None
@@ -41,8 +43,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         except Interrupted as exc:  # Ctrl-C or SIGTERM: the best plan so far is still written
             result, stopped = exc.result, exc.__context__ if isinstance(exc.__context__, KeyboardInterrupt) else exc
         result.options.update(hardware_options(args))  # evaluate/show/plot price the problem the same way
-        if micro_batches > 1:  # the result is over the unrolled step (docs/model.md section 7)
-            problem = PipelineStep(problem, micro_batches).unrolled()
+        base = problem
+        if result.source_problem is not None and micro_batches > 1:  # over its plan's unrolled step
+            problem = result.source_problem
         if args.out:
             bar.stage("writing")
             save_result(result, problem, args.out)
@@ -50,8 +53,14 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         sys.stdout.write(result_to_json(result, problem))
     else:
         print(format_summary(problem, result))
+        lines = pipeline_lines(base, result) if micro_batches > 1 else []
+        if lines:
+            print()
+            print("\n".join(lines))
         if args.out:
             print(f"\nresult written to {args.out}")
+    if note:
+        print(f"optpart: {note}", file=sys.stderr)
     if stopped is not None:
         kept = f"; it is written to {args.out}" if args.out and result.ok else ""
         print(f"optpart: {safe(result.message)} ({result.status.value}){kept}", file=sys.stderr)

@@ -5,9 +5,10 @@ guarantees, whether it honours a time limit and uses a hint. ``optpart solvers N
 (or ``--verbose`` for all) adds its options with types, ranges and defaults, read
 from the solver's declared spec (:mod:`optpart.solvers.spec`).
 
-The pipeline orders ``gpipe`` and ``1f1b`` (:data:`optpart.api.PIPELINE_ORDERS`) are not
-registered solvers but are accepted as ``--solver`` of a pipelined solve (docs/model.md
-section 7): they get rows of kind ``pipeline order`` and a note saying when they apply.
+The pipeline orders (:data:`optpart.api.PIPELINE_ORDERS`: the named schedules of
+:mod:`optpart.pipeline.schedules` and ``sequential``) are not registered solvers but are accepted
+as ``--solver`` of a pipelined solve (docs/model.md section 7): they get rows of kind
+``pipeline order`` and a note saying when they apply.
 """
 
 from __future__ import annotations
@@ -15,21 +16,15 @@ from __future__ import annotations
 import argparse
 
 from ..api import PIPELINE_ORDERS
+from ..pipeline.schedules import SUMMARY
 from ..solvers import load_plugins
 from ..solvers.registry import solver_info, solver_names, solver_spec
 from .common import Command, add_plugin_argument, table
 
-#: What each pipeline order is (``optpart.pipeline.orders``), for ``optpart solvers NAME``.
-_ORDER_SUMMARY = {
-    "gpipe": "GPipe order: on every device all forward work before all backward work, "
-             "micro-batches in order",
-    "1f1b": "1F1B order: each stage runs a few forward units, then alternates one backward and one "
-            "forward unit (fails when the order deadlocks on the placement)",
-}
-_ORDER_NOTE = ("pipeline orders schedule a pipelined step only: optpart solve FILE --solver NAME "
+_ORDER_NOTE = ("pipeline orders plan a pipelined step only: optpart solve FILE --solver NAME "
                "[--micro-batches M] (M defaults to the file's own, else 1; docs/model.md section 7). "
-               "They run on the stage-contiguous placement over every device (or the hint of "
-               "optpart.solve(..., hint=...)); the time limit does not apply.")
+               "Each runs on the stages found for its layout (one or two stages per device); the time limit "
+               "does not apply.")
 
 
 def _yes(flag: bool) -> str:
@@ -62,7 +57,7 @@ def _cmd_solvers(args: argparse.Namespace) -> int:
         kind = ("exact" if info.exact else "heuristic") + (f" (plugin: {info.module})" if info.plugin else "")
         rows.append([name, kind, state, ",".join(spec.memory_models), _time_limit(info, spec),
                      _yes(spec.uses_hint)])
-    rows += [[name, "pipeline order", "yes", "static,peak", "no", "yes"] for name in orders]
+    rows += [[name, "pipeline order", "yes", "static,peak", "no", "no"] for name in orders]
     print(table(rows, ["solver", "kind", "installed", "memory models", "time limit", "hint"]))
     if orders:
         print(f"\n{'/'.join(orders)}: {_ORDER_NOTE}")
@@ -76,7 +71,7 @@ def _cmd_solvers(args: argparse.Namespace) -> int:
             for opt in spec.options:
                 print(f"  --option {opt.describe()}")
         for name in orders:
-            print(f"\n{name}: {_ORDER_SUMMARY[name]}")
+            print(f"\n{name}: {SUMMARY[name]}")
             print("  options: none")
     return 0
 

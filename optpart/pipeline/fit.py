@@ -2,8 +2,8 @@
 
 The capacity and device-count searches of :mod:`optpart.fit` solve at every probe with
 :func:`optpart.solve` (``micro_batches=M``); their proven bounds are taken on the unrolled
-step (:func:`bound_problem`), the problem a pipelined result is judged on, so they count the
-micro-batches in flight exactly as the evaluator does.
+step (:func:`bound_problem`, tied parameters' groups split and no replica: every plan's
+unrolled step holds at least that), so they count the micro-batches in flight as the evaluator does.
 """
 
 from __future__ import annotations
@@ -11,12 +11,10 @@ from __future__ import annotations
 import inspect
 
 from ..model.problem import Problem
+from .schedules import ORDER_NAMES
 from .step import PipelineStep, check_micro_batches
 
-__all__ = ["bound_problem", "solver_parameters", "ORDERS"]
-
-#: The pipelined baseline orders: solvers of :func:`optpart.solve` outside the registry.
-ORDERS = ("gpipe", "1f1b")
+__all__ = ["bound_problem", "solver_parameters"]
 
 
 def bound_problem(problem: Problem, micro_batches: int | None) -> Problem:
@@ -44,7 +42,7 @@ def solver_parameters(solver: str) -> dict[str, inspect.Parameter]:
     Parameters
     ----------
     solver
-        A registered solver, or ``gpipe`` / ``1f1b``.
+        A registered solver, or a pipelined order (:data:`~optpart.pipeline.schedules.ORDER_NAMES`).
 
     Returns
     -------
@@ -52,7 +50,7 @@ def solver_parameters(solver: str) -> dict[str, inspect.Parameter]:
         Parameter name -> :class:`inspect.Parameter` (the baseline orders take none besides
         ``memory_model``).
     """
-    if solver in ORDERS:
+    if solver in ORDER_NAMES:
         return {"memory_model": inspect.Parameter("memory_model", inspect.Parameter.KEYWORD_ONLY)}
     from ..solvers.registry import get_solver
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..model.problem import Problem
-from .step import SEP
+from .unrolled import SEP
 
 __all__ = ["micro_batch_index", "draw_micro_batches"]
 

@@ -1,28 +1,20 @@
-"""Solving a pipelined step: placements shared by every micro-batch, schedules found per placement.
+"""Solving a pipelined step: stages from the step's costs, action orders found, judged on the unrolled step.
 
-:func:`solve_pipelined` is what ``optpart.solve(problem, ..., micro_batches=M)`` and
-``optpart solve FILE --micro-batches M`` run:
+:func:`solve_pipelined` is what ``optpart.solve(problem, micro_batches=M)`` and ``optpart solve
+FILE --micro-batches M`` run. It lays the forward pass out as a chain
+(:func:`~optpart.pipeline.stages.forward_chain`) and, for each family of stage layouts (one
+stage per device over every device and over half of them, two per device looped as
+interleaved schedules use them, two per device in a V), cuts it with the dynamic programs of
+:mod:`optpart.pipeline.partition`. On every candidate it times the applicable named schedules
+(:mod:`optpart.pipeline.schedules`), 1F1B orders that keep fewer micro-batches in flight, and
+the micro-batches one after another (one in flight: the least memory) with the stage-level
+simulator; ``heuristic`` (the default) then searches the device orders from the best ones
+(:mod:`optpart.pipeline.search`). The fastest plan whose memory fits wins; it is scored on the
+unrolled step by :func:`optpart.evaluate.evaluate` (:mod:`optpart.pipeline.expand`), and its
+lower bound is :func:`optpart.pipeline.bound.pipeline_bound`.
 
-* ``heuristic`` (the default): candidate placements are the stage-contiguous placements of
-  :mod:`optpart.pipeline.stages` (over every device and over half of them), plus the ordinary
-  heuristic's placement of the one-step problem (or the hint, when one is given), and the
-  stage-contiguous placement whose cuts :func:`~optpart.pipeline.search.refine_cuts` moved
-  against the schedule (``12 x effort`` schedule evaluations). Every candidate
-  is scheduled by :func:`schedule_placement`, and the fastest schedule that fits memory wins.
-* ``gpipe`` / ``1f1b``: the baseline orders, on the hint placement when one is given,
-  else on the stage-contiguous placement over every device.
-* any other registered solver: its placement of the one-step problem, then scheduled by
-  :func:`schedule_placement`.
-
-:func:`schedule_placement` tries the GPipe and 1F1B orders and three list-scheduling
-priorities over the shared placement, then replays the best schedule as fixed per-device
-sequences (a left shift: never later), and keeps the fastest one that fits the memory
-model. It contains GPipe and 1F1B among its candidates, so on the same placement it is
-never worse than either.
-
-Every answer is a :class:`~optpart.result.Result` over the unrolled step
-(:meth:`PipelineStep.unrolled`), scored by :func:`optpart.evaluate.evaluate`, so memory
-counts the micro-batches in flight and nothing is ``feasible`` over capacity.
+``--solver gpipe|1f1b|zbh1|interleaved1f1b|zbv|dualpipev|sequential`` gives that order alone
+on the found stages of its layout (the fastest candidate on which it fits).
 """
 
 from __future__ import annotations
@@ -32,256 +24,185 @@ from typing import Any
 
 import numpy as np
 
-from .._docstrings import fill_doc
 from ..errors import SolverError
-from ..evaluate import evaluate, time_tolerance
-from ..model.memory import fits
 from ..model.problem import Problem
 from ..result import Result, Status
-from .orders import gpipe_schedule, list_schedule, one_f_one_b_schedule, priorities, sequence_schedule
-from .search import refine_cuts
-from .stages import stage_placement
+from .candidates import Candidate, orders_for, stage_candidates, time_orders
+from .expand import score
+from .plan import PipelinePlan
+from .schedules import NAMED, TORCH_NAME
+from .stages import forward_chain
 from .step import PipelineStep
 
-__all__ = ["solve_pipelined", "schedule_placement", "BASELINES"]
+__all__ = ["solve_pipelined", "plan_on_stages", "PIPELINE_SOLVERS"]
 
-#: Baseline orders of the pipelined step.
-BASELINES = ("gpipe", "1f1b")
-
-#: Exact solvers: they solve the unrolled step itself (its colocation of copies keeps one
-#: placement for all micro-batches), seeded with the pipelined heuristic's answer.
-EXACT = ("cpsat", "milp")
+#: Solver names of a pipelined solve: the search, the named orders, one micro-batch at a time,
+#: and the exact order search of small steps.
+PIPELINE_SOLVERS = ("heuristic",) + tuple(NAMED) + ("sequential", "cpsat")
 
 
-def _memory_of(result: Result) -> np.ndarray:
-    return result.memory_peak if result.memory_model == "peak" else result.memory_static
+def _named(cand: Candidate, plan: PipelinePlan, m: int) -> PipelinePlan:
+    """``plan`` with ``schedule`` set to the torch schedule its actions equal (else ``custom``)."""
+    actions = plan.actions
+    for name, acts in orders_for(cand, m, NAMED):
+        acts = acts + [[] for _ in range(len(actions) - len(acts))]
+        if tuple(map(tuple, acts)) == actions:
+            return plan.with_actions(actions, TORCH_NAME[name])
+    return plan.with_actions(actions, "custom")
 
 
-def _fits(step: PipelineStep, result: Result) -> bool:
-    cap = step.base.device_memory
-    return all(fits(float(u), float(c)) for u, c in zip(_memory_of(result).tolist(), cap.tolist()))
+#: What a named schedule needs of the layout, for the message when none applies.
+_NEEDS = {"1f1b": "at least as many micro-batches as stages", "dualpipev": "at least twice as many micro-batches "
+          "as devices", "zbh1": "a micro-batch count divisible by its rounds",
+          "interleaved1f1b": "a micro-batch count divisible by its rounds"}
 
 
-def _score(step: PipelineStep, placement: np.ndarray, start: np.ndarray, name: str, memory_model: str) -> Result:
-    return evaluate(step.unrolled(), step.tile(placement), start, solver=name, memory_model=memory_model,
-                    options={"micro_batches": step.micro_batches, "schedule": name})
-
-
-@fill_doc
-def baseline_schedule(step: PipelineStep, placement: np.ndarray, order: str,
-                      memory_model: str = "peak") -> Result | None:
-    """The GPipe or 1F1B order on ``placement`` as a scored result (``None``: 1F1B deadlocks).
-
-    Parameters
-    ----------
-    %(step_placement)s
-    order
-        ``gpipe`` or ``1f1b``.
-    memory_model
-        Model the result names (its memory figures are both computed either way).
-
-    Returns
-    -------
-    Result or None
-        Status ``feasible`` when it fits the memory model, else ``unknown``.
-    """
-    fn = {"gpipe": gpipe_schedule, "1f1b": one_f_one_b_schedule}[order]
-    sched = fn(step, np.asarray(placement, dtype=np.int64))
-    if sched is None:
-        return None
-    result = _score(step, placement, sched[0], order, memory_model)
-    if not _fits(step, result):
-        result.status = Status.UNKNOWN
-    return result
-
-
-@fill_doc
-def schedule_placement(step: PipelineStep, placement: np.ndarray, memory_model: str = "peak"
-                       ) -> tuple[Result | None, dict[str, float]]:
-    """The fastest schedule found for one shared placement that fits ``memory_model``.
-
-    Parameters
-    ----------
-    %(step_placement)s
-    memory_model
-        ``peak`` or ``static``.
-
-    Returns
-    -------
-    tuple
-        ``(result, makespans)``: the best fitting result (``None`` when no order fits) and the
-        makespan of every order tried (``inf`` for one that deadlocks or overflows).
-    """
-    placement = np.asarray(placement, dtype=np.int64)
-    tried: list[tuple[str, Result]] = []
-    for order in BASELINES:
-        r = baseline_schedule(step, placement, order, memory_model)
-        if r is not None:
-            tried.append((order, r))
-    for name, prio in priorities(step, placement).items():
-        start, _ = list_schedule(step, placement, prio)
-        tried.append((f"list:{name}", _score(step, placement, start, f"list:{name}", memory_model)))
-    makespans = {name: (r.makespan if _fits(step, r) else float("inf")) for name, r in tried}
-    fitting = [(r.makespan, i) for i, (name, r) in enumerate(tried) if _fits(step, r)]
-    if not fitting:
-        return None, makespans
-    best_name, best = tried[min(fitting)[1]]
-    replay = sequence_schedule(step, placement, best.start, best.finish)
-    if replay is not None:  # the same per-device order, every task as early as it can start
-        again = _score(step, placement, replay[0], f"{best_name}+replay", memory_model)
-        makespans[f"{best_name}+replay"] = again.makespan if _fits(step, again) else float("inf")
-        if _fits(step, again) and again.makespan < best.makespan - time_tolerance(best.makespan):
-            best_name, best = f"{best_name}+replay", again
-    best.options["schedule"] = best_name
-    return best, makespans
-
-
-def _candidate_placements(step: PipelineStep, solver: str, hint, memory_model: str, time_limit, seed: int,
-                          options: dict[str, Any]) -> list[tuple[str, np.ndarray]]:
-    """Placements to schedule: the hint; stage-contiguous ones (heuristic: over every device
-    and over half of them; baselines without a hint: every device); the one-step solver's
-    placement (any solver but the baselines, unless a hint replaces it)."""
-    from ..solvers.registry import solve as solve_one
-
-    p = step.base
-    out: list[tuple[str, np.ndarray]] = []
-    if hint is not None:
-        out.append(("hint", np.asarray(hint, dtype=np.int64)))
-    counts = [p.n_devices] if solver in BASELINES else \
-        sorted({p.n_devices, max(1, p.n_devices // 2)}, reverse=True) if solver == "heuristic" else []
-    if not (solver in BASELINES and hint is not None):
-        for s in counts:
-            pl = stage_placement(step, s)
-            if p.respects_constraints(pl) and not any(np.array_equal(pl, q) for _, q in out):
-                out.append((f"stages:{s}", pl))
-    if solver == "heuristic":
-        budget = max(4, int(round(12 * float(options.get("effort", 1.0)))))
-        refined, _ = refine_cuts(step, p.n_devices, memory_model, budget=budget)
-        if p.respects_constraints(refined) and not any(np.array_equal(refined, q) for _, q in out):
-            out.append((f"stages:{p.n_devices}+refined", refined))
-    if solver not in BASELINES and hint is None:
-        one = solve_one(p, solver, memory_model=memory_model, time_limit=time_limit, seed=seed, **options)
-        if one.placement is not None:
-            out.append((f"{solver}:one-step", np.asarray(one.placement, dtype=np.int64)))
-    return out
+def _names_for(solver: str) -> tuple[str, ...]:
+    if solver in ("heuristic", "cpsat"):
+        return tuple(NAMED) + ("sequential",) + tuple(f"1f1b-cap{q}" for q in (1, 2, 4))
+    return (solver,)
 
 
 def solve_pipelined(problem: Problem, micro_batches: int, solver: str = "heuristic", *,
                     memory_model: str = "peak", time_limit: float | None = None, seed: int = 0,
                     hint: Any = None, **options: Any) -> Result:
-    """Place and schedule one step of ``micro_batches`` micro-batches (module docstring).
+    """Stages and action orders for one step of ``micro_batches`` micro-batches (module docstring).
 
     Parameters
     ----------
-    problem
+    problem : Problem
         One step of the whole batch, with devices.
-    micro_batches
-        ``M`` (validated by :func:`~optpart.pipeline.step.check_micro_batches`).
-    solver
-        ``heuristic``, ``gpipe``, ``1f1b`` or any registered solver (its one-step placement).
-    memory_model
-        ``peak`` (default) or ``static``, judged on the unrolled step.
-    time_limit, seed, options
-        Passed to the one-step solver that proposes a placement.
-    hint
-        A base placement (device index per node): scheduled as a candidate, in place of the
-        one-step solver's placement (baselines: in place of the stage-contiguous one).
+    micro_batches : int
+        ``M`` (:func:`~optpart.pipeline.step.check_micro_batches`).
+    solver : str
+        One of :data:`PIPELINE_SOLVERS`.
+    memory_model : {"peak", "static"}
+        Judged on the unrolled step.
+    time_limit : float, optional
+        Seconds for ``cpsat``'s order search (the others are budgeted by counts).
+    seed : int
+        Accepted for the common signature (every search here is deterministic).
+    hint : optional
+        Not used by pipelined solves (a placement is not a pipeline); refused when given.
+    **options
+        ``effort`` (float, default 1) for ``heuristic`` and ``cpsat``: scales the order
+        search's budget; the named orders take none.
 
     Returns
     -------
     Result
-        Over the unrolled step's nodes (``v@mb<i>``); ``options["micro_batches"]`` is ``M`` and
-        ``options["schedule"]`` names the order; ``stats["placement"]`` names the candidate
-        placement and ``stats["orders"]`` the makespan of every order tried on it.
+        Over the unrolled step (``v@mb<i>``): ``options["pipeline"]`` is the plan
+        (:meth:`PipelinePlan.to_dict`), ``options["micro_batches"]`` ``M`` and
+        ``options["schedule"]`` the named schedule it equals, else ``custom``;
+        ``stats["bound"]`` says what the lower bound covers.
     """
     t0 = _time.perf_counter()
-    step = PipelineStep(problem, micro_batches)
-    unrolled = step.unrolled()
-    name = f"{solver}"
-    record = {"micro_batches": step.micro_batches, "memory_model": memory_model, "seed": seed}
-    reason = unrolled.infeasibility(memory_model)
-    if reason is not None:
-        return Result(problem=problem.name, solver=name, status=Status.INFEASIBLE,
-                      lower_bound=evaluate_bound(unrolled), memory_model=memory_model,
-                      wall_seconds=_time.perf_counter() - t0, message=reason, options=record)
+    if solver not in PIPELINE_SOLVERS:
+        raise SolverError(f"solver '{solver}' does not make pipelined plans; with --micro-batches use one of "
+                          f"{', '.join(PIPELINE_SOLVERS)}")
+    allowed = {"effort"} if solver in ("heuristic", "cpsat") else set()
+    bad = sorted(set(options) - allowed)
+    if bad:
+        raise SolverError(f"solver '{solver}' (pipelined) takes no option '{bad[0]}'"
+                          + (f"; its options: {', '.join(sorted(allowed))}" if allowed else ""))
     if hint is not None:
-        from ..solvers.registry import _normalize_hint
-
-        hint = _normalize_hint(problem, hint)
-    if solver in BASELINES and options:
-        raise SolverError(f"solver '{solver}' takes no options, got {', '.join(sorted(options))}")
-    if solver in EXACT:
-        return _solve_exact(step, solver, memory_model, time_limit, seed, options, hint, t0)
-    best: Result | None = None
-    best_from, best_orders = "", {}
-    for label, placement in _candidate_placements(step, solver, hint, memory_model, time_limit, seed, options):
-        if solver in BASELINES:
-            r, orders = baseline_schedule(step, placement, solver, memory_model), {}
-            if r is not None and r.status is not Status.FEASIBLE:
-                r = None
-        else:
-            r, orders = schedule_placement(step, placement, memory_model)
-        if r is not None and (best is None or r.makespan < best.makespan - time_tolerance(best.makespan)):
-            best, best_from, best_orders = r, label, orders
-    wall = _time.perf_counter() - t0
-    if best is None:
-        return Result(problem=problem.name, solver=name, status=Status.UNKNOWN,
-                      lower_bound=evaluate_bound(unrolled), memory_model=memory_model, wall_seconds=wall,
-                      message=f"no schedule of {step.micro_batches} micro-batches fits the devices' memory "
-                              f"({memory_model}) on the placements tried", options=record)
-    best.solver = name
-    best.options = {**record, **best.options, "micro_batches": step.micro_batches}
-    best.wall_seconds = wall
-    if best.makespan <= best.lower_bound + time_tolerance(best.makespan):
-        best.status = Status.OPTIMAL
-    best.stats.update(placement=best_from, orders=best_orders, work=step.work(),
-                      speedup=step.work() / best.makespan if best.makespan > 0 else float("inf"))
-    return best
-
-
-def _solve_exact(step: PipelineStep, solver: str, memory_model: str, time_limit, seed: int,
-                 options: dict[str, Any], hint, t0: float) -> Result:
-    """An exact solver on the unrolled step, hinted with the pipelined heuristic's result.
-
-    Its ``optimal`` is a proof for the pipelined step (the unrolled step is that step). When it
-    finds nothing better than the heuristic, the heuristic's result is returned, saying so."""
-    from ..solvers.registry import solve as solve_one
-
-    seed_result = solve_pipelined(step.base, step.micro_batches, "heuristic", memory_model=memory_model,
-                                  seed=seed, hint=hint)
-    start_hint = seed_result.placement if seed_result.ok else None
-    r = solve_one(step.unrolled(), solver, memory_model=memory_model, time_limit=time_limit, seed=seed,
-                  hint=start_hint, **options)
+        raise SolverError("a pipelined solve takes no hint (a placement is not a pipeline)")
+    effort = float(options.get("effort", 1.0))
+    step = PipelineStep(problem, micro_batches)
     record = {"micro_batches": step.micro_batches}
-    if not r.ok or (seed_result.ok and r.makespan > seed_result.makespan + time_tolerance(r.makespan)):
-        if seed_result.ok:
-            seed_result.message = (f"{solver} found no better schedule ({r.status.value}); "
-                                   "the pipelined heuristic's answer")
-            seed_result.lower_bound = max(seed_result.lower_bound, r.lower_bound if r.status.value != "infeasible"
-                                          else seed_result.lower_bound)
-            seed_result.wall_seconds = _time.perf_counter() - t0
-            return seed_result
-        r.options.update(record)
-        return r
-    r.options.update(record, schedule=solver)
-    r.wall_seconds = _time.perf_counter() - t0
-    r.stats.update(work=step.work(), speedup=step.work() / r.makespan if r.makespan > 0 else float("inf"))
-    return r
+    from .bound import pipeline_bound, stage_bound
+
+    reason = step.micro_problem().infeasibility(memory_model)  # holds for every micro-batch's copy
+    if reason is not None:
+        return Result(problem=problem.name, solver=solver, status=Status.INFEASIBLE, memory_model=memory_model,
+                      wall_seconds=_time.perf_counter() - t0, message=reason, options=record)
+    chain = forward_chain(step)
+    cands = stage_candidates(step, chain)
+    names = _names_for(solver)
+    timed = [s for c in cands for s in time_orders(step, c, names, memory_model)]
+    if not any(s.fits for s in timed):  # fewer devices, down to one: the step may fit one at a time
+        more = stage_candidates(step, chain, tuple((1, "loop", k) for k in range(problem.n_devices - 1, 0, -1)))
+        timed += [s for c in more for s in time_orders(step, c, names, memory_model)]
+    timed.sort(key=lambda s: (not s.fits, s.makespan))
+    best = None
+    if solver in ("heuristic", "cpsat") and timed and timed[0].fits:
+        from .search import improve
+
+        best = improve(step, timed, memory_model, effort=effort, time_limit=time_limit,
+                       exact=solver == "cpsat")
+    bound, covers = pipeline_bound(step, chain)
+    result = None
+    for s in ([best] if best is not None else []) + timed:
+        s.plan = _named(s.cand, s.plan, step.micro_batches)
+        r = score(s.cand.costs, s.plan, s.tl, solver=solver, memory_model=memory_model, lower_bound=bound)
+        if r.ok:
+            result = r
+            break
+        if s.fits:
+            raise SolverError(f"pipelined plan '{s.plan.schedule}' fits the simulator but not the evaluator: "
+                              f"{r.message}")
+    wall = _time.perf_counter() - t0
+    if result is None:
+        if not timed:
+            why = (f"'{solver}' applies to none of the stage layouts tried with {step.micro_batches} micro-batches "
+                   f"(torch's {TORCH_NAME.get(solver, solver)} needs " + _NEEDS.get(solver, "another layout") + ")")
+        elif solver in NAMED:
+            why = (f"no '{solver}' plan of {step.micro_batches} micro-batches fits the devices' memory "
+                   f"({memory_model}); the default solver also tries fewer micro-batches in flight")
+        else:
+            why = (f"no pipelined plan of {step.micro_batches} micro-batches fits the devices' memory "
+                   f"({memory_model}), not even one micro-batch at a time on {len(cands)} stage layouts")
+        return Result(problem=problem.name, solver=solver, status=Status.UNKNOWN, lower_bound=bound,
+                      memory_model=memory_model, wall_seconds=wall, options=record, message=why)
+    result.wall_seconds = wall
+    on_stages = stage_bound(s.cand.costs)
+    if s.exact_bound is not None:  # CP-SAT's bound holds for every order on these stages too
+        on_stages = max(on_stages, min(s.exact_bound, result.makespan))
+        result.stats["exact"] = "proven optimal order" if s.exact_proven else "bound only"
+    result.stats.update(work=step.work(), speedup=step.work() / result.makespan if result.makespan > 0 else 0.0,
+                        bound=covers, candidates=len(timed), stage_bound=on_stages,
+                        stage_gap=max(0.0, (result.makespan - on_stages) / result.makespan) if result.makespan else 0.0)
+    if result.makespan <= result.lower_bound * (1 + 1e-9):
+        result.status = Status.OPTIMAL
+    return result
 
 
-def evaluate_bound(problem: Problem) -> float:
-    """The generic lower bound of a (unrolled) problem.
+def plan_on_stages(step: PipelineStep, stage_of, stage_device, *, memory_model: str = "peak",
+                   effort: float = 1.0, names=None) -> Result | None:
+    """The best plan the default solver finds on given stages (a baseline's split, say).
 
     Parameters
     ----------
-    problem
-        Any problem with devices (for a pipelined step: the unrolled one).
+    step : PipelineStep
+        The step.
+    stage_of : numpy.ndarray
+        Stage per base node (a valid chain, e.g. :func:`~optpart.pipeline.stages.stage_of_cuts`).
+    stage_device : sequence of int
+        Device per stage.
+    memory_model : {"peak", "static"}
+        The model memory must fit.
+    effort : float
+        As for ``heuristic``.
+    names : iterable of str, optional
+        Orders to start from (default: every named one, fewer in flight, one at a time); only
+        those when ``effort`` is 0.
 
     Returns
     -------
-    float
-        Seconds no schedule can beat (:func:`optpart.bounds.problem_lower_bound`).
+    Result or None
+        Scored on the unrolled step; None when no order fits memory.
     """
-    from ..bounds import problem_lower_bound
+    from .search import improve
 
-    return problem_lower_bound(problem)
+    sdev = tuple(int(d) for d in stage_device)
+    ranks = list(dict.fromkeys(sdev))
+    local = max(1, len(sdev) // len(ranks))
+    style = "v" if local == 2 and sdev[0] == sdev[-1] else "loop"
+    cand = Candidate(np.asarray(stage_of), sdev, local, style, "given")
+    timed = time_orders(step, cand, names or _names_for("heuristic"), memory_model)
+    timed.sort(key=lambda s: (not s.fits, s.makespan))
+    if not timed or not timed[0].fits:
+        return None
+    best = improve(step, timed, memory_model, effort=effort) if effort > 0 or names is None else timed[0]
+    best.plan = _named(cand, best.plan, step.micro_batches)
+    return score(cand.costs, best.plan, best.tl, solver="heuristic", memory_model=memory_model)

@@ -1,26 +1,21 @@
-"""The pipelined step: one training step of ``M`` micro-batches on one placement.
+"""The pipelined step: one training step of ``M`` micro-batches (``docs/model.md`` section 7).
 
-``docs/model.md`` section 7 fixes the meaning; this module turns a problem (one step of the
-whole batch) into :class:`PipelineStep`, which knows
+:class:`PipelineStep` turns a problem (one step of the whole batch) into what every pipelined
+plan shares:
 
 * which nodes run **once per step** (the optimizer updates and everything downstream of them)
-  and which run **once per micro-batch** (forward and backward operators);
-* which per-micro-batch nodes belong to the **backward** pass (labelled ``phase: backward``,
-  or downstream of such a node), used by the GPipe and 1F1B orders;
-* the per-micro-batch costs (the documented rule: time, ``output_bytes``, ``temp_bytes`` and
-  edge bytes scale by ``1/M`` unless the file says its costs are already per micro-batch;
-  ``param_bytes`` never scale and are held once; gradients sent to a once-per-step node are
-  parameter-sized and do not scale);
-* the **unrolled problem**: ``M`` copies of every per-micro-batch node (ids ``v@mb<i>``),
-  one of every once-per-step node, gradient accumulation as a chain (copy ``i`` of a node that
-  feeds an update has an edge to copy ``i + 1``, the last copy to the update, so the running
-  sum is handed on and the update follows the last micro-batch), and every copy of a node colocated with the others (one placement
-  for all micro-batches). The evaluator, the checker and ``optpart evaluate`` judge a
-  pipelined result on this problem with the ordinary rules, so memory counts the
-  micro-batches in flight exactly as the liveness model of section 3 says.
-
-The unrolled problem is built only to score and judge; the schedulers of
-:mod:`optpart.pipeline.orders` work on the base arrays with task ids ``i * n + v``.
+  and which run **once per micro-batch** (forward and backward operators), and which of those
+  are **backward** (labelled ``phase: backward``, or downstream of such a node);
+* the per-micro-batch costs (time, ``output_bytes``, ``temp_bytes`` and edge bytes scale by
+  ``1/M`` unless the file says its costs are already per micro-batch; ``param_bytes`` never
+  scale and are held once; gradients sent to a once-per-step node are parameter-sized);
+* the parameters **tied** across modules (:func:`tied_parameters`), replicated by a plan that
+  puts their parts on several devices;
+* the **unrolled problem** a plan is judged on: ``M`` copies of every per-micro-batch node (ids
+  ``v@mb<i>``), one of every once-per-step node, gradient accumulation as a chain (copy ``i``
+  of a node that feeds an update has an edge to copy ``i + 1``, the last copy to the update),
+  and the replicas a plan needs. Where each copy runs is the plan's (its stage's device),
+  checked against the plan by ``optpart evaluate``.
 """
 
 from __future__ import annotations
@@ -31,24 +26,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ProblemError
-from ..model.constraints import Constraints
 from ..model.problem import Problem
+from .unrolled import build_micro, build_unrolled
 
-__all__ = ["PipelineStep", "check_micro_batches", "recorded_micro_batches", "once_mask", "backward_mask", "SEP",
-           "RECORD_KEYS"]
-
-#: Separator between a node id and its micro-batch index in the unrolled problem.
-SEP = "@mb"
+__all__ = ["PipelineStep", "TiedParameter", "check_micro_batches", "recorded_micro_batches", "once_mask",
+           "backward_mask", "tied_parameters", "batch_note"]
 
 #: Most tasks (node copies plus edge copies) an unrolled step may have: beyond it the step of
 #: ``M`` micro-batches is refused with one line instead of exhausting memory.
 MAX_UNROLLED = 20_000_000
-
-#: ``meta`` keys of a problem traced at the micro-batch size (``from_torch(...,
-#: micro_batches=M)``): ``pipeline`` records ``{"micro_batches": M, "micro_batch_size": b,
-#: "batch_size": B}`` (the default ``M`` of every solve of the file) and ``per_micro_batch``
-#: says the costs are already those of one micro-batch. The unrolled step drops both.
-RECORD_KEYS = ("pipeline", "per_micro_batch")
 
 #: ``phase`` / ``op`` values that mark a once-per-step (optimizer) node.
 _ONCE_PHASES = ("optimizer", "update")
@@ -185,6 +171,94 @@ def _downstream(problem: Problem, mask: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class TiedParameter:
+    """A parameter shared by modules that are not nested (a language model head tied to the
+    token embedding): its colocation group split by module.
+
+    Attributes
+    ----------
+    group : int
+        Index of the colocation group in ``problem.groups``.
+    owner : int
+        The parameter's update node (optimizer node).
+    parts : tuple of numpy.ndarray
+        Node indices per part, the owner's part (the update's module, with the members outside
+        every module) first; each part stays on one stage.
+    """
+
+    group: int
+    owner: int
+    parts: tuple
+
+
+def tied_parameters(problem: Problem) -> tuple[TiedParameter, ...]:
+    """Colocation groups of one parameter used by modules that are not nested.
+
+    A group qualifies when its members' ``module`` paths fall into more than one subtree
+    (modules nested in each other count as one) and exactly one subtree holds optimizer
+    nodes, the parameter's update. torch's pipelining replicates such a parameter on every
+    stage that uses it and the gradients are summed; the pipelined plan may put the parts on
+    different stages, each part on one (``docs/model.md`` section 7). Without ``module``
+    metadata nothing qualifies: a group is never cut.
+
+    Parameters
+    ----------
+    problem : Problem
+        The base problem.
+
+    Returns
+    -------
+    tuple of TiedParameter
+    """
+    if problem.node_meta is None:
+        return ()
+    out = []
+    for g, grp in enumerate(problem.groups):
+        mods = {v: _meta_value(problem, v, "module") for v in grp.tolist()}
+        named = sorted({m for m in mods.values() if m})
+        roots = [m for m in named if not any(o != m and m.startswith(o + ".") for o in named)]
+        if len(roots) < 2:
+            continue
+        root_of = {v: next((r for r in roots if m == r or m.startswith(r + ".")), None) for v, m in mods.items()}
+        updates = {root_of[v] for v in mods if _meta_value(problem, v, "op").lower().startswith("optimizer")
+                   or _meta_value(problem, v, "phase").lower() in _ONCE_PHASES}
+        if len(updates) != 1 or None in updates:
+            continue
+        owner_root = updates.pop()
+        owner = next(v for v in grp.tolist() if root_of[v] == owner_root
+                     and (_meta_value(problem, v, "op").lower().startswith("optimizer")
+                          or _meta_value(problem, v, "phase").lower() in _ONCE_PHASES))
+        parts = [np.array([v for v in grp.tolist() if root_of[v] in (owner_root, None)], dtype=np.int64)]
+        parts += [np.array([v for v in grp.tolist() if root_of[v] == r], dtype=np.int64) for r in roots
+                  if r != owner_root]
+        out.append(TiedParameter(g, owner, tuple(parts)))
+    return tuple(out)
+
+
+def batch_note(problem: Problem, micro_batches: int) -> str | None:
+    """One line for a step of ``M > 1`` micro-batches of a file that records no batch size.
+
+    Parameters
+    ----------
+    problem : Problem
+        The base problem.
+    micro_batches : int
+        ``M``.
+
+    Returns
+    -------
+    str or None
+        ``None`` when ``M`` is 1 or the file records ``meta.batch_size`` (or its costs are per
+        micro-batch).
+    """
+    meta = problem.meta or {}
+    if micro_batches <= 1 or "batch_size" in meta or _per_micro_batch_file(problem):
+        return None
+    return (f"note: '{problem.name}' records no batch size (meta.batch_size); --micro-batches {micro_batches} "
+            f"assumes its costs divide into {micro_batches} equal micro-batches")
+
+
 def _per_micro_batch_file(problem: Problem) -> bool:
     """True when the file states that its costs are already those of one micro-batch."""
     return bool((problem.meta or {}).get("per_micro_batch", False))
@@ -219,7 +293,9 @@ class PipelineStep:
     output_bytes: np.ndarray = field(init=False)
     temp_bytes: np.ndarray = field(init=False)
     edge_bytes: np.ndarray = field(init=False)
-    _unrolled: Problem | None = field(init=False, default=None, repr=False)
+    _unrolled: dict = field(init=False, default_factory=dict, repr=False)
+    _tied: tuple | None = field(init=False, default=None, repr=False)
+    _micro: Problem | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         p, m = self.base, check_micro_batches(self.micro_batches, self.base)
@@ -292,63 +368,54 @@ class PipelineStep:
         node, _, _ = self.task_index()
         return np.asarray(placement, dtype=np.int64)[node]
 
-    def unrolled(self) -> Problem:
-        """The unrolled problem (cached): what a pipelined result is scored and judged on.
+    def tied(self) -> tuple["TiedParameter", ...]:
+        """Parameters tied across modules (cached): see :func:`tied_parameters`.
+
+        Returns
+        -------
+        tuple of TiedParameter
+        """
+        if self._tied is None:
+            self._tied = tied_parameters(self.base)
+        return self._tied
+
+    def micro_problem(self) -> Problem:
+        """One micro-batch of the step as a problem (cached): the base graph with the
+        per-micro-batch costs, tied parameters' groups split. Its infeasibility screen and its
+        bounds (critical path, largest node) hold for the pipelined step, at a fraction of the
+        unrolled problem's size.
 
         Returns
         -------
         Problem
         """
-        if self._unrolled is None:
-            self._unrolled = self._build_unrolled()
-        return self._unrolled
+        if self._micro is None:
+            self._micro = build_micro(self)
+        return self._micro
 
-    def _build_unrolled(self) -> Problem:
-        p, m = self.base, self.micro_batches
-        node, mb, task_of = self.task_index()
-        per = ~self.once
-        ids = [p.node_ids[v] + (f"{SEP}{i}" if per[v] and m > 1 else "") for v, i in zip(node.tolist(), mb.tolist())]
-        # param_bytes are held once: by copy 0 of a per-micro-batch node, or by the once node
-        first = (mb == 0) | self.once[node]
-        param = np.where(first, p.param_bytes[node], 0.0)
-        # a node without the split holds `memory` as param_bytes: once, unscaled
-        src, dst, eb = [], [], []
-        es, ed = p.edge_src, p.edge_dst
-        both = per[es] & per[ed]
-        into = per[es] & self.once[ed]
-        # gradient accumulation: copy i of a gradient producer hands its sum to copy i + 1, the
-        # last copy to the update (the accumulator lives one hop, not M gradients at once)
-        grad = np.unique(es[into])
-        grad_bytes = np.zeros(p.n_nodes)
-        np.maximum.at(grad_bytes, es[into], self.edge_bytes[into])
-        for i in range(m):
-            src.append(task_of[i, es[both]]); dst.append(task_of[i, ed[both]]); eb.append(self.edge_bytes[both])
-            if i + 1 < m:
-                src.append(task_of[i, grad]); dst.append(task_of[i + 1, grad]); eb.append(grad_bytes[grad])
-        src.append(task_of[m - 1, es[into]]); dst.append(task_of[m - 1, ed[into]]); eb.append(self.edge_bytes[into])
-        oo = self.once[es] & self.once[ed]
-        src.append(task_of[0, es[oo]]); dst.append(task_of[0, ed[oo]]); eb.append(self.edge_bytes[oo])
-        meta_rows = None
-        if p.node_meta is not None:
-            meta_rows = [dict(p.node_meta[v], micro_batch=i) if per[v] and m > 1 else dict(p.node_meta[v])
-                         for v, i in zip(node.tolist(), mb.tolist())]
-        c = p.constraints
-        copies = lambda nid: ([nid] if self.once[p.node_index[nid]] or m == 1
-                              else [f"{nid}{SEP}{i}" for i in range(m)])
-        colocate = [[x for nid in grp for x in copies(nid)] for grp in c.colocate]
-        colocate += [[f"{p.node_ids[v]}{SEP}{i}" for i in range(m)]
-                     for v in np.flatnonzero(per).tolist()] if m > 1 else []
-        pin = {x: d for nid, d in c.pin.items() for x in copies(nid)}
-        forbid = {x: ds for nid, ds in c.forbid.items() for x in copies(nid)}
-        meta = {key: value for key, value in p.meta.items() if key not in RECORD_KEYS}
-        meta.update(micro_batches=m, pipelined_from=p.name)  # the unrolled step is not pipelined again
-        return Problem.from_arrays(
-            ids, self.time[node], p.memory[node] if m == 1 else None,  # M = 1: the file's own static memory
-            np.concatenate(src), np.concatenate(dst), np.concatenate(eb),
-            devices=p.devices if p.has_devices else None, links=p.links,
-            constraints=Constraints(pin=pin, colocate=tuple(map(tuple, colocate)), forbid=forbid),
-            param_bytes=param, output_bytes=self.output_bytes[node], temp_bytes=self.temp_bytes[node],
-            node_meta=meta_rows, name=f"{p.name}", meta=meta, copy=False)
+    def unrolled(self, replicas: tuple[tuple[int, int], ...] = ()) -> Problem:
+        """The unrolled problem (cached per ``replicas``): what a pipelined result is scored and judged on.
+
+        Colocation groups of tied parameters (:meth:`tied`) are split into their parts, so the
+        parts may run on different stages; each ``(owner, device)`` of ``replicas`` adds a copy
+        of the parameter's update node ``owner`` (base node index) pinned to ``device``, id
+        ``<owner id>@<device id>``: the parameter replicated on that device, holding its
+        ``param_bytes`` (weights, gradient, optimizer state) and running its update after the
+        summed gradient arrives (the owner's input edges).
+
+        Parameters
+        ----------
+        replicas : tuple of (int, int)
+            ``(update node, device index)`` per replica, sorted.
+
+        Returns
+        -------
+        Problem
+        """
+        key = tuple(sorted((int(a), int(b)) for a, b in replicas))
+        if key not in self._unrolled:
+            self._unrolled[key] = build_unrolled(self, key)
+        return self._unrolled[key]
 
     def work(self) -> float:
         """Total run time of the step at speed 1 (every micro-batch, once nodes once).

@@ -10,7 +10,7 @@ import pytest
 
 import optpart
 from optpart.cli import main
-from optpart.pipeline import PipelineStep
+from optpart.pipeline.step import PipelineStep
 
 torch = pytest.importorskip("torch")
 from optpart.formats.torch_import import from_torch  # noqa: E402

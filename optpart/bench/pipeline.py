@@ -15,7 +15,7 @@ import hashlib
 import json
 from typing import Any, Mapping, Sequence
 
-from .step import check_micro_batches
+from ..pipeline.step import check_micro_batches
 
 __all__ = ["pipelined_hash", "pipelined_specs", "run_label"]
 
