@@ -1,23 +1,26 @@
-"""Predicted vs measured: pipelined plans run by torch.distributed.pipelining on 2 processes.
+"""Predicted vs measured: pipelined plans of the planner run by torch.distributed.pipelining.
 
-For GPT-2-tiny and a CNN, at M micro-batches:
+For GPT-2-tiny and a CNN, at M micro-batches, on 2 processes pinned to one core each:
 
 1. the operators are profiled at one thread at the micro-batch size (``optpart.torch.measured_problem``);
-2. the gloo link of this machine is measured by a ping-pong between two processes (latency from
-   4-byte messages, bandwidth from 4 MiB ones, one way = half the round trip);
-3. the pipeline runtime's own cost per action (Python dispatch, send/receive set-up) is measured
-   once on a calibration model whose operators cost almost nothing: the per-action gap at which
-   the replay of its GPipe plan predicts its measured step (bisection); the same constant is
-   then used for every model (docs/apply.md says where it sits in the cost model);
-4. the plans (GPipe, 1F1B, and optpart's order: the fastest replayed of GPipe, 1F1B and 1F1B with
-   the last stage's weight gradients deferred, an I/W split) are exported, read back as
-   ``optpart run`` reads them and run on 2 processes pinned to one core each, one thread each;
-5. the table prints predicted and measured step time (median of the timed steps, the first
-   step apart) and per-stage peak memory (live tensor storage), and each run's run-queue wait
+2. the gloo link of this machine is measured by a ping-pong between two pinned processes
+   (latency from 4-byte messages, bandwidth from 4 MiB ones, one way = half the round trip);
+3. the pipeline runtime's own cost per action (Python dispatch, autograd and send/receive
+   set-up: the step's ``action_overhead``, docs/model.md section 7) is measured on a
+   calibration model whose operators cost almost nothing: the cost at which the planner's
+   prediction of its GPipe plan equals its measured step (bisection), the median over
+   ``--calibrations`` runs that were not noisy; that one figure is used for every model;
+4. the planner's plans: ``gpipe``, ``1f1b``, the default solver's order search on 1F1B's stages
+   (``plan_on_stages``) and the default solver's own plan; each is exported
+   (``optpart export -f pipeline``), read back as ``optpart run`` reads it and run;
+5. the table prints predicted and measured step time (the median of the timed steps of the
+   runs that were not noisy; the first step of a run apart) and per-stage peak memory
+   (bytes of live tensor storage, receive buffers included), with each run's run-queue wait
    from ``/proc/thread-self/schedstat``: a run whose ranks waited for a core more than 10% of
-   their wall time is marked noisy and left out of the summary.
+   their wall time is reported as noisy and left out of the medians. The load average is
+   printed with every row.
 
-    nice -n 10 python benchmarks/pipeline_measured.py [--steps 6] [--micro-batches 2,4] [--json out.json]
+    nice -n 10 python benchmarks/pipeline_measured.py [--steps 6] [--runs 3] [--micro-batches 2,4] [--json out.json]
 """
 
 from __future__ import annotations
@@ -141,57 +144,80 @@ def _problem(factory, m: int, links):
     return p.with_devices(2, links=links)
 
 
-def _optpart_order(p, m: int, overhead: float):
-    """The fastest replayed order on the 1F1B stages: GPipe, 1F1B, or 1F1B with the last stage's
-    weight gradients deferred to its end (an I/W split)."""
-    from optpart.torch.replay import pipelined_result
-
-    tries = [pipelined_result(p, m, "GPipe", overhead=overhead), pipelined_result(p, m, "1F1B", overhead=overhead)]
-    acts = [a for i in range(m) for a in (f"1F{i}", f"1I{i}")] + [f"1W{i}" for i in range(m)]
-    first = tries[1].options["pipeline"]["actions"]["dev0"]
-    tries.append(pipelined_result(p, m, "custom", overhead=overhead, actions={"dev0": first, "dev1": acts}))
-    return min(tries, key=lambda r: (r.makespan, float(r.memory_peak.max())))  # ties: the smaller peak
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _run_exported(spec: str, result, problem, steps: int):
-    """Export the plan, read it back as ``optpart run`` does and run it on 2 pinned processes."""
+def _run_exported(spec: str, result, problem, steps: int, runs: int):
+    """Export the plan, read it back as ``optpart run`` does and run it ``runs`` times on 2 pinned
+    processes: ``(runs, schedule name)``."""
     from optpart.cli.run import read_plan
     from optpart.export import torch_pipeline
     from optpart.torch import run_pipeline
 
     exp = torch_pipeline(problem, result)
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "pipeline.json").write_text(json.dumps(exp.doc))
         if exp.custom:
             import csv
 
             with open(Path(tmp) / "schedule.csv", "w", newline="") as fh:
                 csv.writer(fh).writerows(exp.rows)
             exp.doc["schedule_csv"] = "schedule.csv"
-            (Path(tmp) / "pipeline.json").write_text(json.dumps(exp.doc))
+        (Path(tmp) / "pipeline.json").write_text(json.dumps(exp.doc))
         plan = read_plan(tmp)
-    run = run_pipeline(spec, None, plan["pipeline"], processes=2, steps=steps, cores=[0, 1], threads=1, memory=True)
-    run.predicted, run.predicted_peak = plan["predicted"], plan["predicted_peak"]
-    return run, exp.doc["schedule"]
+    out = []
+    for _ in range(runs):
+        run = run_pipeline(spec, None, plan["pipeline"], processes=2, steps=steps, cores=[0, 1], threads=1,
+                           memory=True, optimizer="adam")
+        run.predicted, run.predicted_peak = plan["predicted"], plan["predicted_peak"]
+        out.append(run)
+    return out, exp.doc["schedule"]
 
 
-def calibrate(links, steps: int, m: int = 4) -> tuple[float, bool]:
-    """The per-action gap at which the replay predicts the calibration model's measured GPipe step."""
-    from optpart.torch.pipeplan import PipelinePlan
-    from optpart.torch.replay import pipelined_result, replay_actions
+def _quiet_median(runs, key) -> float | None:
+    vals = [key(r) for r in runs if not r.noisy()]
+    return statistics.median(vals) if vals else None
+
+
+def calibrate(links, steps: int, runs: int, m: int = 4) -> tuple[float | None, list[float]]:
+    """The runtime's seconds per action at which the planner predicts the calibration model's
+    measured GPipe step: the median over the quiet runs (and every run's figure)."""
+    import optpart
+    from optpart.pipeline.plan import PipelinePlan
+    from optpart.pipeline.solve import score_plan
 
     p = _problem(calibration, m, links)
-    r0 = pipelined_result(p, m, "GPipe")
-    run, _ = _run_exported(f"{HERE}:calibration", r0, p, steps)
-    plan = PipelinePlan.of(r0)
-    lo, hi = 0.0, max(run.measured, 1e-6)
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        if replay_actions(p, plan, overhead=mid).makespan < run.measured:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi), run.noisy()
+    r0 = optpart.solve(p, "gpipe", micro_batches=m, action_overhead=0.0)
+    plan = PipelinePlan.from_result(r0, p)
+    measured, _ = _run_exported(f"{HERE}:calibration", r0, p, steps, runs)
+    figures, quiet = [], []
+    for run in measured:
+        lo, hi = 0.0, max(run.measured, 1e-6)
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if score_plan(p, plan, action_overhead=mid).makespan < run.measured:
+                lo = mid
+            else:
+                hi = mid
+        figures.append(0.5 * (lo + hi))
+        if not run.noisy():
+            quiet.append(figures[-1])
+    return (statistics.median(quiet) if quiet else None), figures
+
+
+def _plans(p, m: int, overhead: float) -> list[tuple[str, object]]:
+    """GPipe, 1F1B, the order search on 1F1B's stages, and the default solver's own plan."""
+    import optpart
+    from optpart.pipeline.plan import PipelinePlan
+    from optpart.pipeline.solve import plan_on_stages
+    from optpart.pipeline.step import PipelineStep
+
+    gpipe = optpart.solve(p, "gpipe", micro_batches=m, action_overhead=overhead)
+    one = optpart.solve(p, "1f1b", micro_batches=m, action_overhead=overhead)
+    plan = PipelinePlan.from_result(one, p)
+    same = plan_on_stages(PipelineStep(p, m, overhead), plan.stage_of, plan.stage_device)
+    own = optpart.solve(p, micro_batches=m, action_overhead=overhead)
+    return [("GPipe", gpipe), ("1F1B", one), ("optpart on 1F1B's stages", same), ("optpart", own)]
 
 
 def main() -> None:
@@ -200,61 +226,81 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--runs", type=int, default=3, help="runs per plan (noisy ones are reported, not used)")
+    ap.add_argument("--calibrations", type=int, default=5, help="runs of the calibration model")
     ap.add_argument("--micro-batches", default="2,4")
+    ap.add_argument("--action-overhead", type=float, metavar="SECONDS",
+                    help="use this runtime cost per action instead of calibrating it")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()
     ms = [int(x) for x in args.micro_batches.split(",")]
-    print(f"# pipeline_measured: torch {torch.__version__}, {os.cpu_count()} cores, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"# pipeline_measured: torch {torch.__version__}, {os.cpu_count()} cores, load average {_load()}")
     lat, bw, lat_median = measure_link()
     links = Links(lat, bw)
     print(f"gloo link (ping-pong, fastest round trips): latency {format_time(lat)} (median "
-          f"{format_time(lat_median)}), bandwidth {bw / 1e9:.3g} GB/s")
-    overhead, noisy_cal = calibrate(links, args.steps)
-    print(f"runtime cost per action (calibration model, GPipe M=4): {format_time(overhead)}"
-          + (" [noisy]" if noisy_cal else ""))
+          f"{format_time(lat_median)}), bandwidth {bw / 1e9:.3g} GB/s; load {_load()}")
+    if args.action_overhead is not None:
+        overhead, figures = args.action_overhead, []
+    else:
+        overhead, figures = calibrate(links, args.steps, args.calibrations)
+        print(f"runtime cost per action (calibration model, GPipe M=4, {len(figures)} runs): "
+              + (format_time(overhead) if overhead is not None else "every run noisy")
+              + f" (each run: {', '.join(format_time(f) for f in figures)}); load {_load()}")
+        if overhead is None:
+            overhead = statistics.median(figures)
+            print("  using the median of the noisy runs: the figures below are not the machine's")
     rows = []
-    print("| model | M | schedule | predicted | measured | measured/predicted | peak predicted (s0, s1) | "
-          "peak measured (s0, s1) | run-queue wait | noisy |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | M | plan | stages | predicted | measured (quiet runs) | measured/predicted | "
+          "peak predicted | peak measured | peak measured/predicted | run-queue wait | noisy runs | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, factory in (("gpt2-tiny", gpt2_bench), ("cnn", cnn_bench)):
         for m in ms:
             p = _problem(factory, m, links)
-            from optpart.torch.replay import pipelined_result
-
-            plans = [pipelined_result(p, m, "GPipe", overhead=overhead),
-                     pipelined_result(p, m, "1F1B", overhead=overhead), _optpart_order(p, m, overhead)]
-            for label, r in zip(("GPipe", "1F1B", "optpart"), plans):
-                run, sched = _run_exported(f"{HERE}:{factory.__name__}", r, p, args.steps)
-                wait = max(x["wait"] / x["wall"] for x in run.ranks if x["wall"] > 0)
-                row = {"model": name, "M": m, "schedule": label if label != "optpart" else f"optpart ({sched})",
-                       "predicted": run.predicted, "measured": run.measured, "ratio": run.measured / run.predicted,
-                       "peak_predicted": [run.predicted_peak.get(s) for s in (0, 1)],
-                       "peak_measured": [run.measured_peak.get(s) for s in (0, 1)], "wait": wait,
-                       "noisy": run.noisy()}
+            for label, r in _plans(p, m, overhead):
+                if r is None or not r.ok:
+                    print(f"| {name} | {m} | {label} | - | no plan | | | | | | | | {_load()} |")
+                    continue
+                runs, sched = _run_exported(f"{HERE}:{factory.__name__}", r, p, args.steps, args.runs)
+                pred_peak = runs[0].predicted_peak
+                n_st = len(pred_peak)
+                measured = _quiet_median(runs, lambda x: x.measured)
+                peaks = [_quiet_median(runs, lambda x, s=s: x.measured_peak.get(s)) for s in range(n_st)]
+                if all(x.noisy() for x in runs):  # reported, never averaged in
+                    peaks = [statistics.median(x.measured_peak.get(s) for x in runs) for s in range(n_st)]
+                wait = [max(x["wait"] / x["wall"] for x in run.ranks if x["wall"] > 0) for run in runs]
+                row = {"model": name, "M": m, "plan": label, "schedule": sched, "stages": n_st,
+                       "predicted": r.makespan, "measured": measured,
+                       "ratio": measured / r.makespan if measured else None,
+                       "peak_predicted": [pred_peak.get(s) for s in range(n_st)], "peak_measured": peaks,
+                       "peak_ratio": [b / a if a and b else None for a, b in zip(pred_peak.values(), peaks)],
+                       "wait": wait, "noisy": sum(x.noisy() for x in runs), "runs": len(runs),
+                       "all_measured": [x.measured for x in runs], "load": _load()}
                 rows.append(row)
-                print(f"| {name} | {m} | {row['schedule']} | {format_time(row['predicted'])} | "
-                      f"{format_time(row['measured'])} | {row['ratio']:.2f} | "
+                ratio = f"{row['ratio']:.2f}" if row["ratio"] else "-"
+                print(f"| {name} | {m} | {label} ({sched}) | {n_st} | {format_time(r.makespan)} | "
+                      f"{format_time(measured) if measured else 'all noisy'} | {ratio} | "
                       f"{', '.join(format_bytes(b) for b in row['peak_predicted'])} | "
-                      f"{', '.join(format_bytes(b) for b in row['peak_measured'])} | {100 * wait:.0f}% | "
-                      f"{'yes' if row['noisy'] else 'no'} |", flush=True)
-    quiet = [r for r in rows if not r["noisy"]]
-    print(f"\nquiet runs: {len(quiet)} of {len(rows)}")
+                      f"{', '.join(format_bytes(b) for b in peaks)} | "
+                      f"{', '.join(f'{x:.2f}' for x in row['peak_ratio'] if x is not None)} | "
+                      f"{', '.join(f'{100 * w:.0f}%' for w in wait)} | {row['noisy']}/{row['runs']} | {row['load']} |",
+                      flush=True)
+    quiet = [r for r in rows if r["ratio"] is not None]
+    print(f"\nplans with quiet runs: {len(quiet)} of {len(rows)}")
     if quiet:
         ratios = [r["ratio"] for r in quiet]
-        peaks = [m / p for r in quiet for m, p in zip(r["peak_measured"], r["peak_predicted"]) if m and p]
+        peaks = [x for r in rows for x in r["peak_ratio"] if x is not None]
         print(f"time measured/predicted: min {min(ratios):.2f}, median {statistics.median(ratios):.2f}, "
               f"max {max(ratios):.2f}; peak measured/predicted: min {min(peaks):.2f}, max {max(peaks):.2f}")
     for name in ("gpt2-tiny", "cnn"):
         for m in ms:
-            got = {r["schedule"].split(" ")[0]: r for r in rows if r["model"] == name and r["M"] == m}
-            if "optpart" in got and "1F1B" in got:
-                o, b = got["optpart"], got["1F1B"]
-                flag = " (noisy)" if o["noisy"] or b["noisy"] else ""
-                print(f"{name} M={m}: optpart's order measured {format_time(o['measured'])} vs 1F1B "
-                      f"{format_time(b['measured'])}{flag}")
+            got = {r["plan"]: r for r in rows if r["model"] == name and r["M"] == m}
+            o, b = got.get("optpart on 1F1B's stages"), got.get("1F1B")
+            if o and b and o["measured"] and b["measured"]:
+                print(f"{name} M={m}: optpart's order on 1F1B's stages measured {format_time(o['measured'])} vs "
+                      f"1F1B {format_time(b['measured'])} ({o['measured'] / b['measured']:.2f}x)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"link": [lat, bw], "overhead": overhead, "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"link": [lat, bw], "overhead": overhead, "calibration": figures,
+                                               "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

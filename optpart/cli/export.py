@@ -93,12 +93,11 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _export_pipeline(args: argparse.Namespace) -> int:
     """``--format pipeline``: ``pipeline.json`` (and ``schedule.csv`` for the plan's own order) in a
     folder, or ``FILE.json`` with ``FILE.csv`` beside it."""
-    from ..formats import load
-
     if args.out in (None, "-"):
         raise OptpartError("--format pipeline writes a folder or a .json file: give -o DIR or -o FILE.json")
+    base = load_problem_for_result(args, args.problem, args.result, unrolled=False)
     result = load_result(args.result, load_problem_for_result(args, args.problem, args.result))
-    exp = export.torch_pipeline(load(args.problem), result)
+    exp = export.torch_pipeline(base, result)
     out = Path(args.out)
     if out.suffix == ".json":
         out.parent.mkdir(parents=True, exist_ok=True)

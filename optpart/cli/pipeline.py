@@ -165,7 +165,8 @@ def pipeline_lines(problem: Problem, result: Result) -> list[str]:
     head = [f"pipeline  {plan.schedule}, {plan.micro_batches} micro-batches, {plan.n_stages} stages on "
             f"{len(plan.ranks())} devices",
             f"stages    {stages}",
-            f"step      {format_time(result.makespan)} predicted ({_hardware(problem)})",
+            f"step      {format_time(result.makespan)} predicted ({_hardware(problem)}; runtime "
+            f"{format_time(plan.action_overhead)} per action: {doc.get('action_overhead_from', 'given')})",
             f"bound     {format_time(result.lower_bound)}, gap {result.gap:.2%}" + (f" ({covers})" if covers else "")]
     return head + stage_line + [f"peak      {peaks} ({result.memory_model})"]
 

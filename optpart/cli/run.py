@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from ..errors import OptpartError
+from ..pipeline.plan import PipelinePlan
 from ..units import format_bytes, format_time
 from .common import Command
 
@@ -53,19 +54,28 @@ def read_plan(path: str | Path) -> dict:
         raise OptpartError(f"{doc_path}: not JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != "optpart-pipeline":
         raise OptpartError(f"{doc_path}: not an optpart-pipeline document (write one with optpart export -f pipeline)")
-    rows = doc["actions"]
+    rows = doc.get("actions")
     if doc.get("schedule_csv"):
-        with open(doc_path.parent / doc["schedule_csv"], newline="", encoding="utf-8") as fh:
-            rows = [[a for a in row if a.strip()] for row in csv.reader(fh)]
-    if len(rows) != len(doc["devices"]):
-        raise OptpartError(f"{doc_path}: {len(rows)} rows of actions for {len(doc['devices'])} devices")
-    record = {"micro_batches": doc["micro_batches"], "schedule": doc["schedule"],
-              "stages": [{"stage": s["stage"], "device": s["device"], "nodes": s["forward_nodes"]}
-                         for s in doc["stages"]],
-              "actions": dict(zip(doc["devices"], rows))}
+        try:
+            with open(doc_path.parent / doc["schedule_csv"], newline="", encoding="utf-8") as fh:
+                rows = [[a for a in row if a.strip()] for row in csv.reader(fh)]
+        except OSError as exc:
+            raise OptpartError(f"cannot read the schedule {doc['schedule_csv']!r} beside {doc_path}: "
+                               f"{exc.strerror}") from None
+    devices, stages = doc.get("devices"), doc.get("stages")
+    if not isinstance(rows, list) or not isinstance(devices, list) or not isinstance(stages, list):
+        raise OptpartError(f"{doc_path}: an optpart-pipeline document needs 'devices', 'stages' and 'actions'")
+    if len(rows) != len(devices):
+        raise OptpartError(f"{doc_path}: {len(rows)} rows of actions for {len(devices)} devices")
+    record = {"micro_batches": doc.get("micro_batches"), "schedule": doc.get("schedule", "custom"),
+              "stages": [{"stage": s.get("stage"), "device": s.get("device"), "nodes": s.get("forward_nodes")}
+                         for s in stages if isinstance(s, dict)],
+              "actions": dict(zip(devices, rows)), "action_overhead": doc.get("action_overhead", 0.0)}
+    PipelinePlan.read(record)  # checked here: one line before any process starts
     pred = doc.get("predicted") or {}
     peaks = {int(s): b for s, b in (pred.get("peak_memory") or {}).items() if b is not None}
-    return {"pipeline": record, "predicted": float(pred.get("step_time", float("nan"))), "predicted_peak": peaks}
+    return {"pipeline": record, "predicted": float(pred.get("step_time", float("nan"))), "predicted_peak": peaks,
+            "action_overhead": (pred.get("assumes") or {}).get("action_overhead", record["action_overhead"])}
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -92,7 +102,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
           f"{args.steps} steps: loss {run.loss:.6g}")
     ratio = f" (measured/predicted {run.measured / run.predicted:.2f})" if run.predicted > 0 else ""
     print(f"step time: measured {format_time(run.measured)} (median of {len(run.step_times) or 1}; first step "
-          f"{format_time(run.first_step)}, shape set-up, apart), predicted {format_time(run.predicted)}{ratio}")
+          f"{format_time(run.first_step)}, shape set-up, apart), predicted {format_time(run.predicted)}{ratio} "
+          f"(runtime {format_time(plan['action_overhead'])} per action)")
     for s in sorted(set(run.predicted_peak) | set(run.measured_peak)):
         got = run.measured_peak.get(s)
         print(f"stage {s}: peak memory predicted {format_bytes(run.predicted_peak.get(s, float('nan')))}"
@@ -127,7 +138,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, metavar="N", help="torch threads per process (default: cores / K)")
     p.add_argument("--cores", metavar="C0,C1,...", help="pin rank r to core C_r (default: no pinning)")
     p.add_argument("--memory", action="store_true", help="measure each stage's peak memory in one extra step "
-                                                        "(torch's MemTracker)")
+                                                        "(bytes of live tensor storage)")
     p.add_argument("--address", default="127.0.0.1",
                    help="rendezvous address (default 127.0.0.1: nothing listens beyond this machine)")
     p.add_argument("--port", type=int, help="rendezvous port (default: a free one)")

@@ -8,15 +8,16 @@ import sys
 from ..errors import OptpartError
 from ..formats import load, result_to_json, save_result
 from ..progress import progress, set_quiet
-from ..api import solve
+from ..api import PIPELINE_ORDERS, solve
 from ..solvers import Interrupted
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solver_names
 from ..solvers.spec import MEMORY_MODELS
 from .common import (Command, Terminated, add_device_arguments, add_plugin_argument, add_run_arguments,
-                     apply_device_arguments, hardware_options, parse_option)
+                     apply_device_arguments, check_time, hardware_options, parse_option)
 from .summary import format_summary
 from ..text import safe
-from ..pipeline.step import batch_note, check_micro_batches
+from ..pipeline.step import CPU_ACTION_SECONDS, batch_note, check_micro_batches
+from ..units import format_time
 from .pipeline import add_micro_batch_argument, pipeline_lines
 
 
@@ -33,6 +34,11 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         problem = apply_device_arguments(load(args.file), args)
         options = dict(parse_option(o) for o in args.option or [])
         micro_batches = check_micro_batches(args.micro_batches, problem)
+        if args.action_overhead is not None:
+            if micro_batches == 1 and args.solver not in PIPELINE_ORDERS:
+                raise OptpartError("--action-overhead is the pipeline runtime's cost per action: it needs "
+                                   "--micro-batches M (M > 1)")
+            options["action_overhead"] = check_time(args.action_overhead, "--action-overhead")
         note = batch_note(problem, micro_batches)
         bar.stage(f"solving with {safe(args.solver)}"
                   + (f" (time limit {args.time_limit:g} s)" if args.time_limit else ""))
@@ -81,6 +87,10 @@ def _arguments(p: argparse.ArgumentParser) -> None:
                         "equal to static on graphs without the param/output/temp split); see docs/model.md")
     add_device_arguments(p, hardware=True)
     add_micro_batch_argument(p, "default: the count the file records (optpart import --micro-batches), else 1")
+    p.add_argument("--action-overhead", metavar="TIME",
+                   help="with --micro-batches: seconds torch's pipeline runtime spends of its own on every action, "
+                        f"e.g. 1ms (default: {format_time(CPU_ACTION_SECONDS)} when the file's operator times were "
+                        "measured on a CPU, else 0; docs/model.md section 7)")
     add_run_arguments(p)
     add_plugin_argument(p)
     p.add_argument("--out", "-o", metavar="FILE", help="write the result as optpart JSON (default: not written)")

@@ -147,7 +147,7 @@ class TorchPipeline:
     notes: list[str]
 
     def summary(self) -> str:
-        """One line: stages, schedule, the predicted step time and what it assumes.
+        """One line: stages, schedule, the predicted step time and the way the plan runs.
 
         Returns
         -------
@@ -161,8 +161,8 @@ class TorchPipeline:
         return (f"pipeline: {len(d['stages'])} stages on {', '.join(d['devices'])}, {d['schedule']} "
                 f"({d['schedule_class']}), {d['micro_batches']} micro-batches: predicted step "
                 f"{format_time(p['step_time'])} ({a['operator_times']}; links {format_time(a['latency'])} + "
-                f"{format_bandwidth(a['bandwidth'])}; runtime {format_time(a['action_overhead'])} per action); "
-                f"predicted peak {peaks}")
+                f"{format_bandwidth(a['bandwidth'])}; runtime {format_time(a['action_overhead'])} per action: "
+                f"{a['action_overhead_from']}); predicted peak {peaks}")
 
 
 def _times_assumed(problem: Problem) -> str:
@@ -174,17 +174,21 @@ def _times_assumed(problem: Problem) -> str:
     return "operator times estimated by the cost model"
 
 
+#: torch's class per schedule name (``get_schedule_class``).
+_CLASS = {"GPipe": "ScheduleGPipe", "1F1B": "Schedule1F1B"}
+
+
 def torch_pipeline(problem: Problem, result: Result) -> TorchPipeline:
     """The stages, ranks, action lists and predicted step time of a pipelined result.
 
     Parameters
     ----------
     problem : Problem
-        The one-step problem (its nodes' ``module`` metadata names each stage's first and last
-        module; ``meta`` its batch); the links are those of the problem the result was scored on.
+        The one-step problem the result's plan is for (its nodes' ``module`` metadata names each
+        stage's first and last module; ``meta`` its batch).
     result : Result
-        A pipelined result carrying ``options["pipeline"]`` (its makespan is the predicted step
-        time: the plan as torch runs it).
+        A pipelined result carrying ``options["pipeline"]``, scored on its unrolled step (its
+        makespan is the predicted step time).
 
     Returns
     -------
@@ -194,65 +198,56 @@ def torch_pipeline(problem: Problem, result: Result) -> TorchPipeline:
     Raises
     ------
     OptpartError
-        Not a pipelined result, or a record naming nodes the problem does not have (one line).
+        Not a pipelined result, or a plan naming nodes the problem does not have (one line).
     """
-    from ..errors import OptpartError
-    from ..torch.pipeplan import ONE_STAGE_PER_RANK, PipelinePlan, named_actions
+    from ..pipeline.plan import PipelinePlan
+    from ..pipeline.schedules import torch_schedule
+    from ..pipeline.step import PipelineStep
 
-    plan = PipelinePlan.of(result)
-    unknown = [n for ns in plan.stage_nodes for n in ns if n not in problem.node_index]
-    if unknown:
-        raise OptpartError(f"options['pipeline'] names node '{unknown[0]}', which problem '{problem.name}' does not have")
-    rows = [acts for _, acts in sorted(plan.rank_actions().items())]
-    schedule = plan.schedule
-    if schedule == "custom":  # the order of a built-in schedule is written as its name
-        for name in ONE_STAGE_PER_RANK:
-            if plan.stage_ranks == {s: s for s in range(plan.n_stages)} and \
-                    rows == [a for _, a in sorted(named_actions(name, plan.n_stages, plan.micro_batches).items())]:
-                schedule = name
+    record = dict((getattr(result, "options", None) or {}).get("pipeline") or {})
+    plan = PipelinePlan.from_result(result, problem)
+    schedule = torch_schedule(plan)
     custom = schedule == "custom"
+    ranks = plan.ranks()
+    devices = [problem.device_ids[d] for d in ranks]
+    stage_ranks = plan.stage_ranks()
+    step = PipelineStep(problem, plan.micro_batches, plan.action_overhead)
+    fwd_mask = step.forward
     meta = problem.node_meta
+    order = problem.topo
     stages = []
-    for s, (dev, nodes) in enumerate(zip(plan.stage_devices, plan.stage_nodes)):
-        idx = sorted(problem.node_index[n] for n in nodes)
-        fwd = [problem.node_ids[v] for v in idx if (meta[v] if meta else {}).get("phase", "forward") == "forward"
-               and not problem.node_ids[v].startswith("update.")]
-        mods = [m for m in ((meta[problem.node_index[n]] if meta else {}).get("module", "") for n in fwd) if m]
-        stages.append({"stage": s, "device": dev, "rank": plan.stage_ranks[s], "first_module": mods[0] if mods else "",
-                       "last_module": mods[-1] if mods else "", "forward_nodes": fwd})
-    peaks = result.memory_peak if result.memory_peak is not None else np.zeros(len(result.source_problem.device_ids))
-    dev_index = {d: i for i, d in enumerate(result.source_problem.device_ids)} if result.source_problem else {}
-    record = dict(getattr(result, "options", {}).get("pipeline") or {})
-    links = result.source_problem.links if result.source_problem is not None else problem.links
+    for s, d in enumerate(plan.stage_device):
+        nodes = order[(plan.stage_of[order] == s) & fwd_mask[order]]
+        fwd = [problem.node_ids[v] for v in nodes.tolist()]
+        mods = [m for m in ((meta[v].get("module", "") if meta else "") for v in nodes.tolist()) if m]
+        stages.append({"stage": s, "device": problem.device_ids[d], "rank": stage_ranks[s],
+                       "first_module": mods[0] if mods else "", "last_module": mods[-1] if mods else "",
+                       "forward_nodes": fwd})
+    judged = result.source_problem
+    peaks = result.memory_peak if result.memory_peak is not None else np.zeros(judged.n_devices)
+    dev_index = judged.device_index
+    links = judged.links
     batch = (problem.meta or {}).get("pipeline") or {}
     doc = {"format": "optpart-pipeline", "version": 1, "problem": problem.name, "micro_batches": plan.micro_batches,
            "batch_size": batch.get("batch_size", (problem.meta or {}).get("batch_size")),
            "schedule": schedule,
-           "schedule_class": "_PipelineScheduleRuntime" if custom else
-           {"GPipe": "ScheduleGPipe", "1F1B": "Schedule1F1B"}.get(schedule, f"Schedule{schedule}"),
-           "schedule_csv": None, "devices": plan.devices,
-           "stage_to_rank": {str(s): r for s, r in plan.stage_ranks.items()}, "actions": rows, "stages": stages,
+           "schedule_class": "_PipelineScheduleRuntime" if custom else _CLASS.get(schedule, f"Schedule{schedule}"),
+           "schedule_csv": None, "devices": devices,
+           "stage_to_rank": {str(s): r for s, r in stage_ranks.items()}, "actions": plan.csv_rows(), "stages": stages,
+           "action_overhead": plan.action_overhead,
            "predicted": {"step_time": float(result.makespan),
-                         "peak_memory": {str(s): float(peaks[dev_index[d]]) if d in dev_index else None
-                                         for s, d in enumerate(plan.stage_devices)},
+                         "peak_memory": {str(s): float(peaks[dev_index[problem.device_ids[d]]])
+                                         for s, d in enumerate(plan.stage_device)},
                          "assumes": {"operator_times": _times_assumed(problem), "latency": float(links.latency),
                                      "bandwidth": float(links.bandwidth),
-                                     "action_overhead": float(record.get("action_overhead", 0.0)),
+                                     "action_overhead": plan.action_overhead,
+                                     "action_overhead_from": str(record.get("action_overhead_from", "given")),
                                      "memory_model": result.memory_model}}}
-    tied = _tied(problem, plan)
-    notes = [f"stages {', '.join(map(str, ss))} hold '{name}': each keeps a replica; optpart run sums its gradients "
-             "across them before the optimizer step" for name, ss in tied.items()]
-    return TorchPipeline(doc=doc, rows=rows, custom=custom, notes=notes)
-
-
-def _tied(problem: Problem, plan) -> dict[str, list[int]]:
-    """Parameters read in several stages: the importer's colocation group of a parameter (its
-    optimizer node with every operator that reads it) spread over more than one stage."""
-    stage = plan.stage_of()
-    out: dict[str, list[int]] = {}
-    for group in problem.constraints.colocate:
-        owners = [n for n in group if n.startswith("update.")]
-        ss = sorted({stage[n] for n in group if n in stage})
-        if len(owners) == 1 and len(ss) > 1:
-            out[owners[0].removeprefix("update.")] = ss
-    return out
+    notes = []
+    for tie in step.tied():
+        held = sorted({int(plan.stage_of[part[0]]) for part in tie.parts if part.size})
+        if len(held) > 1:
+            name = (meta[tie.owner].get("param") if meta else None) or problem.node_ids[tie.owner].removeprefix("update.")
+            notes.append(f"stages {', '.join(map(str, held))} hold '{name}': each keeps a replica; optpart run sums "
+                         "its gradients across them before the optimizer step")
+    return TorchPipeline(doc=doc, rows=plan.csv_rows(), custom=custom, notes=notes)

@@ -5,7 +5,10 @@ forward chain, on any devices, in any order), with ``h`` the time one micro-batc
 pass takes through the whole chain on the fastest device:
 
 * one micro-batch's generic bounds (critical path, largest node:
-  :func:`optpart.bounds.problem_lower_bound`) and the step's work over the devices' total speed;
+  :func:`optpart.bounds.problem_lower_bound`) and the step's work over the devices' total speed,
+  plus the runtime's cost of ``2 x M`` actions (every device holding a stage runs at least a
+  forward and a backward per micro-batch, so its work ``w_d`` fits in ``T - 2 M x overhead``
+  at its speed);
 * ``h + (M x backward + updates) / total speed``: no backward of any micro-batch starts before
   its own forward has passed the whole chain, so all backward and optimizer work fits after
   ``h``;
@@ -69,7 +72,9 @@ def pipeline_bound(step: PipelineStep, chain: ForwardChain | None = None) -> tup
     total_speed = float(p.device_speed.sum()) if p.n_devices else 1.0
     h = float(step.time[step.forward].sum()) / fastest
     bounds = [(problem_lower_bound(step.micro_problem()), "one micro-batch's critical path and largest node"),
-              (step.work() / total_speed, "the step's work over the devices' total speed")]
+              (step.work() / total_speed + 2 * m * step.action_overhead,
+               "the step's work over the devices' total speed, and the runtime's cost of each device's "
+               "2 x M actions at least")]
     after = (m * float(step.time[step.backward].sum()) + float(step.time[step.once].sum())) / total_speed
     bounds.append((h + after, "one micro-batch's forward, then all backward and update work on every device"))
     # blocks of positions no cut may split: one device runs all their work, after the forward reaches them
@@ -118,14 +123,15 @@ def _tails(costs: StageCosts, updates: np.ndarray, n_once: np.ndarray) -> np.nda
     t = costs.action_time
     nodes = costs.action_nodes
     dev = costs.stage_device
-    own = np.where((nodes[:, 2] > 0) | (n_once[dev] > 0), t[:, 2] + updates[dev], -np.inf)
+    w = np.where(nodes[:, 2] > 0, t[:, 2] - costs.overhead, 0.0)  # W's nodes (a B runs them without a gap)
+    own = np.where((nodes[:, 2] > 0) | (n_once[dev] > 0), w + updates[dev], -np.inf)
     dev_of = costs.device_of()
     for owner, d in costs.replicas:  # the replica's update waits for the owner's summed gradient
         s = int(costs.stage_of[owner])
         ins = p.in_edges[p.in_ptr[owner]:p.in_ptr[owner + 1]]
         c = max((float(p.latency[dev_of[owner], d] + step.edge_bytes[e] / p.bandwidth[dev_of[owner], d])
                  for e in ins.tolist()), default=0.0)
-        own[s] = max(own[s], t[s, 2] + c + float(step.time[owner] / p.device_speed[d]))
+        own[s] = max(own[s], w[s] + c + float(step.time[owner] / p.device_speed[d]))
     tail = own.copy()
     users: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for s in range(n):

@@ -201,7 +201,7 @@ def time_orders(step: PipelineStep, cand: Candidate, names, memory_model: str) -
             continue
         schedule = TORCH_NAME.get(name, "custom")
         plan = PipelinePlan(step.micro_batches, cand.stage_of, cand.stage_device, tuple(map(tuple, actions)),
-                            schedule)
+                            schedule, step.action_overhead)
         out.append(Scored(cand, plan, tl, memory_fits(cand.costs, tl, memory_model)))
     return out
 

@@ -9,7 +9,8 @@ unrolled step (:mod:`optpart.pipeline.expand`) need:
   stage's output gradient to its input gradient) and ``W`` (the other backward nodes, which
   only feed parameter gradients); a full backward ``B`` runs ``I`` and ``W`` nodes together;
 * every node's duration on its stage's device and its offset inside each action it can be
-  part of (the nodes of an action run one after another in topological order);
+  part of: the runtime's own cost per action first (``step.action_overhead``), then the
+  action's nodes one after another in topological order;
 * the dependencies between actions of one micro-batch with their transfer times: ``F`` of a
   stage after ``F`` of every stage it reads from (and of the previous stage: torch's stages
   form a chain), a backward (``B`` or ``I``) after the stage's own ``F`` and the backwards of
@@ -49,9 +50,11 @@ class StageCosts:
     dur : numpy.ndarray
         Seconds per base node on its stage's device.
     off, off_b : numpy.ndarray
-        Start offset of each node in its ``F``/``I``/``W`` action, and (backward nodes) in the ``B`` action.
+        Start offset of each node in its ``F``/``I``/``W`` action, and (backward nodes) in the ``B``
+        action (after the runtime's cost per action).
     action_time : numpy.ndarray
-        ``(S, 4)``: seconds of ``F``, ``I``, ``W`` and ``B`` per stage.
+        ``(S, 4)``: seconds of ``F``, ``I``, ``W`` and ``B`` per stage, the runtime's cost per
+        action included (an action without nodes takes that cost alone).
     action_nodes : numpy.ndarray
         ``(S, 4)``: how many nodes each of those actions runs (an empty action holds no node).
     f_deps, b_deps : list of list of (int, float)
@@ -81,6 +84,8 @@ class StageCosts:
         :func:`once_inputs`.
     once_device, once_dur : numpy.ndarray
         Device and seconds of each once node of :attr:`once_order`.
+    overhead : float
+        The runtime's seconds per action (``step.action_overhead``), in every action's time.
     """
 
     step: PipelineStep
@@ -107,6 +112,7 @@ class StageCosts:
     once_inputs: tuple = field(default=(), repr=False)
     once_device: np.ndarray = field(default=None, repr=False)
     once_dur: np.ndarray = field(default=None, repr=False)
+    overhead: float = 0.0
 
     @property
     def n_stages(self) -> int:
@@ -187,6 +193,10 @@ def stage_costs(step: PipelineStep, stage_of: np.ndarray, stage_device) -> Stage
         has = last >= first
         action_time[has, key] = cum[last[has]] - base[has]
         action_nodes[:, key] = np.maximum(last - first + 1, 0)
+    overhead = float(step.action_overhead)  # the runtime's own cost, before an action's nodes
+    off[~step.once] += overhead
+    off_b[step.backward] += overhead
+    action_time += overhead
     f_deps, b_deps = _dependencies(step, stage, sdev, part)
     replicas = replicas_of(step, stage, sdev)
     params = np.bincount(dev, weights=p.param_bytes, minlength=p.n_devices)
@@ -206,6 +216,7 @@ def stage_costs(step: PipelineStep, stage_of: np.ndarray, stage_device) -> Stage
                        groups, internal, once_nodes, once_internal, static, cross_once)
     costs.internal_at_end = at_end
     costs.action_nodes = action_nodes
+    costs.overhead = overhead
     costs.once_order = np.concatenate(once_nodes) if once_nodes else np.zeros(0, dtype=np.int64)
     order = costs.once_order
     owner = np.array([v if v >= 0 else replicas[-1 - v][0] for v in order.tolist()], dtype=np.int64)

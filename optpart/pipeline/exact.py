@@ -3,7 +3,8 @@
 The model (OR-Tools CP-SAT), on the stages and devices of the best plan found so far:
 
 * one interval per ``F``, ``I`` and ``W`` of every (stage, micro-batch) (a backward split in
-  two: a full ``B`` is the special case of ``W`` right after ``I``), of its simulated length;
+  two: a full ``B`` is the special case of ``W`` right after ``I``), of its simulated length
+  (``W`` without the runtime's cost per action, which a ``B`` pays once);
 * per device, no two intervals overlap;
 * precedences of the stage chain with their transfers (:mod:`optpart.pipeline.costs`), ``W``
   after ``I``, and each stage's forwards, backwards and weight gradients in micro-batch order;
@@ -37,7 +38,9 @@ def _model(costs: StageCosts, act: np.ndarray, scale: float, hint: dict | None):
     step = costs.step
     p = step.base
     m, n_st = step.micro_batches, costs.n_stages
-    t = np.floor(costs.action_time[:, :3] * scale).astype(np.int64)
+    lengths = costs.action_time[:, :3].copy()
+    lengths[:, 2] = np.maximum(lengths[:, 2] - costs.overhead, 0.0)  # a B runs its W part without a second gap
+    t = np.floor(lengths * scale).astype(np.int64)
     horizon = int(np.ceil(
         (m * (costs.action_time[:, 0].sum() + costs.action_time[:, 3].sum())
          + sum(c for d in costs.f_deps + costs.b_deps for _, c in d) * m

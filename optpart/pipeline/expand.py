@@ -12,6 +12,8 @@ the same way.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..evaluate import evaluate
@@ -66,7 +68,8 @@ def expand(costs: StageCosts, tl: Timeline) -> tuple[Problem, np.ndarray, np.nda
 
 
 def _action_instances(costs: StageCosts, tl: Timeline):
-    """``(kind, (micro-batch array, node array), start)`` of every action that holds nodes."""
+    """``(kind, (micro-batch array, node array), first node's start)`` of every action that holds
+    nodes (the action's start plus the runtime's cost per action)."""
     order = costs.step.base.topo
     lists = {}
     for key, mask in (("F", costs.part == PART_F), ("I", costs.part == PART_I), ("W", costs.part == PART_W),
@@ -84,7 +87,7 @@ def _action_instances(costs: StageCosts, tl: Timeline):
                 if key is None or lists[(key, s)].size == 0:
                     continue
                 nodes = lists[(key, s)]
-                yield key, (np.full(nodes.size, i), nodes), float(t0)
+                yield key, (np.full(nodes.size, i), nodes), float(t0) + costs.overhead
 
 
 def _sequential_updates(rows, slots, start, placement, unrolled, last_end) -> None:
@@ -130,8 +133,10 @@ def score(costs: StageCosts, plan: PipelinePlan, tl: Timeline, *, solver: str, m
         constraint broken.
     """
     unrolled, placement, start = expand(costs, tl)
-    base = costs.step.base
-    options = {"micro_batches": plan.micro_batches, "schedule": plan.schedule, "pipeline": plan.to_dict(base)}
+    step = costs.step
+    doc = replace(plan, action_overhead=costs.overhead).to_dict(step.base)
+    doc["action_overhead_from"] = step.overhead_source  # printed beside every pipelined time
+    options = {"micro_batches": plan.micro_batches, "schedule": plan.schedule, "pipeline": doc}
     return evaluate(unrolled, placement, start, solver=solver, memory_model=memory_model,
                     lower_bound=lower_bound, message=message, options=options)
 

@@ -18,13 +18,21 @@ A result of a pipelined solve carries the plan as ``result.options["pipeline"]``
      "actions": {"<device id>": ["0F0", "0F1", "0B0", ...], ...}}
 
 and :meth:`PipelinePlan.from_result` reads it back. ``schedule`` names the torch schedule
-class the action lists equal (``get_schedule_class(name)``), else ``custom``.
+class the action lists equal (``get_schedule_class(name)``), else ``custom``. The document may
+also record the runtime's cost per action it was timed with (``"action_overhead"``, seconds,
+:class:`~optpart.pipeline.step.PipelineStep`), which :attr:`PipelinePlan.action_overhead` keeps.
+
+A process of torch's runtime has no problem to read a plan against: :meth:`PlanIds.of` takes the
+node and device ids from the document itself (devices in the order their first stage comes,
+so device index ``r`` is torch rank ``r``), and :meth:`PipelinePlan.from_dict` reads it against
+them with the same checks.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -32,11 +40,14 @@ import numpy as np
 from ..errors import ProblemError
 from ..model.problem import Problem
 
-__all__ = ["Action", "PipelinePlan", "KINDS"]
+__all__ = ["Action", "PipelinePlan", "PlanIds", "KINDS"]
 
 #: Action kinds: forward, full backward, input-gradient half, weight-gradient half.
 KINDS = ("F", "B", "I", "W")
 _ACTION = re.compile(r"^\s*(\d+)([FBIW])(\d+)\s*$")
+#: The one line for a result without a plan.
+NO_PLAN = ("the result carries no pipelined plan (options['pipeline']: stages, devices, action lists); "
+           "solve with --micro-batches M for one")
 
 
 class Action(NamedTuple):
@@ -68,6 +79,69 @@ class Action(NamedTuple):
         return cls(int(m.group(1)), m.group(2), int(m.group(3)))
 
 
+@dataclass(frozen=True)
+class PlanIds:
+    """The node and device ids a plan is read against: a problem's, or a plan document's own.
+
+    Attributes
+    ----------
+    node_ids : tuple of str
+        Node ids (index = node index).
+    device_ids : tuple of str
+        Device ids (index = device index).
+    """
+
+    node_ids: tuple[str, ...]
+    device_ids: tuple[str, ...]
+
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes."""
+        return len(self.node_ids)
+
+    @property
+    def n_devices(self) -> int:
+        """Number of devices."""
+        return len(self.device_ids)
+
+    @cached_property
+    def node_index(self) -> dict[str, int]:
+        """Node id -> index."""
+        return {n: i for i, n in enumerate(self.node_ids)}
+
+    @cached_property
+    def device_index(self) -> dict[str, int]:
+        """Device id -> index."""
+        return {d: i for i, d in enumerate(self.device_ids)}
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> "PlanIds":
+        """The ids a plan document names: its stages' nodes, and its stages' devices in the order
+        their first stage comes (device index ``r`` is torch rank ``r``).
+
+        Parameters
+        ----------
+        doc : mapping
+            A plan document (:meth:`PipelinePlan.to_dict`'s form).
+
+        Returns
+        -------
+        PlanIds
+
+        Raises
+        ------
+        ProblemError
+            When the stages are not a list of objects (one line).
+        """
+        stages = doc.get("stages") if isinstance(doc, Mapping) else None
+        if not isinstance(stages, Sequence) or isinstance(stages, str) \
+                or not all(isinstance(st, Mapping) for st in stages):
+            raise ProblemError("pipeline.stages: expected a list of {'stage', 'device', 'nodes'} objects")
+        nodes = [n for st in stages for n in (st.get("nodes") or []) if isinstance(n, str)]
+        devices = [st.get("device") for st in stages if isinstance(st.get("device"), str)]
+        return cls(tuple(dict.fromkeys(nodes)), tuple(dict.fromkeys(devices)))
+
+
 @dataclass(frozen=True, eq=False)
 class PipelinePlan:
     """A pipelined plan (module docstring). Built by the solvers; checked by :meth:`check`.
@@ -84,6 +158,8 @@ class PipelinePlan:
         Per device index (every device of the problem), its actions in the order it runs them.
     schedule : str
         The torch schedule class name the actions equal, else ``"custom"``.
+    action_overhead : float
+        The runtime's seconds per action the plan was timed with (0 when not recorded).
     """
 
     micro_batches: int
@@ -91,6 +167,7 @@ class PipelinePlan:
     stage_device: tuple[int, ...]
     actions: tuple[tuple[Action, ...], ...]
     schedule: str = "custom"
+    action_overhead: float = 0.0
 
     def __post_init__(self) -> None:
         arr = np.array(self.stage_of, dtype=np.int64)
@@ -119,7 +196,7 @@ class PipelinePlan:
         PipelinePlan
         """
         return PipelinePlan(self.micro_batches, self.stage_of, self.stage_device,
-                            tuple(tuple(a) for a in actions), schedule)
+                            tuple(tuple(a) for a in actions), schedule, self.action_overhead)
 
     def ranks(self) -> list[int]:
         """Device indices that hold a stage, in the order their first stage comes (torch rank
@@ -130,6 +207,30 @@ class PipelinePlan:
         list of int
         """
         return list(dict.fromkeys(self.stage_device))
+
+    def stage_ranks(self) -> dict[int, int]:
+        """torch's stage-index-to-rank mapping (``stage_index_to_group_rank``).
+
+        Returns
+        -------
+        dict of int to int
+        """
+        rank = {d: r for r, d in enumerate(self.ranks())}
+        return {s: rank[d] for s, d in enumerate(self.stage_device)}
+
+    def stage_by_id(self, problem: Problem | PlanIds) -> dict[str, int]:
+        """``{node id: stage}`` (what the runtime cuts its stage modules by).
+
+        Parameters
+        ----------
+        problem : Problem or PlanIds
+            The ids the plan was read against.
+
+        Returns
+        -------
+        dict of str to int
+        """
+        return {problem.node_ids[v]: int(s) for v, s in enumerate(self.stage_of.tolist())}
 
     def csv_rows(self) -> list[list[str]]:
         """torch's compute-only CSV rows: one row of action strings per rank (``_load_csv``).
@@ -156,13 +257,13 @@ class PipelinePlan:
                 and np.array_equal(self.stage_of, other.stage_of) and self.actions == other.actions)
 
     # ------------------------------------------------------------------ documents
-    def to_dict(self, problem: Problem) -> dict[str, Any]:
+    def to_dict(self, problem: Problem | PlanIds) -> dict[str, Any]:
         """The plan as JSON-able data (module docstring), ids from ``problem``.
 
         Parameters
         ----------
-        problem : Problem
-            The base problem the plan is for.
+        problem : Problem or PlanIds
+            The base problem the plan is for (or its ids).
 
         Returns
         -------
@@ -175,18 +276,19 @@ class PipelinePlan:
                    "nodes": [ids[v] for v in order[bounds[s]:bounds[s + 1]].tolist()]}
                   for s, d in enumerate(self.stage_device)]
         return {"micro_batches": self.micro_batches, "schedule": self.schedule, "stages": stages,
-                "actions": {problem.device_ids[d]: [str(a) for a in self.actions[d]] for d in self.ranks()}}
+                "actions": {problem.device_ids[d]: [str(a) for a in self.actions[d]] for d in self.ranks()},
+                "action_overhead": self.action_overhead}
 
     @classmethod
-    def from_dict(cls, doc: Mapping[str, Any], problem: Problem) -> "PipelinePlan":
+    def from_dict(cls, doc: Mapping[str, Any], problem: Problem | PlanIds) -> "PipelinePlan":
         """Read :meth:`to_dict`'s form back, checked against ``problem`` (:meth:`check`).
 
         Parameters
         ----------
         doc : mapping
             The plan document.
-        problem : Problem
-            The base problem (its node and device ids).
+        problem : Problem or PlanIds
+            The base problem, or the ids to read against (:meth:`PlanIds.of`: the document's own).
 
         Returns
         -------
@@ -238,8 +340,11 @@ class PipelinePlan:
             if not isinstance(row, Sequence) or isinstance(row, str):
                 raise ProblemError(f"pipeline.actions[{dev!r}]: expected a list of action strings")
             per_device[problem.device_index[dev]] = [Action.parse(a) for a in row]
+        overhead = doc.get("action_overhead", 0.0)
+        if isinstance(overhead, bool) or not isinstance(overhead, (int, float)) or not 0 <= overhead < float("inf"):
+            raise ProblemError(f"pipeline.action_overhead: expected seconds >= 0, got {overhead!r}")
         plan = cls(m, stage_of, tuple(devices), tuple(tuple(r) for r in per_device),
-                   str(doc.get("schedule", "custom")))
+                   str(doc.get("schedule", "custom")), float(overhead))
         plan.check(problem)
         return plan
 
@@ -261,11 +366,40 @@ class PipelinePlan:
         options = result.get("options") if isinstance(result, Mapping) else getattr(result, "options", None)
         doc = options.get("pipeline") if isinstance(options, Mapping) else None
         if doc is None:
-            raise ProblemError("the result carries no pipelined plan (options.pipeline)")
+            raise ProblemError(NO_PLAN)
         return cls.from_dict(doc, problem)
 
+    @classmethod
+    def read(cls, result: Any) -> tuple["PipelinePlan", PlanIds, Mapping[str, Any]]:
+        """The plan of a result or plan document read against the ids it names (no problem needed:
+        what each process of torch's runtime does).
+
+        Parameters
+        ----------
+        result : Result or mapping
+            A pipelined result, its ``options``, or the plan document itself (a stage may list
+            only its forward operators, all a process of the runtime needs).
+
+        Returns
+        -------
+        tuple
+            ``(plan, ids, document)``; device index ``r`` of ``ids`` is torch rank ``r``.
+
+        Raises
+        ------
+        ProblemError
+            No plan, or a malformed one: one line naming the field, node, device or action.
+        """
+        doc = getattr(result, "options", result)
+        if isinstance(doc, Mapping) and "pipeline" in doc:
+            doc = doc["pipeline"]
+        if not isinstance(doc, Mapping) or "stages" not in doc:
+            raise ProblemError(NO_PLAN)
+        ids = PlanIds.of(doc)
+        return cls.from_dict(doc, ids), ids, doc
+
     # ------------------------------------------------------------------ rules
-    def check(self, problem: Problem) -> None:
+    def check(self, problem: Problem | PlanIds) -> None:
         """Raise :class:`ProblemError` (one line) unless the actions are a valid runtime order.
 
         Every stage's device holds all its actions; every ``(stage, micro-batch)`` has one
@@ -277,8 +411,8 @@ class PipelinePlan:
 
         Parameters
         ----------
-        problem : Problem
-            The base problem.
+        problem : Problem or PlanIds
+            The base problem (or its ids).
         """
         m, k = self.micro_batches, self.n_stages
         if self.stage_of.shape != (problem.n_nodes,):

@@ -31,8 +31,8 @@ from typing import Callable
 
 from .plan import Action
 
-__all__ = ["NAMED", "STYLE", "TORCH_NAME", "ORDER_NAMES", "SUMMARY", "named_actions", "v_stage_ranks", "loop_stage_ranks", "accepts",
-           "sequential"]
+__all__ = ["NAMED", "STYLE", "TORCH_NAME", "ORDER_NAMES", "SUMMARY", "named_actions", "v_stage_ranks",
+           "loop_stage_ranks", "accepts", "sequential", "torch_schedule"]
 
 Lists = list[list[Action]]
 
@@ -342,3 +342,34 @@ def named_actions(name: str, k: int, m: int) -> Lists:
     list of list of Action
     """
     return NAMED[name](k, m)
+
+
+def torch_schedule(plan) -> str:
+    """The torch schedule class a plan's action lists are exactly, else ``"custom"``.
+
+    A plan is a named schedule when its stages sit on the ranks that class puts them on
+    (one per rank, looped, or in a V) and every rank's list is the class's order
+    (:func:`named_actions`); torch's runtime then runs that class, otherwise it runs the lists
+    themselves (``_PipelineScheduleRuntime``).
+
+    Parameters
+    ----------
+    plan : PipelinePlan
+        The plan.
+
+    Returns
+    -------
+    str
+        A value of :data:`TORCH_NAME`, or ``"custom"``.
+    """
+    ranks = plan.ranks()
+    k, m = len(ranks), plan.micro_batches
+    mapping = plan.stage_ranks()
+    stage_ranks = [mapping[s] for s in range(plan.n_stages)]
+    lists = [list(plan.actions[d]) for d in ranks]
+    for name in NAMED:
+        local, style = STYLE[name]
+        want = v_stage_ranks(k) if style == "v" else loop_stage_ranks(k, local)
+        if stage_ranks == want and accepts(name, k, m) and lists == named_actions(name, k, m):
+            return TORCH_NAME[name]
+    return "custom"

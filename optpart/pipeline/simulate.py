@@ -26,7 +26,7 @@ from .costs import StageCosts
 from .liveness import PART_F, PART_I, PART_W, VAR_B
 from .plan import Action
 
-__all__ = ["Timeline", "simulate", "KIND_INDEX"]
+__all__ = ["Timeline", "simulate", "stuck_actions", "KIND_INDEX"]
 
 #: Relative float rounding of one addition (bounds the drift of adding an action's nodes one by one).
 ROUNDING = 2.3e-16
@@ -128,6 +128,45 @@ def simulate(costs: StageCosts, actions, memory: bool = True) -> Timeline | None
     if memory:
         tl.memory = _memory(costs, tl, flat, device, start, end, once_start)
     return tl
+
+
+def stuck_actions(costs: StageCosts, actions) -> list[Action]:
+    """The first action of each device that never runs when the lists deadlock (empty when they run).
+
+    Parameters
+    ----------
+    costs : StageCosts
+        The stage costs.
+    actions : sequence of sequence of Action
+        Per device index.
+
+    Returns
+    -------
+    list of Action
+        One per device whose list does not finish, in device order.
+    """
+    done: set[tuple[int, str, int]] = set()
+    pos = [0] * len(actions)
+    full = {(a.stage, a.micro_batch) for acts in actions for a in acts if a.kind == "B"}
+
+    def ready(a: Action) -> bool:
+        if a.kind == "F":
+            return all((u, "F", a.micro_batch) in done for u, _ in costs.f_deps[a.stage])
+        if a.kind == "W":
+            return (a.stage, "I", a.micro_batch) in done
+        return (a.stage, "F", a.micro_batch) in done and all(
+            (u, "B" if (u, a.micro_batch) in full else "I", a.micro_batch) in done for u, _ in costs.b_deps[a.stage])
+
+    moved = True
+    while moved:
+        moved = False
+        for d, acts in enumerate(actions):
+            while pos[d] < len(acts) and ready(acts[pos[d]]):
+                a = acts[pos[d]]
+                done.add((a.stage, a.kind, a.micro_batch))
+                pos[d] += 1
+                moved = True
+    return [acts[pos[d]] for d, acts in enumerate(actions) if pos[d] < len(acts)]
 
 
 def _times(actions, deps, dur, count, n):

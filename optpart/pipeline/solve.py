@@ -27,28 +27,23 @@ import numpy as np
 from ..errors import SolverError
 from ..model.problem import Problem
 from ..result import Result, Status
-from .candidates import Candidate, orders_for, stage_candidates, time_orders
+from .candidates import Candidate, stage_candidates, time_orders
 from .expand import score
 from .plan import PipelinePlan
-from .schedules import NAMED, TORCH_NAME
+from .schedules import NAMED, TORCH_NAME, torch_schedule
 from .stages import forward_chain
 from .step import PipelineStep
 
-__all__ = ["solve_pipelined", "plan_on_stages", "PIPELINE_SOLVERS"]
+__all__ = ["solve_pipelined", "plan_on_stages", "score_plan", "PIPELINE_SOLVERS"]
 
 #: Solver names of a pipelined solve: the search, the named orders, one micro-batch at a time,
 #: and the exact order search of small steps.
 PIPELINE_SOLVERS = ("heuristic",) + tuple(NAMED) + ("sequential", "cpsat")
 
 
-def _named(cand: Candidate, plan: PipelinePlan, m: int) -> PipelinePlan:
+def _named(plan: PipelinePlan) -> PipelinePlan:
     """``plan`` with ``schedule`` set to the torch schedule its actions equal (else ``custom``)."""
-    actions = plan.actions
-    for name, acts in orders_for(cand, m, NAMED):
-        acts = acts + [[] for _ in range(len(actions) - len(acts))]
-        if tuple(map(tuple, acts)) == actions:
-            return plan.with_actions(actions, TORCH_NAME[name])
-    return plan.with_actions(actions, "custom")
+    return plan.with_actions(plan.actions, torch_schedule(plan))
 
 
 #: What a named schedule needs of the layout, for the message when none applies.
@@ -65,7 +60,7 @@ def _names_for(solver: str) -> tuple[str, ...]:
 
 def solve_pipelined(problem: Problem, micro_batches: int, solver: str = "heuristic", *,
                     memory_model: str = "peak", time_limit: float | None = None, seed: int = 0,
-                    hint: Any = None, **options: Any) -> Result:
+                    hint: Any = None, action_overhead: float | None = None, **options: Any) -> Result:
     """Stages and action orders for one step of ``micro_batches`` micro-batches (module docstring).
 
     Parameters
@@ -84,6 +79,10 @@ def solve_pipelined(problem: Problem, micro_batches: int, solver: str = "heurist
         Accepted for the common signature (every search here is deterministic).
     hint : optional
         Not used by pipelined solves (a placement is not a pipeline); refused when given.
+    action_overhead : float, optional
+        Seconds torch's runtime spends of its own on every action (default:
+        :func:`~optpart.pipeline.step.default_action_overhead`); recorded in
+        ``options["pipeline"]["action_overhead"]``.
     **options
         ``effort`` (float, default 1) for ``heuristic`` and ``cpsat``: scales the order
         search's budget; the named orders take none.
@@ -108,7 +107,7 @@ def solve_pipelined(problem: Problem, micro_batches: int, solver: str = "heurist
     if hint is not None:
         raise SolverError("a pipelined solve takes no hint (a placement is not a pipeline)")
     effort = float(options.get("effort", 1.0))
-    step = PipelineStep(problem, micro_batches)
+    step = PipelineStep(problem, micro_batches, action_overhead)
     record = {"micro_batches": step.micro_batches}
     from .bound import pipeline_bound, stage_bound
 
@@ -133,7 +132,7 @@ def solve_pipelined(problem: Problem, micro_batches: int, solver: str = "heurist
     bound, covers = pipeline_bound(step, chain)
     result = None
     for s in ([best] if best is not None else []) + timed:
-        s.plan = _named(s.cand, s.plan, step.micro_batches)
+        s.plan = _named(s.plan)
         r = score(s.cand.costs, s.plan, s.tl, solver=solver, memory_model=memory_model, lower_bound=bound)
         if r.ok:
             result = r
@@ -204,5 +203,50 @@ def plan_on_stages(step: PipelineStep, stage_of, stage_device, *, memory_model: 
     if not timed or not timed[0].fits:
         return None
     best = improve(step, timed, memory_model, effort=effort) if effort > 0 or names is None else timed[0]
-    best.plan = _named(cand, best.plan, step.micro_batches)
+    best.plan = _named(best.plan)
     return score(cand.costs, best.plan, best.tl, solver="heuristic", memory_model=memory_model)
+
+
+def score_plan(problem: Problem, plan: PipelinePlan, *, memory_model: str = "peak",
+               action_overhead: float | None = None, solver: str = "given") -> Result:
+    """A given plan (stages and action lists) timed and scored on its unrolled step.
+
+    Parameters
+    ----------
+    problem : Problem
+        One step of the whole batch, with devices.
+    plan : PipelinePlan
+        The plan (checked: :meth:`PipelinePlan.check`).
+    memory_model : {"peak", "static"}
+        The model it is judged under.
+    action_overhead : float, optional
+        The runtime's seconds per action (default:
+        :func:`~optpart.pipeline.step.default_action_overhead`).
+    solver : str
+        The name the result carries.
+
+    Returns
+    -------
+    Result
+        Over the unrolled step, ``options["pipeline"]`` the plan (its ``schedule`` the torch
+        class its lists equal, else ``custom``).
+
+    Raises
+    ------
+    ProblemError
+        An invalid plan, or lists that wait on each other (one line naming the stuck actions).
+    """
+    from ..errors import ProblemError
+    from .costs import stage_costs
+    from .simulate import simulate, stuck_actions
+
+    plan.check(problem)
+    step = PipelineStep(problem, plan.micro_batches, action_overhead)
+    costs = stage_costs(step, plan.stage_of, plan.stage_device)
+    tl = simulate(costs, plan.actions)
+    if tl is None:
+        stuck = ", ".join(f"'{a}' on '{problem.device_ids[plan.stage_device[a.stage]]}'"
+                          for a in stuck_actions(costs, plan.actions))
+        raise ProblemError(f"pipeline.actions deadlock: {stuck} wait for each other")
+    plan = _named(plan.with_actions(plan.actions))
+    return score(costs, plan, tl, solver=solver, memory_model=memory_model)

@@ -11,6 +11,8 @@ plan shares:
   scale and are held once; gradients sent to a once-per-step node are parameter-sized);
 * the parameters **tied** across modules (:func:`tied_parameters`), replicated by a plan that
   puts their parts on several devices;
+* the runtime's own cost per action (``action_overhead``, seconds: :func:`default_action_overhead`),
+  part of every action's time;
 * the **unrolled problem** a plan is judged on: ``M`` copies of every per-micro-batch node (ids
   ``v@mb<i>``), one of every once-per-step node, gradient accumulation as a chain (copy ``i``
   of a node that feeds an update has an edge to copy ``i + 1``, the last copy to the update),
@@ -30,11 +32,18 @@ from ..model.problem import Problem
 from .unrolled import build_micro, build_unrolled
 
 __all__ = ["PipelineStep", "TiedParameter", "check_micro_batches", "recorded_micro_batches", "once_mask",
-           "backward_mask", "tied_parameters", "batch_note"]
+           "backward_mask", "tied_parameters", "batch_note", "default_action_overhead", "check_action_overhead",
+           "CPU_ACTION_SECONDS"]
 
 #: Most tasks (node copies plus edge copies) an unrolled step may have: beyond it the step of
 #: ``M`` micro-batches is refused with one line instead of exhausting memory.
 MAX_UNROLLED = 20_000_000
+
+#: Seconds torch's pipelining runtime spends of its own on every action when the host runs the
+#: operators too (a CPU): the schedule loop's Python dispatch, autograd's set-up of a stage's
+#: backward, send and receive set-up. ``benchmarks/pipeline_measured.py`` measures it on a
+#: calibration model whose operators cost almost nothing (docs/model.md section 7).
+CPU_ACTION_SECONDS = 1.0e-3
 
 #: ``phase`` / ``op`` values that mark a once-per-step (optimizer) node.
 _ONCE_PHASES = ("optimizer", "update")
@@ -87,6 +96,54 @@ def check_micro_batches(micro_batches, problem: Problem | None = None) -> int:
             raise ProblemError(f"--micro-batches {value} does not divide the batch of {batch} samples "
                                "into equal micro-batches")
     return value
+
+
+def default_action_overhead(problem: Problem) -> tuple[float, str]:
+    """The runtime's seconds per action a step of ``problem`` assumes, and why.
+
+    Operator times measured on a CPU (``optpart import --profile``): the host that runs the
+    operators also runs torch's schedule loop, so every action adds
+    :data:`CPU_ACTION_SECONDS`. Otherwise (times priced for an accelerator, or given in the
+    file) 0: an accelerator's kernels are queued asynchronously, and the host's work per
+    action runs while the device computes the previous one.
+
+    Parameters
+    ----------
+    problem : Problem
+        The base problem (its ``meta.cost_model``).
+
+    Returns
+    -------
+    tuple
+        ``(seconds, what it is)``, the text as printed beside a pipelined step time.
+    """
+    cm = (problem.meta or {}).get("cost_model")
+    prof = cm.get("profile") if isinstance(cm, dict) else None
+    if isinstance(prof, dict) and str(prof.get("device", "")).startswith("cpu"):
+        return CPU_ACTION_SECONDS, "torch's runtime on a CPU (the default for times measured on a CPU)"
+    return 0.0, "none (the host's work per action overlaps the device's)"
+
+
+def check_action_overhead(value) -> float:
+    """Validate seconds per action: a finite number >= 0.
+
+    Parameters
+    ----------
+    value
+        The value given (a number).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ProblemError
+        One line naming ``--action-overhead`` and the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) < float("inf"):
+        raise ProblemError(f"--action-overhead must be a time >= 0 (e.g. 1ms), got {value!r}")
+    return float(value)
 
 
 def recorded_micro_batches(problem: Problem | None) -> object:
@@ -282,10 +339,17 @@ class PipelineStep:
         Boolean per base node: the forward pass (neither once per step nor backward).
     time, output_bytes, temp_bytes, edge_bytes : numpy.ndarray
         Per-micro-batch costs of the base nodes and edges (once-per-step nodes unscaled).
+    action_overhead : float
+        Seconds the runtime spends of its own on every action (given, else
+        :func:`default_action_overhead`).
+    overhead_source : str
+        What that figure is (``"given"`` or the default's reason).
     """
 
     base: Problem
     micro_batches: int
+    action_overhead: float | None = None
+    overhead_source: str = field(init=False, default="given")
     once: np.ndarray = field(init=False)
     backward: np.ndarray = field(init=False)
     forward: np.ndarray = field(init=False)
@@ -300,6 +364,10 @@ class PipelineStep:
     def __post_init__(self) -> None:
         p, m = self.base, check_micro_batches(self.micro_batches, self.base)
         self.micro_batches = m
+        if self.action_overhead is None:
+            self.action_overhead, self.overhead_source = default_action_overhead(p)
+        else:
+            self.action_overhead = check_action_overhead(self.action_overhead)
         size = m * (p.n_nodes + p.n_edges)
         if size > MAX_UNROLLED:
             raise ProblemError(f"--micro-batches {m}: the step of {m} micro-batches of '{p.name}' has about "

@@ -204,7 +204,7 @@ def apply(
     if m > 1:  # a pipelined plan: one micro-batch's step placed as copy 0 of each node, run on every micro-batch
         from .stages import split_batch
 
-        placement, start = _first_copy(placement, start)
+        placement, start = _first_copy(result, start)
         example_inputs, targets = split_batch(example_inputs, targets, m)
         step = None
     if step is None:
@@ -236,12 +236,14 @@ def _micro_batches(result, placement: dict[str, str]) -> int:
 _MB = re.compile(r"@mb(\d+)$")
 
 
-def _first_copy(placement: dict[str, str], start: dict[str, float]) -> tuple[dict[str, str], dict[str, float]]:
-    """The placement and start times of copy 0 of every per-micro-batch node (and of every once node)."""
-    place = {n[:-len("@mb0")] if n.endswith("@mb0") else n: d for n, d in placement.items() if not _MB.search(n)
-             or n.endswith("@mb0")}
-    order = {n[:-len("@mb0")] if n.endswith("@mb0") else n: t for n, t in start.items() if not _MB.search(n)
-             or n.endswith("@mb0")}
+def _first_copy(result, start: dict[str, float]) -> tuple[dict[str, str], dict[str, float]]:
+    """Every base node on its stage's device (the plan's), started where copy 0 of it starts."""
+    from ..pipeline.plan import PipelinePlan
+
+    plan, ids, _ = PipelinePlan.read(result)
+    device = [ids.device_ids[plan.stage_device[s]] for s in plan.stage_of.tolist()]
+    place = dict(zip(ids.node_ids, device))
+    order = {n: start.get(f"{n}@mb0", start.get(n, 0.0)) for n in ids.node_ids}
     return place, order
 
 

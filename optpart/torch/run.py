@@ -1,16 +1,20 @@
 """Run a pipelined plan with ``torch.distributed.pipelining`` across processes: :func:`run_pipeline`.
 
 One process per device of the plan (rank ``r`` is the ``r``-th device in the order its first
-stage comes), started with ``torch.multiprocessing``'s spawn. Every process calls the same
+stage comes), started with ``torch.multiprocessing``'s spawn. The plan is the planner's
+:class:`~optpart.pipeline.plan.PipelinePlan`, read from a pipelined result's
+``options["pipeline"]`` (or that document alone) against the ids it names
+(:class:`~optpart.pipeline.plan.PlanIds`). Every process calls the same
 model factory (same seed, same weights), cuts its own stages from the trace at the
 micro-batch size (:func:`optpart.torch.stages.stage_modules`), wraps them in
-``PipelineStage`` and in torch's schedule class (the named one, or ``_PipelineScheduleRuntime``
+``PipelineStage`` and in torch's schedule class (the named one when the lists are exactly its
+order, :func:`optpart.pipeline.schedules.torch_schedule`, else ``_PipelineScheduleRuntime``
 with the plan's action lists loaded from the CSV torch writes), and runs ``steps`` training
 steps: ``schedule.step``, then the gradients of a parameter held by several stages (GPT-2's
 tied ``wte`` / ``lm_head``) summed across those stages with one ``all_reduce`` each, then the
 optimizer step. Each process reports its measured step times, its CPU time and run-queue wait
 (``/proc/thread-self/schedstat``), the first step's loss and gradients, and, on request, its
-peak memory (``torch.distributed._tools.mem_tracker.MemTracker``, one extra step).
+peak memory (:class:`optpart.torch.memtrack.LiveBytes`, one extra step).
 
 Processes talk over gloo on CPU (nccl when every rank has a GPU), rendezvous on the loopback
 address and a free port unless the caller names another address. A process that dies or is
@@ -31,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..errors import OptpartError
-from .pipeplan import PipelinePlan
+from ..pipeline.plan import PipelinePlan, PlanIds
 from .worker import run_rank
 
 __all__ = ["run_pipeline", "PipelineRun"]
@@ -113,18 +117,19 @@ def _free_port(address: str) -> int:
         return int(s.getsockname()[1])
 
 
-def _predictions(result: Any, plan: PipelinePlan, problem) -> tuple[float, dict[int, float]]:
+def _predictions(result: Any, plan: PipelinePlan, ids: PlanIds) -> tuple[float, dict[int, float]]:
     """The result's makespan and its per-stage peak memory (the device's), when it has them."""
     makespan = float(getattr(result, "makespan", float("nan")))
     peaks = getattr(result, "memory_peak", None)
-    prob = problem if problem is not None else getattr(result, "source_problem", None)
+    prob = getattr(result, "source_problem", None)
     if peaks is None or prob is None:
         return makespan, {}
     index = {d: i for i, d in enumerate(prob.device_ids)}
-    return makespan, {s: float(peaks[index[d]]) for s, d in enumerate(plan.stage_devices) if d in index}
+    return makespan, {s: float(peaks[index[ids.device_ids[d]]]) for s, d in enumerate(plan.stage_device)
+                      if ids.device_ids[d] in index}
 
 
-def run_pipeline(model_factory: str | Callable, inputs: Any = None, result: Any = None, *, problem=None,
+def run_pipeline(model_factory: str | Callable, inputs: Any = None, result: Any = None, *,
                  processes: int | None = None, steps: int = 2, optimizer: str | None = "adam", lr: float = 1e-3,
                  threads: int | None = None, cores: list[int] | None = None, memory: bool = False,
                  address: str = "127.0.0.1", port: int | None = None, timeout: float = 60.0,
@@ -140,9 +145,8 @@ def run_pipeline(model_factory: str | Callable, inputs: Any = None, result: Any 
         The whole batch (default: the factory's example inputs); the targets and ``loss_fn``
         are the factory's.
     result : Result or dict
-        The pipelined plan: a Result with ``options["pipeline"]``, or that record.
-    problem : Problem, optional
-        The problem of ``result`` (for the predicted per-stage peak; default the one it knows).
+        The pipelined plan: a Result with ``options["pipeline"]`` (its makespan and peaks are
+        the predictions), or that record.
     processes : int, optional
         Must equal the plan's number of devices (default: that number).
     steps : int
@@ -183,10 +187,11 @@ def run_pipeline(model_factory: str | Callable, inputs: Any = None, result: Any 
     """
     import torch.multiprocessing as mp
 
-    plan = PipelinePlan.of(result)
-    k = len(plan.devices)
+    plan, ids, doc = PipelinePlan.read(result)
+    devices = [ids.device_ids[d] for d in plan.ranks()]
+    k = len(devices)
     if processes is not None and int(processes) != k:
-        raise OptpartError(f"--processes {processes}: the plan runs on {k} devices ({', '.join(plan.devices)}), "
+        raise OptpartError(f"--processes {processes}: the plan runs on {k} devices ({', '.join(devices)}), "
                            f"one process each")
     if steps < 1:
         raise OptpartError(f"--steps {steps} must be at least 1")
@@ -196,14 +201,14 @@ def run_pipeline(model_factory: str | Callable, inputs: Any = None, result: Any 
         from .stages import split_batch
 
         split_batch(inputs, (), plan.micro_batches)
-    predicted, predicted_peak = _predictions(result, plan, problem)
+    predicted, predicted_peak = _predictions(result, plan, ids)
     threads = threads or max(1, (os.cpu_count() or 1) // k)
     port = port or _free_port(address)
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="optpart-run-") as tmp:
         csv = Path(tmp) / "schedule.csv"
         _write_csv(plan, csv)
-        job = {"factory": model_factory, "inputs": inputs, "plan": plan.to_options(), "steps": int(steps),
+        job = {"factory": model_factory, "inputs": inputs, "plan": dict(doc), "steps": int(steps),
                "optimizer": optimizer, "lr": float(lr), "threads": int(threads), "cores": cores, "memory": memory,
                "address": address, "port": int(port), "timeout": float(timeout), "search_path": tuple(search_path),
                "csv": str(csv), "out": tmp, "world": k, "parent": os.getpid(), "kill": dict(kill or {})}
@@ -213,9 +218,9 @@ def run_pipeline(model_factory: str | Callable, inputs: Any = None, result: Any 
         procs = [ctx.Process(target=run_rank, args=(r, job), daemon=True) for r in range(k)]
         for p in procs:
             p.start()
-        _watch(procs, plan, tmp)
+        _watch(procs, plan, devices, tmp)
         reports = [_load(Path(tmp) / f"rank{r}.pt") for r in range(k)]
-    return _gather(reports, plan, predicted, predicted_peak)
+    return _gather(reports, predicted, predicted_peak)
 
 
 def _write_csv(plan: PipelinePlan, path: Path) -> None:
@@ -223,9 +228,7 @@ def _write_csv(plan: PipelinePlan, path: Path) -> None:
     import csv
 
     with open(path, "w", newline="") as fh:
-        writer = csv.writer(fh)
-        for r, acts in sorted(plan.rank_actions().items()):
-            writer.writerow(acts)
+        csv.writer(fh).writerows(plan.csv_rows())
 
 
 def _load(path: Path) -> dict:
@@ -234,7 +237,7 @@ def _load(path: Path) -> dict:
     return torch.load(path, weights_only=False)
 
 
-def _watch(procs: list, plan: PipelinePlan, tmp: str) -> None:
+def _watch(procs: list, plan: PipelinePlan, devices: list[str], tmp: str) -> None:
     """Wait for every process; when one fails, end the others and raise one line naming its stage."""
     while any(p.is_alive() for p in procs):
         failed = [r for r, p in enumerate(procs) if not p.is_alive() and p.exitcode not in (0, None)]
@@ -259,8 +262,8 @@ def _watch(procs: list, plan: PipelinePlan, tmp: str) -> None:
     killed = [r for r in failed if procs[r].exitcode is not None and procs[r].exitcode < 0 and r not in messages]
     own = [r for r in failed if r in messages and not messages[r].startswith("peer:")]
     rank = (killed or own or failed)[0]
-    stages = [s for s, rr in plan.stage_ranks.items() if rr == rank]
-    where = f"stage {', '.join(map(str, stages))} (rank {rank} on '{plan.devices[rank]}')"
+    stages = [s for s, rr in plan.stage_ranks().items() if rr == rank]
+    where = f"stage {', '.join(map(str, stages))} (rank {rank} on '{devices[rank]}')"
     if rank in messages:
         raise OptpartError(f"{where}: {messages[rank].removeprefix('peer:')}")
     code = procs[rank].exitcode
@@ -268,7 +271,7 @@ def _watch(procs: list, plan: PipelinePlan, tmp: str) -> None:
     raise OptpartError(f"{where} died ({why}); the other processes were stopped")
 
 
-def _gather(reports: list[dict], plan: PipelinePlan, predicted: float, predicted_peak: dict) -> PipelineRun:
+def _gather(reports: list[dict], predicted: float, predicted_peak: dict) -> PipelineRun:
     grads: dict[str, Any] = {}
     for rep in reports:
         for name, g in rep["grads"].items():

@@ -108,30 +108,44 @@ def _identity(output, target):
     return output
 
 
+#: Named schedules whose torch class runs one stage per rank (``PipelineScheduleSingle``).
+_SINGLE = ("GPipe", "1F1B")
+
+
 def _schedule(plan, stages: list, csv: str):
-    """Torch's schedule class for the plan: the named one, or the runtime with the plan's CSV."""
+    """Torch's schedule class for the plan: the named one when the lists are exactly its order
+    (:func:`~optpart.pipeline.schedules.torch_schedule`), else the runtime with the plan's CSV."""
     from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime, get_schedule_class
 
     from ..errors import OptpartError
-    from .pipeplan import ONE_STAGE_PER_RANK
+    from ..pipeline.schedules import torch_schedule
 
     m = plan.micro_batches
-    if plan.schedule in ONE_STAGE_PER_RANK:
-        if len(stages) != 1:
-            raise OptpartError(f"schedule {plan.schedule} runs one stage per rank; this rank holds "
-                               f"{len(stages)} stages")
+    name = torch_schedule(plan)
+    if name in _SINGLE:
         for st in stages:
-            st.stage_index_to_group_rank = dict(plan.stage_ranks)
-        return get_schedule_class(plan.schedule)(stages[0], m, loss_fn=_identity, scale_grads=True)
-    if plan.schedule != "custom":
-        sched = get_schedule_class(plan.schedule)(stages, m, loss_fn=_identity, scale_grads=True)
-        if dict(sched.stage_index_to_group_rank) != dict(plan.stage_ranks):
-            raise OptpartError(f"schedule {plan.schedule} maps stages to ranks {sched.stage_index_to_group_rank}; "
-                               f"the plan maps them {plan.stage_ranks}")
+            st.stage_index_to_group_rank = plan.stage_ranks()
+        return get_schedule_class(name)(stages[0], m, loss_fn=_identity, scale_grads=True)
+    if name != "custom":
+        sched = get_schedule_class(name)(stages, m, loss_fn=_identity, scale_grads=True)
+        if dict(sched.stage_index_to_group_rank) != plan.stage_ranks():
+            raise OptpartError(f"schedule {name} maps stages to ranks {sched.stage_index_to_group_rank}; "
+                               f"the plan maps them {plan.stage_ranks()}")
         return sched
     sched = _PipelineScheduleRuntime(stages, m, loss_fn=_identity, scale_grads=True)
     sched._load_csv(csv)
     return sched
+
+
+def _receive_buffers(stages: list) -> list:
+    """The tensors torch's stages keep to receive activations and gradients into: one per value and
+    micro-batch, allocated at the first step and kept (``args_recv_info``, ``grad_recv_info``)."""
+    out = []
+    for st in stages:
+        for table in (st.args_recv_info, st.grad_recv_info):
+            for infos in table.values():
+                out += [i.buffer for i in infos if getattr(i, "buffer", None) is not None]
+    return out
 
 
 def _run(rank: int, job: dict) -> dict:
@@ -139,8 +153,8 @@ def _run(rank: int, job: dict) -> dict:
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage
 
+    from ..pipeline.plan import PipelinePlan
     from .factory import load_model
-    from .pipeplan import PipelinePlan
     from .stages import split_batch, stage_modules
 
     import logging
@@ -149,8 +163,10 @@ def _run(rank: int, job: dict) -> dict:
     torch.set_num_threads(job["threads"])
     if job["cores"]:
         os.sched_setaffinity(0, {job["cores"][rank % len(job["cores"])]})
-    plan = PipelinePlan.of(job["plan"])
+    plan, ids, _ = PipelinePlan.read(job["plan"])
     world, m, n_stages = job["world"], plan.micro_batches, plan.n_stages
+    stage_of = plan.stage_by_id(ids)
+    ranks = plan.stage_ranks()
     if job["address"].startswith("127.") or job["address"] in ("localhost", "::1"):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     cuda = torch.cuda.is_available() and torch.cuda.device_count() >= world
@@ -162,9 +178,8 @@ def _run(rank: int, job: dict) -> dict:
         inputs = job["inputs"]
     targets = list(extra.get("targets", ()))
     mb_inputs, mb_targets = split_batch(inputs, targets, m)
-    sm = stage_modules(module, mb_inputs, plan.stage_of(), n_stages, loss_fn=extra.get("loss_fn"),
-                       mb_targets=mb_targets)
-    mine = [s for s in range(n_stages) if plan.stage_ranks[s] == rank]
+    sm = stage_modules(module, mb_inputs, stage_of, n_stages, loss_fn=extra.get("loss_fn"), mb_targets=mb_targets)
+    mine = [s for s in range(n_stages) if ranks[s] == rank]
     mods = {s: sm.modules[s].to(device) for s in mine}
     stages = []
     for s in mine:  # static shapes from the trace: torch runs no shape inference on uninitialized tensors
@@ -225,10 +240,10 @@ def _run(rank: int, job: dict) -> dict:
         dist.barrier()
         state = [t for st in (opt.state.values() if opt is not None else ()) for t in st.values()]
         held = [*params, *(p.grad for p in params if p.grad is not None), *state,
-                *(b for mod in mods.values() for b in mod.buffers())]
+                *(b for mod in mods.values() for b in mod.buffers()), *_receive_buffers(stages)]
         with LiveBytes(held) as tracker:
             one_step([])
         peak = tracker.peak
     dist.barrier()
-    return {"device": plan.devices[rank], "stages": mine, "times": times, "losses": losses_by_step, "grads": grads,
+    return {"device": ids.device_ids[plan.ranks()[rank]], "stages": mine, "times": times, "losses": losses_by_step, "grads": grads,
             "cpu": cpu, "wall": wall, "wait": wait, "peak": peak, "tied": list(sm.tied)}

@@ -22,8 +22,8 @@ import optpart  # noqa: E402
 from optpart.cli import main  # noqa: E402
 from optpart.cli.run import read_plan  # noqa: E402
 from optpart.formats.torch_import import from_torch  # noqa: E402
-from optpart.torch.pipeplan import PipelinePlan  # noqa: E402
-from optpart.torch.replay import pipelined_result  # noqa: E402
+from optpart.pipeline.plan import Action, PipelinePlan  # noqa: E402
+from optpart.pipeline.solve import score_plan  # noqa: E402
 from optpart.units import format_time  # noqa: E402
 
 M = 2
@@ -37,14 +37,18 @@ def files(tmp_path_factory):
     p = from_torch(d["module"], d["inputs"], micro_batches=M).with_devices(2)
     optpart.save(p, tmp / "p.json")
     out = {"dir": tmp, "problem": p}
-    for name, kw in (("custom", {"actions": CUSTOM}), ("1F1B", {}), ("as1f1b", {})):
-        sched = "custom" if name != "1F1B" else "1F1B"
-        if name == "as1f1b":  # a custom order that is exactly 1F1B's
-            kw = {"actions": {"dev0": ["0F0", "0F1", "0B0", "0B1"], "dev1": ["1F0", "1B0", "1F1", "1B1"]}}
-        r = pipelined_result(p, M, sched, overhead=2e-3, **kw)
+    one = optpart.solve(p, "1f1b", micro_batches=M, action_overhead=2e-3)
+    plan = PipelinePlan.from_result(one, p)
+    as1f1b = {"dev0": ["0F0", "0F1", "0B0", "0B1"], "dev1": ["1F0", "1B0", "1F1", "1B1"]}  # custom lists, 1F1B's
+    for name, r in (("1F1B", one), ("custom", _scored(p, plan, CUSTOM)), ("as1f1b", _scored(p, plan, as1f1b))):
         optpart.save_result(r, r.source_problem, tmp / f"{name}.json")
         out[name] = r
     return out
+
+
+def _scored(p, plan, actions):
+    lists = [[Action.parse(a) for a in actions.get(d, [])] for d in p.device_ids]
+    return score_plan(p, plan.with_actions(lists), action_overhead=2e-3)
 
 
 def _export(files, name, out, capsys):
@@ -78,9 +82,9 @@ def test_a_custom_order_is_written_as_torchs_csv_and_torch_reads_it_back(files, 
     assert stages[1]["last_module"] == "lm_head" or "lm_head" in {s["last_module"] for s in stages}
     assert "'transformer.wte.weight'" in cap.out  # the tied weight: replicated, gradients summed by the runner
     back = read_plan(tmp_path / "plan")
-    plan = PipelinePlan.of(back["pipeline"])
-    assert plan.rank_actions() == {0: CUSTOM["dev0"], 1: CUSTOM["dev1"]}
-    assert set(plan.stage_of()) == {n for s in stages for n in s["forward_nodes"]}
+    plan, ids, _ = PipelinePlan.read(back["pipeline"])
+    assert plan.csv_rows() == [CUSTOM["dev0"], CUSTOM["dev1"]] and ids.device_ids == ("dev0", "dev1")
+    assert set(plan.stage_by_id(ids)) == {n for s in stages for n in s["forward_nodes"]}
     assert back["predicted"] == doc["predicted"]["step_time"]
 
 
@@ -96,9 +100,9 @@ def test_a_builtin_order_is_written_as_its_class_name(files, tmp_path, capsys):
 
 def test_a_result_that_is_not_pipelined_is_refused_in_one_line(files, tmp_path, capsys):
     p = files["problem"]
-    r = optpart.solve(p, "single")
+    r = optpart.solve(p, "single", micro_batches=1)
     optpart.save_result(r, r.source_problem, tmp_path / "one.json")
     code = main(["export", str(tmp_path / "one.json"), "-p", str(files["dir"] / "p.json"), "-f", "pipeline",
                  "-o", str(tmp_path / "x")])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err.count("\n") == 0 and "no options['pipeline'] record" in err
+    assert code == 2 and err.count("\n") == 0 and "no pipelined plan" in err

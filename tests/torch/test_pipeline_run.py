@@ -24,10 +24,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import pipeline_models  # noqa: E402
 
+import optpart  # noqa: E402
 from optpart.errors import OptpartError  # noqa: E402
 from optpart.formats.torch_import import from_torch  # noqa: E402
+from optpart.pipeline.plan import Action, PipelinePlan  # noqa: E402
+from optpart.pipeline.solve import score_plan  # noqa: E402
 from optpart.torch import run_pipeline  # noqa: E402
-from optpart.torch.replay import pipelined_result  # noqa: E402
 
 M = 2
 ROOT = HERE.parents[1]
@@ -55,7 +57,8 @@ def _check_equal(run, d):
 
 def test_gpt2_with_tied_embeddings_under_1f1b_equals_autograd():
     d, p = _problem("gpt2")
-    result = pipelined_result(p, M, "1F1B")
+    result = optpart.solve(p, "1f1b", micro_batches=M)
+    assert result.options["schedule"] == "1F1B"
     run = run_pipeline(str(HERE / "pipeline_models.py") + ":gpt2", None, result, processes=2, steps=2,
                        optimizer=None, threads=1)
     assert run.tied == ["transformer.wte.weight"]  # replicated on both stages, gradients summed
@@ -67,9 +70,11 @@ def test_gpt2_with_tied_embeddings_under_1f1b_equals_autograd():
 
 def test_llama_under_a_custom_input_weight_split_order_equals_autograd():
     d, p = _problem("llama")
-    actions = {"dev0": ["0F0", "0F1", "0I0", "0W0", "0I1", "0W1"],
-               "dev1": ["1F0", "1I0", "1F1", "1W0", "1I1", "1W1"]}
-    result = pipelined_result(p, M, "custom", actions=actions)
+    plan = PipelinePlan.from_result(optpart.solve(p, "1f1b", micro_batches=M), p)
+    actions = [[Action.parse(a) for a in row] for row in (["0F0", "0F1", "0I0", "0W0", "0I1", "0W1"],
+                                                          ["1F0", "1I0", "1F1", "1W0", "1I1", "1W1"])]
+    result = score_plan(p, plan.with_actions(actions))
+    assert result.ok and result.options["schedule"] == "custom"
     run = run_pipeline(str(HERE / "pipeline_models.py") + ":llama", None, result, processes=2, steps=1,
                        optimizer=None, threads=1, memory=True)
     _check_equal(run, d)
@@ -78,14 +83,14 @@ def test_llama_under_a_custom_input_weight_split_order_equals_autograd():
 
 def test_bad_inputs_are_one_line_before_any_process_starts():
     d, p = _problem("gpt2")
-    result = pipelined_result(p, M, "GPipe")
+    result = optpart.solve(p, "gpipe", micro_batches=M)
     factory = str(HERE / "pipeline_models.py") + ":gpt2"
     with pytest.raises(OptpartError, match="--processes 3: the plan runs on 2 devices"):
         run_pipeline(factory, None, result, processes=3)
     odd = {k: v[:3] for k, v in d["inputs"].items()}
     with pytest.raises(OptpartError, match="does not divide the batch of 3"):
         run_pipeline(factory, odd, result, processes=2)
-    with pytest.raises(OptpartError, match="no options\\['pipeline'\\]"):
+    with pytest.raises(OptpartError, match="no pipelined plan"):
         run_pipeline(factory, None, {"micro_batches": 2}, processes=2)
 
 
@@ -98,10 +103,8 @@ def _children(pid: int) -> list[int]:
 
 
 def test_a_killed_rank_ends_the_run_within_seconds_naming_its_stage(tmp_path):
-    import optpart
-
     _, p = _problem("gpt2")
-    result = pipelined_result(p, M, "1F1B")
+    result = optpart.solve(p, "1f1b", micro_batches=M)
     optpart.save(p, tmp_path / "p.json")
     optpart.save_result(result, result.source_problem, tmp_path / "r.json")
     from optpart.cli import main

@@ -1,4 +1,4 @@
-"""Stage modules cut from our own trace, the pipelined plan record and its action-level replay (one process).
+"""Stage modules cut from our own trace of the planner's plans (one process).
 
 The stages of a plan, run one after the other on every micro-batch with autograd, give the loss
 and every gradient of plain autograd over the same micro-batches (for a mean loss: over the
@@ -19,11 +19,11 @@ pytest.importorskip("transformers")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pipeline_models  # noqa: E402
 
+import optpart  # noqa: E402
 import optpart.torch  # noqa: E402
 from optpart.errors import OptpartError  # noqa: E402
 from optpart.formats.torch_import import from_torch  # noqa: E402
-from optpart.torch.pipeplan import PipelinePlan, named_actions  # noqa: E402
-from optpart.torch.replay import pipelined_result, replay_actions  # noqa: E402
+from optpart.pipeline.plan import PipelinePlan  # noqa: E402
 from optpart.torch.stages import split_batch, stage_modules  # noqa: E402
 
 M = 2
@@ -37,8 +37,14 @@ def built():
         d = getattr(pipeline_models, name)()
         p = from_torch(d["module"], d["inputs"], targets=d.get("targets", ()), loss_fn=d.get("loss_fn"),
                        micro_batches=M).with_devices(2)
-        out[name] = (d, p, pipelined_result(p, M, "1F1B"))
+        out[name] = (d, p, optpart.solve(p, "1f1b", micro_batches=M))
     return out
+
+
+def _stages(result) -> tuple[dict, int]:
+    """``({node id: stage}, stages)`` of a pipelined result, read as each process of a run reads it."""
+    plan, ids, _ = PipelinePlan.read(result)
+    return plan.stage_by_id(ids), plan.n_stages
 
 
 def _reference(d):
@@ -60,9 +66,10 @@ def _reference(d):
 @pytest.mark.parametrize("name", ["gpt2", "llama", "cnn"])
 def test_stages_run_in_turn_give_autograds_loss_and_gradients(built, name):
     d, p, r = built[name]
-    plan = PipelinePlan.of(r)
+    assert r.ok and r.options["schedule"] == "1F1B"
+    stage_of, n_stages = _stages(r)
     mb_in, mb_tg = split_batch(d["inputs"], d.get("targets", ()), M)
-    sm = stage_modules(d["module"], mb_in, plan.stage_of(), plan.n_stages, loss_fn=d.get("loss_fn"), mb_targets=mb_tg)
+    sm = stage_modules(d["module"], mb_in, stage_of, n_stages, loss_fn=d.get("loss_fn"), mb_targets=mb_tg)
     flat = sm.step.flatten_inputs(d["inputs"]) + list(d.get("targets", ()))
     loss = 0.0
     for i in range(M):
@@ -89,8 +96,9 @@ def test_stages_run_in_turn_give_autograds_loss_and_gradients(built, name):
 
 def test_the_tied_embedding_is_replicated_on_the_first_and_last_stage(built):
     d, p, r = built["gpt2"]
-    plan = PipelinePlan.of(r)
-    sm = stage_modules(d["module"], split_batch(d["inputs"], (), M)[0], plan.stage_of(), 2)
+    stage_of, n_stages = _stages(r)
+    assert n_stages == 2
+    sm = stage_modules(d["module"], split_batch(d["inputs"], (), M)[0], stage_of, 2)
     assert sm.tied == {"transformer.wte.weight": [0, 1]}
     w = [mod.get_parameter("transformer.wte.weight") for mod in sm.modules]
     assert w[0] is not w[1] and torch.equal(w[0], w[1])
@@ -112,11 +120,10 @@ def test_apply_runs_a_pipelined_result_over_its_micro_batches(built):
 def test_a_plan_for_another_model_a_missing_stage_and_a_backward_flow_each_fail_in_one_line(built):
     d, _, _ = built["gpt2"]
     mb = split_batch(d["inputs"], (), M)[0]
-    llama_plan = PipelinePlan.of(built["llama"][2])
     with pytest.raises(OptpartError, match="a plan for another model") as e:
-        stage_modules(d["module"], mb, llama_plan.stage_of(), 2)
+        stage_modules(d["module"], mb, _stages(built["llama"][2])[0], 2)
     assert "\n" not in str(e.value)
-    stage_of = PipelinePlan.of(built["gpt2"][2]).stage_of()
+    stage_of = _stages(built["gpt2"][2])[0]
     first = next(n for n in stage_of if n.startswith("embedding"))
     with pytest.raises(OptpartError, match=f"forward operator '{first}' .* no stage"):
         stage_modules(d["module"], mb, {k: v for k, v in stage_of.items() if k != first}, 2)
@@ -125,60 +132,6 @@ def test_a_plan_for_another_model_a_missing_stage_and_a_backward_flow_each_fail_
         stage_modules(d["module"], mb, backwards, 2)
     with pytest.raises(OptpartError, match="does not divide the batch"):
         split_batch(d["inputs"], (), 3)
-
-
-def test_replay_scores_gpipe_1f1b_and_the_runtime_overhead(built):
-    _, p, one = built["gpt2"]
-    gpipe = pipelined_result(p, M, "GPipe")
-    assert gpipe.status.has_solution and one.status.has_solution
-    assert gpipe.options["pipeline"]["actions"]["dev0"] == ["0F0", "0F1", "0B0", "0B1"]
-    assert one.options["pipeline"]["actions"]["dev1"] == ["1F0", "1B0", "1F1", "1B1"]
-    assert one.makespan <= gpipe.makespan * (1 + 1e-9)
-    optpart.check(one.source_problem, one)
-    plan = PipelinePlan.of(one)
-    delta = 1e-3  # seconds per action: each rank runs 2M actions one after the other
-    slow = replay_actions(p, plan, overhead=delta)
-    assert slow.options["pipeline"]["action_overhead"] == delta
-    assert one.makespan + 2 * M * delta - 1e-12 <= slow.makespan <= one.makespan + 4 * M * delta + 1e-12
-
-
-def test_action_lists_that_deadlock_or_skip_a_backward_fail_in_one_line(built):
-    _, p, one = built["gpt2"]
-    rec = dict(one.options["pipeline"])
-    rec["actions"] = {"dev0": ["0F0", "0B0", "0F1", "0B1"], "dev1": ["1F1", "1B1", "1F0", "1B0"]}
-    with pytest.raises(OptpartError, match="deadlock"):
-        replay_actions(p, PipelinePlan.of(rec))
-    rec["actions"] = {"dev0": ["0F0", "0F1", "0B0"], "dev1": ["1F0", "1B0", "1F1", "1B1"]}
-    with pytest.raises(OptpartError, match="backward of every micro-batch on stage 0"):
-        PipelinePlan.of(rec)
-    rec["actions"] = {"dev0": ["0F0", "0X1"], "dev1": []}
-    with pytest.raises(OptpartError, match="'0X1'"):
-        PipelinePlan.of(rec)
-    with pytest.raises(OptpartError, match="no options\\['pipeline'\\]"):
-        PipelinePlan.of({"micro_batches": 2})
-
-
-def test_named_1f1b_runs_min_m_s_minus_s_forwards_first_then_alternates():
-    acts = named_actions("1F1B", 3, 4)
-    assert acts[0] == ["0F0", "0F1", "0F2", "0B0", "0F3", "0B1", "0B2", "0B3"]
-    assert acts[2] == ["2F0", "2B0", "2F1", "2B1", "2F2", "2B2", "2F3", "2B3"]
-    assert named_actions("GPipe", 2, 2)[1] == ["1F0", "1F1", "1B0", "1B1"]
-
-
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-
-@given(schedule=st.sampled_from(["GPipe", "1F1B"]), stages=st.integers(1, 5), m=st.sampled_from([1, 2, 3, 8, 64]))
-def test_named_action_lists_pass_torchs_own_schedule_validation(schedule, stages, m):
-    from torch.distributed.pipelining.schedules import _Action, _validate_schedule
-
-    acts = named_actions(schedule, stages, m)
-    mapping = _validate_schedule({r: [_Action.from_str(a) for a in row] for r, row in acts.items()}, stages, stages, m)
-    assert mapping == {s: s for s in range(stages)}
-    rec = {"micro_batches": m, "schedule": schedule, "actions": {f"d{r}": row for r, row in acts.items()},
-           "stages": [{"stage": s, "device": f"d{s}", "nodes": []} for s in range(stages)]}
-    assert PipelinePlan.of(rec).rank_actions() == acts
 
 
 def test_live_bytes_counts_storage_while_it_is_referenced():
