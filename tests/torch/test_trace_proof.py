@@ -84,6 +84,23 @@ def test_a_wrong_graph_is_one_line_naming_the_worst_parameter():
     assert "draws random numbers (1 random operator(s), seeded alike in both runs)" in text
 
 
+def test_an_operator_that_fails_on_real_tensors_is_one_line_naming_it():
+    torch.manual_seed(0)
+    module, x = Net(), torch.randn(5, 6)
+    step = trace_training_step(module, (x,))
+    tanh = next(nd for nd in step.graph_module.graph.nodes if nd.op == "call_function" and "tanh" in str(nd.target)
+                and "backward" not in str(nd.target))
+    x_in = next(nd for nd in step.graph_module.graph.nodes if nd.name == step.node_names["input.0"])
+    tanh.args = (x_in,)  # tanh of the (5, 6) input where the graph expects (5, 8): a later operator fails
+    step.graph_module.recompile()
+    with pytest.raises(FormatError) as info:
+        prove_step(step, module, (x,))
+    text = str(info.value)
+    assert "\n" not in text
+    assert text.startswith("trace proof: operator '")
+    assert "fails on real tensors: RuntimeError: " in text
+
+
 def test_dropout_is_seeded_alike_and_leaves_the_callers_generator_alone():
     torch.manual_seed(0)
     module, x = Net(), torch.randn(5, 6)

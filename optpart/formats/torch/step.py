@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 from ...errors import FormatError
 from .inputs import DEFAULT_LOSS, OUTPUT_LOSS, _rebuild, default_loss, output_tensors
 
-__all__ = ["StepFunction", "seeded", "TRACE_SEED"]
+__all__ = ["StepFunction", "seeded", "replaying", "TRACE_SEED"]
 
 #: Seed of torch's global random generator while a step is traced, functionalized and proved.
 TRACE_SEED = 0
@@ -46,6 +46,24 @@ def seeded(seed: int = TRACE_SEED):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+def replaying():
+    """Grad mode on, as a traced step was recorded: the context to run its graph in.
+
+    The tracer records the forward with grad mode on, and a few kernels return what their
+    backward reads only then: ``aten.mkldnn_rnn_layer`` (``nn.LSTM`` on a CPU) returns its
+    oneDNN workspace, read by ``mkldnn_rnn_layer_backward``, as an undefined tensor under
+    ``torch.no_grad()``. The graph's inputs require no grad, so no autograd graph is built.
+
+    Returns
+    -------
+    torch.enable_grad
+        The context manager.
+    """
+    import torch
+
+    return torch.enable_grad()
 
 
 class StepFunction:
