@@ -28,6 +28,8 @@ targets, if ``loss_fn`` takes some) returns ``(loss, grads)``, ``grads`` a dict 
 its gradient (``None`` for a parameter the loss does not use), and with ``outputs=True``
 also the module's forward outputs. It does not run an optimizer step. Parameters are read, not copied, when they already sit on their
 device, so an optimizer that updates the module in place is seen by the next call.
+The step runs with grad mode on whatever the caller's mode (``torch.no_grad()`` included), as
+it was traced (:func:`~optpart.formats.torch.step.replaying`); nothing in it requires grad.
 
 References: PyTorch ``torch.fx`` (Reed et al., MLSys 2022) for graph rewriting; the
 joint forward/backward graph is AOTAutograd's (``functorch``).
@@ -35,6 +37,7 @@ joint forward/backward graph is AOTAutograd's (``functorch``).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import keyword
 import operator
@@ -47,6 +50,7 @@ from ..errors import OptpartError
 from ..formats.torch.aliasing import storage_accesses
 from ..formats.torch.datadep import check_read
 from ..formats.torch.rng import draws_random
+from ..formats.torch.step import replaying
 from ..result import Result
 from .transfers import check_devices
 
@@ -59,6 +63,19 @@ def _torch():
     except ImportError:  # pragma: no cover - exercised only without torch
         raise OptpartError("optpart.torch needs torch: pip install 'optpart[torch]'") from None
     return torch
+
+
+@functools.cache
+def _placed_module_class():
+    """A ``torch.fx.GraphModule`` whose call runs under :func:`replaying` (grad mode on)."""
+    import torch.fx as fx
+
+    class PlacedGraphModule(fx.GraphModule):
+        def __call__(self, *args, **kwargs):
+            with replaying():
+                return super().__call__(*args, **kwargs)
+
+    return PlacedGraphModule
 
 
 def placement_and_order(result: Result | Mapping[str, str], problem=None) -> tuple[dict[str, str], dict[str, float]]:
@@ -465,7 +482,7 @@ def _build(torch, step, module, placement: dict[str, str], start: dict[str, floa
         new.output((loss, grads, fwd) if outputs else (loss, grads))
     else:
         new.output(tuple(env[v] if isinstance(v, fx.Node) else v for v in vals))
-    gm = fx.GraphModule(root, new, class_name="PlacedTrainingStep" if step.training else "PlacedForward")
+    gm = _placed_module_class()(root, new, class_name="PlacedTrainingStep" if step.training else "PlacedForward")
     gm.meta["optpart"] = {"devices": {nd.name: str(home[nd]) for nd in ops}, "transfers": n_copies,
                           "data_reads_checked": len(guards)}
     check_devices(gm)

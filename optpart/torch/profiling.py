@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import OptpartError
+from ..formats.torch.step import replaying
 
 __all__ = ["profile_times", "with_measured_times", "measured_problem"]
 
@@ -163,7 +164,7 @@ def profile_times(step, device: str = "cpu", *, repeats: int = 5, warmup: int = 
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        with torch.no_grad():
+        with replaying():  # the arguments require no grad
             for r in range(warmup + repeats):
                 runner.timing = r >= warmup
                 # In-place operators (batch-norm running statistics) update these copies, not the module.

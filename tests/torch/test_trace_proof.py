@@ -84,6 +84,23 @@ def test_a_wrong_graph_is_one_line_naming_the_worst_parameter():
     assert "draws random numbers (1 random operator(s), seeded alike in both runs)" in text
 
 
+def test_an_operator_that_fails_on_real_tensors_is_one_line_naming_it():
+    torch.manual_seed(0)
+    module, x = Net(), torch.randn(5, 6)
+    step = trace_training_step(module, (x,))
+    tanh = next(nd for nd in step.graph_module.graph.nodes if nd.op == "call_function" and "tanh" in str(nd.target)
+                and "backward" not in str(nd.target))
+    x_in = next(nd for nd in step.graph_module.graph.nodes if nd.name == step.node_names["input.0"])
+    tanh.args = (x_in,)  # tanh of the (5, 6) input where the graph expects (5, 8): a later operator fails
+    step.graph_module.recompile()
+    with pytest.raises(FormatError) as info:
+        prove_step(step, module, (x,))
+    text = str(info.value)
+    assert "\n" not in text
+    assert text.startswith("trace proof: operator '")
+    assert "fails on real tensors: RuntimeError: " in text
+
+
 def test_dropout_is_seeded_alike_and_leaves_the_callers_generator_alone():
     torch.manual_seed(0)
     module, x = Net(), torch.randn(5, 6)
@@ -116,6 +133,41 @@ def test_a_checkpointed_recomputation_draws_the_forward_mask_again():
     problem = from_torch(module, (x,), check=True)
     proof = problem.meta["trace_check"]
     assert proof["worst_rel_err"] == 0 and proof["random_operators"] == 1  # the replayed draw reads the first
+
+
+def test_a_checkpointed_recomputation_reads_the_steps_parameters_not_the_modules():
+    """The recomputation runs in the backward pass, after the forward's call returned: the module
+    must still hold the step's parameters then, or the graph bakes the module's own tensors in as
+    constants (meta ones for a model built on the meta device, stale ones after an update)."""
+    torch.manual_seed(0)
+    with torch.device("meta"):
+        module = Checkpointed()
+    x = torch.randn(4, 6)
+    step = trace_training_step(module, (x,))
+    assert [nd.target for nd in step.graph_module.graph.nodes if nd.op == "get_attr"] == []
+    proof = prove_step(step, module, (x,))
+    assert proof["worst_rel_err"] == 0 and proof["init"] == "fixed-seed random init (meta tensors)"
+
+
+class ReentrantCheckpointed(torch.nn.Module):
+    """``torch.utils.checkpoint`` with ``use_reentrant=True`` (torch's default when the flag is not passed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem, self.a, self.b = torch.nn.Linear(6, 6), torch.nn.Linear(6, 16), torch.nn.Linear(16, 2)
+
+    def forward(self, x):
+        return self.b(torch.utils.checkpoint.checkpoint(self.a, self.stem(x), use_reentrant=True))
+
+
+def test_a_reentrant_checkpoint_is_refused_in_one_line_that_says_what_to_do():
+    module = ReentrantCheckpointed()
+    with pytest.raises(FormatError) as info:
+        from_torch(module, (torch.randn(4, 6),))
+    text = str(info.value)
+    assert "\n" not in text and text.startswith("cannot trace ReentrantCheckpointed")
+    assert "use_reentrant=False" in text
+    assert all(p.grad is None for p in module.parameters())  # the user's module is left alone
 
 
 class Permuted(torch.nn.Module):

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .datadep import keep_node
+from .step import replaying
 
 __all__ = ["functionalize_graph", "SEQ_KEY"]
 
@@ -122,7 +123,7 @@ def functionalize_graph(gm, args: Sequence[Any], mode: str):
         return interp.run(*flat)
 
     flat = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
-    with fxt.preserve_node_meta(), torch.no_grad():
+    with fxt.preserve_node_meta(), replaying():  # flat is detached: nothing is differentiated
         kw = {} if mode == "fake" else {"_error_on_data_dependent_ops": False}
         out = make_fx(torch.func.functionalize(run, remove="mutations"), tracing_mode=mode, **kw)(*flat)
     out.graph._codegen = gm.graph._codegen  # called as gm was: (params, buffers, *inputs)

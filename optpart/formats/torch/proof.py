@@ -34,7 +34,7 @@ from .datadep import path_error, read_mismatch
 from .inputs import _split_inputs, materialized
 from .rng import draws_random
 from .settings import tracing_settings
-from .step import StepFunction, seeded
+from .step import StepFunction, replaying, seeded
 
 __all__ = ["prove_step", "TOLERANCE", "relative_error"]
 
@@ -112,7 +112,14 @@ class _Replay:
 
         class _Checking(torch.fx.Interpreter):
             def run_node(self, n):
-                value = super().run_node(n)
+                try:
+                    value = super().run_node(n)
+                except FormatError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a kernel's failure becomes one line naming the node
+                    text = str(exc).strip().splitlines()
+                    raise FormatError(f"trace proof: operator '{n.name}' ({n.target}) fails on real tensors: "
+                                      f"{type(exc).__name__}: {text[0] if text else ''}") from None
                 read = reads.get(n.name)
                 if read is not None:
                     mismatch = read_mismatch(value, read)
@@ -122,6 +129,7 @@ class _Replay:
                 return value
 
         self.interpreter = _Checking(step.graph_module)
+        self.interpreter.extra_traceback = False  # our one-line errors stay one line
 
     def __call__(self, params, buffers, xs):
         return self.interpreter.run(params, buffers, *xs)
@@ -183,7 +191,7 @@ def prove_step(step, module, example_inputs, *, loss_fn=None, targets=(), memory
         with seeded(), torch.enable_grad():
             want = [None if v is None else v.detach() for v in fn(params, buffers, *xs)]
         params, buffers, xs = materialized(pvals, bvals, flat, [False] * len(pnames))
-        with seeded(), torch.no_grad():
+        with seeded(), replaying():  # nothing requires grad: no autograd graph is built
             got = list(_Replay(step)(params, buffers, xs))
     if step.training:
         labels = ["loss", *pnames]

@@ -1,7 +1,8 @@
 """The function one training step is: the one the tracer records and the trace proof runs eagerly.
 
-:class:`StepFunction` calls the module on its parameters and buffers through
-``torch.func.functional_call``, builds the loss (the user's ``loss_fn``, the output's own
+:class:`StepFunction` calls the module on its parameters and buffers (swapped in as
+``torch.func.functional_call`` does, and kept in through the backward pass, where activation
+checkpointing recomputes blocks), builds the loss (the user's ``loss_fn``, the output's own
 ``loss``, or :func:`~optpart.formats.torch.inputs.default_loss`) and differentiates it
 with ``torch.autograd.grad``. :func:`~optpart.formats.torch.trace.trace_training_step`
 traces it under ``make_fx``; :mod:`~optpart.formats.torch.proof` runs the very same
@@ -17,7 +18,7 @@ from typing import Any, Callable, Mapping
 from ...errors import FormatError
 from .inputs import DEFAULT_LOSS, OUTPUT_LOSS, _rebuild, default_loss, output_tensors
 
-__all__ = ["StepFunction", "seeded", "TRACE_SEED"]
+__all__ = ["StepFunction", "seeded", "replaying", "TRACE_SEED"]
 
 #: Seed of torch's global random generator while a step is traced, functionalized and proved.
 TRACE_SEED = 0
@@ -46,6 +47,24 @@ def seeded(seed: int = TRACE_SEED):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+def replaying():
+    """Grad mode on, as a traced step was recorded: the context to run its graph in.
+
+    The tracer records the forward with grad mode on, and a few kernels return what their
+    backward reads only then: ``aten.mkldnn_rnn_layer`` (``nn.LSTM`` on a CPU) returns its
+    oneDNN workspace, read by ``mkldnn_rnn_layer_backward``, as an undefined tensor under
+    ``torch.no_grad()``. The graph's inputs require no grad, so no autograd graph is built.
+
+    Returns
+    -------
+    torch.enable_grad
+        The context manager.
+    """
+    import torch
+
+    return torch.enable_grad()
 
 
 class StepFunction:
@@ -100,19 +119,27 @@ class StepFunction:
             parameter); inference: the output tensors.
         """
         import torch
+        from torch.nn.utils.stateless import _reparametrize_module  # what torch.func.functional_call enters
 
         values = dict(zip(self.param_names, params))
         values.update(zip(self.buffer_names, buffers))
         leaves = iter(xs[:self.n_inputs])
         rebuilt = [(name, _rebuild(value, leaves)) for name, value in self.structure]
-        if self.as_keywords:
-            out = torch.func.functional_call(self.module, values, (), dict(rebuilt))
-        else:
-            out = torch.func.functional_call(self.module, values, tuple(v for _, v in rebuilt))
-        outs = tuple(output_tensors(out))
-        self.n_outputs = len(outs)
-        if not self.training:
-            return outs
+        args, kwargs = ((), dict(rebuilt)) if self.as_keywords else (tuple(v for _, v in rebuilt), {})
+        # The module holds the step's tensors through the backward pass too: activation
+        # checkpointing recomputes its blocks there, reading the module's parameters again.
+        with _reparametrize_module(self.module, values, tie_weights=True, strict=False):
+            out = self.module(*args, **kwargs)
+            outs = tuple(output_tensors(out))
+            self.n_outputs = len(outs)
+            if not self.training:
+                return outs
+            return (*self._differentiate(out, params, xs), *outs)
+
+    def _differentiate(self, out, params, xs) -> tuple:
+        """``(loss, *grads)``: the loss of ``out`` and its gradient for each parameter (``torch.autograd.grad``)."""
+        import torch
+
         if self.loss_fn is not None:
             loss = self.loss_fn(out, *xs[self.n_inputs:])
         else:
@@ -126,4 +153,4 @@ class StepFunction:
             self.stamper.stamp_backward(loss)
         trained = [p for n, p in zip(self.param_names, params) if n not in self.frozen]
         got = iter(torch.autograd.grad(loss, trained, allow_unused=True))
-        return (loss, *(None if n in self.frozen else next(got) for n in self.param_names), *outs)
+        return (loss, *(None if n in self.frozen else next(got) for n in self.param_names))
