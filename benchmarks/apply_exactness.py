@@ -6,7 +6,7 @@ models (Mamba, Mamba2) and a hybrid (Jamba), block-sparse attention (BigBird), v
 audio (Wav2Vec2, HuBERT) models; plus plain ``torch.nn`` models: multi-head attention,
 two custom ``autograd.Function`` classes (one with a non-differentiable output), a BatchNorm CNN with
 in-place ReLU, a Conv1d + BatchNorm + GRU net, a bidirectional LSTM, blocks under
-``torch.utils.checkpoint``) the script
+``torch.utils.checkpoint``, buffers updated in place and reassigned) the script
 
 1. imports the training step with the trace proof (what :func:`optpart.formats.torch_import.from_torch`
    does with ``check=True``: the graph replayed against eager autograd,
@@ -19,7 +19,9 @@ in-place ReLU, a Conv1d + BatchNorm + GRU net, a bidirectional LSTM, blocks unde
    both runs seeded alike (dropout draws the same masks: the placed step keeps the traced
    order of random operators);
 3. runs the placed step on a **second batch** of the traced shapes: its loss and gradients
-   must equal autograd's on that batch, or, for a step that read its data (a real-tensor
+   must equal those of autograd on a copy that ran the first batch before it (so a step
+   reads the buffers the first one updated), and the module's buffers after both steps
+   must equal that copy's; or, for a step that read its data (a real-tensor
    trace: mixture-of-experts routing, a padding check, a matcher in NumPy), the call must be
    refused with one line naming the operator and module whose data took another path.
 
@@ -191,6 +193,21 @@ def families() -> dict:
             y, idx = ScaleGrad.apply(self.a(x), self.w, 0.5)
             return self.b(torch.tanh(y)) + idx.unsqueeze(-1)
 
+    class Centred(torch.nn.Module):
+        """Outputs centred by a running mean the forward reassigns (``self.ema = ...``), scaled by a step counter."""
+
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(6, 8), torch.nn.Linear(8, 2)
+            self.register_buffer("ema", torch.zeros(8))
+            self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+        def forward(self, x):
+            h = torch.relu(self.a(x))
+            self.ema = 0.9 * self.ema + 0.1 * h.detach().mean(0)
+            self.steps += 1
+            return self.b(h - self.ema) * self.steps
+
     audio = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                  conv_dim=(8, 8), conv_stride=(5, 4), conv_kernel=(10, 8), num_conv_pos_embeddings=8,
                  num_conv_pos_embedding_groups=2, vocab_size=12, pad_token_id=0, mask_time_prob=0.0)
@@ -289,6 +306,7 @@ def families() -> dict:
         "lstm_tagger": lambda: (LSTMTagger(), lambda seed: (ids(seed),)),
         "checkpointed_blocks": lambda: (Checkpointed(), lambda seed: (randn(seed, 2, 5, 8),)),
         "autograd_function_nondiff": lambda: (Custom2(), lambda seed: (randn(seed, 4, 6),)),
+        "reassigned_buffer": lambda: (Centred(), lambda seed: (randn(seed, 4, 6),)),
         "olmo": hf(tf.OlmoForCausalLM, lambda: tf.OlmoConfig(**decoder), causal),
         "stablelm": hf(tf.StableLmForCausalLM, lambda: tf.StableLmConfig(**decoder), causal),
         "mamba2": hf(tf.Mamba2ForCausalLM, lambda: tf.Mamba2Config(
@@ -324,8 +342,12 @@ def _call(fn, inputs):
     return fn(**inputs) if isinstance(inputs, dict) else fn(*inputs)
 
 
-def reference(module, inputs, seed: int):
-    """Loss and gradients of one eager autograd step on a copy (train mode, no cache), seeded with ``seed``."""
+def reference(module, inputs, seed: int, before=None):
+    """Loss, gradients and buffers of one eager autograd step on a copy (train mode, no cache), seeded with ``seed``.
+
+    ``before``: inputs of a step taken first (seeded alike), whose buffer updates (running
+    statistics, counters) the step then reads, as the placed step that ran it does.
+    """
     import torch
 
     from optpart.formats.torch import default_loss
@@ -336,10 +358,12 @@ def reference(module, inputs, seed: int):
     experts = getattr(ref, "get_experts_implementation", lambda: None)()
     if experts:  # the importer traces mixture-of-experts layers with the per-expert loop: so does autograd
         ref.set_experts_implementation({k: ("eager" if v == "grouped_mm" else v) for k, v in experts.items()})
-    torch.manual_seed(seed)
-    loss = default_loss(_call(ref, inputs))
-    loss.backward()
-    return loss.detach(), {n: p.grad for n, p in ref.named_parameters()}
+    for batch in ([before] if before is not None else []) + [inputs]:
+        ref.zero_grad(set_to_none=True)
+        torch.manual_seed(seed)
+        loss = default_loss(_call(ref, batch))
+        loss.backward()
+    return loss.detach(), {n: p.grad for n, p in ref.named_parameters()}, dict(ref.named_buffers())
 
 
 def random_plan(problem, rng, k: int):
@@ -375,7 +399,7 @@ def sweep(name: str, build, trials: int = 3, seed: int = 0) -> dict:
 
     from optpart.errors import OptpartError
     from optpart.formats.torch import trace_training_step
-    from optpart.formats.torch.proof import TOLERANCE, prove_step
+    from optpart.formats.torch.proof import TOLERANCE, prove_step, relative_error
     from optpart.formats.torch_import import problem_from_traced
     from optpart.torch import apply, check_devices
 
@@ -386,20 +410,23 @@ def sweep(name: str, build, trials: int = 3, seed: int = 0) -> dict:
     problem = problem_from_traced(step)
     proof = prove_step(step, module, first)
     tol = TOLERANCE["float32"]
-    ref_loss, ref_grads = reference(module, first, seed)
+    ref_loss, ref_grads, _ = reference(module, first, seed)
     rng = np.random.default_rng(seed)
     worst, gm = 0.0, None
     for _ in range(trials):
         k = int(rng.integers(2, 5))
         devices = {f"dev{i}": ("cpu" if i == 0 else f"cpu:{i - 1}") for i in range(k)}
-        gm = apply(copy.deepcopy(module), first, random_plan(problem.with_devices(k), rng, k), devices,
-                   problem.with_devices(k), step=step)
+        held = copy.deepcopy(module)  # the placed step updates its buffers (running statistics) in place
+        gm = apply(held, first, random_plan(problem.with_devices(k), rng, k), devices, problem.with_devices(k),
+                   step=step)
         check_devices(gm)
         worst = max(worst, step_error(gm, step, first, ref_loss, ref_grads, seed))
     refused, second_err = None, None
-    try:
-        loss2, grads2 = reference(module, second, seed)
+    try:  # the last placed step ran the first batch: eager autograd runs it before the second too
+        loss2, grads2, buffers2 = reference(module, second, seed, before=first)
         second_err = step_error(gm, step, second, loss2, grads2, seed)
+        second_err = max([second_err] + [relative_error(b.double(), buffers2[n].double())
+                                          for n, b in held.named_buffers()])
     except OptpartError as exc:
         refused = str(exc)
     ok = proof.get("worst_rel_err", np.inf) <= tol and worst <= tol and (

@@ -1,6 +1,6 @@
 """The cheap part of the family sweep: each step proved, placed at random, and run on a second batch.
 
-``benchmarks/apply_exactness.py`` sweeps 49 families (tiny random-weight configs, no
+``benchmarks/apply_exactness.py`` sweeps 50 families (tiny random-weight configs, no
 download) through :func:`sweep`; these are the cheap ones that cover its patterns: DeepSeek-V3
 with a mixture-of-experts layer (a real-tensor trace whose second batch is refused in one line),
 GPT-2 with gradient checkpointing and dropout (recomputed masks), Whisper (a frozen parameter),
