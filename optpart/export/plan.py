@@ -395,16 +395,23 @@ def _majority(problem: Problem, units: Units, placement: np.ndarray) -> np.ndarr
 def _build(problem: Problem, modules, units: Units, unit_dev: np.ndarray, model: str, original: float,
            split: list[str], method: str, rule: str) -> ModulePlan:
     by_module = {m: int(unit_dev[units.unit_of[v]]) for v, m in enumerate(modules) if m is not None}
+    # accelerate's main device: the first of the map's devices (for indices, the smallest). The
+    # root's hook moves the root module's own tensors there whatever their keys say, so under
+    # accelerate's rule their keys say it and the nodes holding them run there.
+    main = min(by_module.values(), default=0) if rule == "accelerate" else None
     tensors: dict[str, list[tuple[str, int]]] = {}  # module -> its own parameters and buffers, with devices
     seen: set[str] = set()
+    at_main: list[int] = []
     for v, names in held_tensors(problem).items():
         if modules[v] is None:
             continue
+        if main is not None and any("." not in name for name in names):
+            at_main.append(v)
         for name in names:
             if name not in seen:
                 seen.add(name)
                 owner, _, leaf = name.rpartition(".")
-                tensors.setdefault(owner, []).append((leaf, by_module[modules[v]]))
+                tensors.setdefault(owner, []).append((leaf, by_module[modules[v]] if owner or main is None else main))
     rank = first_seen(problem, modules)
     known = (problem.meta or {}).get("module_classes") or {}
     dmap, covered, tensor_keys = compress(by_module, tensors, rank, known)
@@ -414,6 +421,9 @@ def _build(problem: Problem, modules, units: Units, unit_dev: np.ndarray, model:
     for v, m in enumerate(modules):
         if not free[v]:
             placement[v] = by_module[m]
+    for group in [g for g in problem.groups if any(v in at_main for v in g)] + [[v] for v in at_main]:
+        placement[list(group)] = main
+        free[list(group)] = False
     placement = follow_inputs(problem, placement, free)
     run = None
     if rule == "accelerate":
