@@ -124,6 +124,11 @@ def accelerate_map(problem: Problem, model: Any, *, reserve: float = 0.25,
     -------
     dict
         accelerate's device map (values device indices, or ``"cpu"``/``"disk"`` when it offloads).
+
+    Raises
+    ------
+    ExportError
+        One line when accelerate itself fails on the model.
     """
     try:
         from accelerate import infer_auto_device_map
@@ -135,11 +140,15 @@ def accelerate_map(problem: Problem, model: Any, *, reserve: float = 0.25,
     keep = no_split_module_classes
     if keep is None:
         keep = list(getattr(model, "_no_split_modules", None) or [])
-    if balanced:
-        from accelerate.utils import get_balanced_memory
+    try:
+        if balanced:
+            from accelerate.utils import get_balanced_memory
 
-        max_memory = get_balanced_memory(model, max_memory=max_memory, no_split_module_classes=keep)
-    return dict(infer_auto_device_map(model, max_memory=max_memory, no_split_module_classes=keep))
+            max_memory = get_balanced_memory(model, max_memory=max_memory, no_split_module_classes=keep)
+        return dict(infer_auto_device_map(model, max_memory=max_memory, no_split_module_classes=keep))
+    except (IndexError, KeyError) as exc:  # accelerate's own failure (its tie bookkeeping on BigBird's head)
+        raise ExportError(f"accelerate's infer_auto_device_map fails on {type(model).__name__}: "
+                          f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
 
 
 def accelerate_baseline(problem: Problem, model: Any, *, reserve: float = 0.25, memory_model: str = "peak",
