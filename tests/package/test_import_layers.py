@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from conftest import ROOT as REPO
 
-ROOT = Path(__file__).resolve().parents[1] / "optpart"
+ROOT = REPO / "optpart"
 
 #: ``(importer prefix, imported prefix)`` pairs a rule forbids.
 FORBIDDEN: list[tuple[str, tuple[str, ...]]] = [

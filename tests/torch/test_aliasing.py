@@ -25,7 +25,7 @@ from optpart.formats.torch.aliasing import written_args  # noqa: E402
 from optpart.formats.torch_import import from_torch, problem_from_traced  # noqa: E402
 from optpart.result import Result, Status  # noqa: E402
 from optpart.torch import apply  # noqa: E402
-from test_apply import assert_same  # noqa: E402  (loss and gradients equal autograd's)
+from placed_models import assert_same  # noqa: E402  (loss and gradients equal autograd's)
 
 DEVICES = {"dev0": "cpu", "dev1": "cpu:0"}  # two torch devices: every crossing edge is a real copy
 

@@ -24,7 +24,7 @@ def test_registry_entries_point_at_modules_with_solve():
 
 
 # The contract every solver keeps (answers, memory models, options, determinism) is
-# tests/test_contract.py; this file tests the registry itself.
+# tests/solvers/test_contract.py; this file tests the registry itself.
 
 
 def test_single_runs_everything_on_the_fastest_device_that_fits():
