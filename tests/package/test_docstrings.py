@@ -1,4 +1,4 @@
-"""Issue 27: every public function documents its parameters and its result (numpydoc).
+"""Every public function documents its parameters and its result (numpydoc).
 
 The rule (and the ast walk: nothing is imported) is the one of benchmarks/docstring_coverage.py:
 a ``Parameters`` section naming every parameter, a ``Returns`` (``Yields``) section when a value

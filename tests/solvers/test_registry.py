@@ -84,7 +84,7 @@ def test_defaults_are_heuristic_and_peak():
     assert r.solver == "heuristic" and r.memory_model == "peak" and r.options["memory_model"] == "peak"
 
 
-def test_the_registry_reads_the_modules_spec(monkeypatch):  # no second copy of the specs (FALLBACK_SPECS, issue 27)
+def test_the_registry_reads_the_modules_spec(monkeypatch):  # no second copy of the specs
     import types
 
     from optpart.solvers import registry
@@ -97,7 +97,7 @@ def test_the_registry_reads_the_modules_spec(monkeypatch):  # no second copy of 
 
 @pytest.mark.parametrize("name", sorted(SOLVERS))
 def test_a_direct_call_keeps_the_declared_contract(name):
-    """Issue 27: no solver validates by hand; ``SPEC.checked`` holds the registry's checks for direct calls."""
+    """No solver validates by hand; ``SPEC.checked`` holds the registry's checks for direct calls."""
     import importlib
     import inspect
 

@@ -1,4 +1,4 @@
-"""Issue 22: a placed step computes the model's loss and gradients under ANY valid placement and
+"""A placed step computes the model's loss and gradients under ANY valid placement and
 ANY topological order, also for models full of in-place operators and views; the aliasing
 checker proves that no two operators touching one storage, at least one writing, are unordered."""
 
@@ -174,7 +174,7 @@ def test_batch_norm_statistics_are_an_explicit_ordered_side_effect():
 
 
 def _unfunctionalized(monkeypatch, module, inputs):
-    """The trace as it was before issue 22 (in-place ops kept): the fallback path."""
+    """The trace without functionalization (in-place ops kept): the fallback path."""
     def refuse(*args, **kwargs):
         raise RuntimeError("no functional variant (test)")
     monkeypatch.setattr(trace_mod, "functionalize_graph", refuse)
