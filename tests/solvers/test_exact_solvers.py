@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import optpart
-from conftest import budget
+from conftest import budget, shared_data
 from optpart import Device, Status
 from optpart.generators import layered_dag
 from optpart.solvers.exact.grid import device_classes, durations, relabel, time_grid, transfer_table
