@@ -294,9 +294,6 @@ def _parameter_holders(tg: TracedGraph, cols: _Columns, index: dict, pvals: list
             g = grads[p] if p < len(grads) else None
             if g is not None and g in index:
                 update_edges.append((index[g], len(cols.ids) - 1, tg.nbytes(t)))
-                root = tg.root_of(tg.outs[1 + p])[0]  # a gradient that is a view keeps its storage live
-                if root is not g and root in index and root.op == "call_function":
-                    update_edges.append((index[root], len(cols.ids) - 1, 0.0))
             group = [uid] + group
         elif tg.readers[p]:  # inference, or a frozen parameter: its weights only, on its first reader
             holder = index[tg.readers[p][0]]

@@ -129,9 +129,12 @@ def _tails(costs: StageCosts, updates: np.ndarray, n_once: np.ndarray) -> np.nda
     for owner, d in costs.replicas:  # the replica's update waits for the owner's summed gradient
         s = int(costs.stage_of[owner])
         ins = p.in_edges[p.in_ptr[owner]:p.in_ptr[owner + 1]]
-        c = max((float(p.latency[dev_of[owner], d] + step.edge_bytes[e] / p.bandwidth[dev_of[owner], d])
-                 for e in ins.tolist()), default=0.0)
-        own[s] = max(own[s], w[s] + c + float(step.time[owner] / p.device_speed[d]))
+        # each input arrives after its producer finishes: in W after the I, in I (or in a B) before its end
+        arrive = [float(_finish_after_i(costs, int(p.edge_src[e]), s) + p.latency[dev_of[owner], d]
+                        + step.edge_bytes[e] / p.bandwidth[dev_of[owner], d])
+                  for e in ins.tolist() if int(costs.stage_of[p.edge_src[e]]) == s]
+        if arrive:
+            own[s] = max(own[s], max(arrive) + float(step.time[owner] / p.device_speed[d]))
     tail = own.copy()
     users: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for s in range(n):
@@ -142,6 +145,18 @@ def _tails(costs: StageCosts, updates: np.ndarray, n_once: np.ndarray) -> np.nda
             after = max(0.0 if nodes[v, 1] > 0 else -np.inf, tail[v])
             tail[s] = max(tail[s], c + t[v, 1] + after)
     return tail
+
+
+def _finish_after_i(costs: StageCosts, v: int, s: int) -> float:
+    """Least time from the end of stage ``s``'s input-gradient work (its ``I``, or a ``B``'s end)
+    to the finish of its backward node ``v`` (negative when ``v`` may finish before it)."""
+    t = costs.action_time
+    end_b = float(costs.off_b[v] + costs.dur[v] - t[s, 3])  # in a B: before the B's end
+    if costs.part[v] == PART_W:
+        return min(float(costs.off[v] + costs.dur[v]), end_b)
+    if costs.part[v] == PART_I:
+        return min(float(costs.off[v] + costs.dur[v] - t[s, 1]), end_b)
+    return -np.inf
 
 
 def stage_bound(costs: StageCosts) -> float:

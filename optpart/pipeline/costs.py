@@ -131,7 +131,9 @@ class StageCosts:
 
 def _parts(step: PipelineStep, stage: np.ndarray) -> np.ndarray:
     """``PART_*`` per node: backward nodes are ``I`` when a gradient sent to an earlier stage
-    depends on them, else ``W``."""
+    depends on them, else ``W``; a later stage that sends no gradient back (it received nothing
+    differentiable, token ids say) runs its whole backward in ``I``, as torch's runtime does
+    (``optpart run``; the first stage runs it in ``W``, as torch does)."""
     p = step.base
     part = np.full(p.n_nodes, PART_W, dtype=np.int64)
     part[step.forward] = PART_F
@@ -148,6 +150,9 @@ def _parts(step: PipelineStep, stage: np.ndarray) -> np.ndarray:
             preds = preds[bwd[preds] & (stage[preds] == stage[v])]
             need[preds] = True
     part[bwd & need] = PART_I
+    sending = np.zeros(int(stage.max()) + 1 if stage.size else 0, dtype=bool)
+    sending[stage[src[sends]]] = True
+    part[bwd & (stage > 0) & ~sending[stage]] = PART_I
     return part
 
 

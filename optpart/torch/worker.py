@@ -103,6 +103,15 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return out
 
 
+def _no_weight_pass():
+    """``dw_builder`` of a stage whose backward runs whole in its ``I`` action: a ``W`` that does nothing."""
+    return _nothing
+
+
+def _nothing() -> None:
+    return None
+
+
 def _identity(output, target):
     """The schedule's loss: the last stage already returns the loss."""
     return output
@@ -184,7 +193,11 @@ def _run(rank: int, job: dict) -> dict:
     stages = []
     for s in mine:  # static shapes from the trace: torch runs no shape inference on uninitialized tensors
         ins, outs = sm.examples(s, device)
-        stages.append(PipelineStage(mods[s], s, n_stages, device, input_args=ins, output_args=outs))
+        # torch's input backward (I) finds a stage's weights through the gradients of what it received; a
+        # later stage receiving nothing differentiable (token ids) would get no weight gradient: its whole
+        # backward runs in I and its W is empty (the first stage runs it in W, as torch does)
+        dw = _no_weight_pass if s > 0 and not any(t.requires_grad for t in ins) else None
+        stages.append(PipelineStage(mods[s], s, n_stages, device, input_args=ins, output_args=outs, dw_builder=dw))
     sched = _schedule(plan, stages, job["csv"])
     params = [p for s in mine for p in mods[s].parameters()]
     opt = None
