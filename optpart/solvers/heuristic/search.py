@@ -43,8 +43,8 @@ from .incremental import SequenceSchedule
 
 __all__ = ["RETIME_COST", "improve"]
 
-#: Work units per re-timed node (a replay visits a node or an edge for one unit; a re-timing,
-#: edges included, measured at 3.3-4.1).
+#: Work units per re-timed node (a replay visits a node or an edge for one unit; a re-timing
+#: visits the node and its edges, about four units).
 RETIME_COST = 4
 _TIERS = 4
 _PERTURB = 3        # random unit moves of a perturbation

@@ -1,8 +1,7 @@
 """Pipeline-stage placements of a training step: a start for the windowed search of ``cpsat``.
 
-On the traced training graphs (``instances/``) the critical path carries most of the work
-(90-98% on densenet121 and resnet50), and peak memory is what forces the step onto several
-devices: the forward pass saves activations that live until the backward pass consumes
+On traced training graphs the critical path carries most of the work, and peak memory is
+what forces the step onto several devices: the forward pass saves activations that live until the backward pass consumes
 them. The placement that pipeline parallelism uses answers both at once: cut the forward
 pass into consecutive *stages*, one per device, and run each backward node on the device of
 the forward nodes whose saved tensors it reads. Saved activations then never cross a link,
@@ -29,7 +28,7 @@ split) are shared in proportion to the devices' capacities, and a coordinate des
 one cut at a time by halving steps while the canonical schedule
 (:func:`optpart.evaluate.canonical_schedule`) gets shorter or, while it overflows memory,
 less over. When no stage placement fits (the parameters of every stage's weights land on
-few devices, as lstm-lm's six weight groups, 569 MiB for devices of 384 MiB), a second
+few devices, as when a few large weight groups each need more than a device), a second
 round packs the parameter-holding nodes with their colocation groups over the devices,
 largest first, and places the rest by stages as before. Then a first-improvement descent
 moves single nodes of the schedule's critical chain to other devices (weight gradients
