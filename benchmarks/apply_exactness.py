@@ -1,9 +1,12 @@
 """The sweep over public model families: each traced step proved, placed and run on a second batch.
 
 For each family (tiny random-weight configs built from Hugging Face config classes, no
-download, dropout as the config has it; plus plain ``torch.nn`` models: multi-head attention,
-a custom ``autograd.Function``, a BatchNorm CNN with in-place ReLU, a Conv1d + BatchNorm + GRU
-net) the script
+download, dropout as the config has it: decoders, encoders, encoder-decoders, state-space
+models (Mamba, Mamba2) and a hybrid (Jamba), block-sparse attention (BigBird), vision and
+audio (Wav2Vec2, HuBERT) models; plus plain ``torch.nn`` models: multi-head attention,
+two custom ``autograd.Function`` classes (one with a non-differentiable output), a BatchNorm CNN with
+in-place ReLU, a Conv1d + BatchNorm + GRU net, a bidirectional LSTM, blocks under
+``torch.utils.checkpoint``, buffers updated in place and reassigned) the script
 
 1. imports the training step with the trace proof (what :func:`optpart.formats.torch_import.from_torch`
    does with ``check=True``: the graph replayed against eager autograd,
@@ -16,7 +19,9 @@ net) the script
    both runs seeded alike (dropout draws the same masks: the placed step keeps the traced
    order of random operators);
 3. runs the placed step on a **second batch** of the traced shapes: its loss and gradients
-   must equal autograd's on that batch, or, for a step that read its data (a real-tensor
+   must equal those of autograd on a copy that ran the first batch before it (so a step
+   reads the buffers the first one updated), and the module's buffers after both steps
+   must equal that copy's; or, for a step that read its data (a real-tensor
    trace: mixture-of-experts routing, a padding check, a matcher in NumPy), the call must be
    refused with one line naming the operator and module whose data took another path.
 
@@ -132,6 +137,85 @@ def families() -> dict:
                    "boxes": torch.rand(2, 4, generator=g) * 0.5 + 0.25} for _ in range(2)]
         return {"pixel_values": randn(seed, 2, 3, 32, 32), "labels": labels}
 
+    class LSTMTagger(torch.nn.Module):
+        """Embedding, a two-layer bidirectional LSTM with dropout (oneDNN's LSTM kernel on a CPU), a head."""
+
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(V, 8)
+            self.rnn = torch.nn.LSTM(8, 6, num_layers=2, batch_first=True, bidirectional=True, dropout=0.1)
+            self.head = torch.nn.Linear(12, 3)
+
+        def forward(self, x):
+            out, (h, _) = self.rnn(self.emb(x))
+            return self.head(out.mean(1)) + h.sum(0).sum(-1, keepdim=True)
+
+    class Checkpointed(torch.nn.Module):
+        """A stem, two blocks with dropout under ``torch.utils.checkpoint`` (non-reentrant), one without, a head."""
+
+        def __init__(self):
+            super().__init__()
+            self.stem, self.head = torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)
+            self.blocks = torch.nn.ModuleList(torch.nn.Sequential(
+                torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Dropout(0.1), torch.nn.Linear(16, 8))
+                for _ in range(3))
+
+        def forward(self, x):
+            x = self.stem(x)
+            for i, blk in enumerate(self.blocks):
+                x = x + (torch.utils.checkpoint.checkpoint(blk, x, use_reentrant=False) if i < 2 else blk(x))
+            return self.head(x)
+
+    class ScaleGrad(torch.autograd.Function):
+        """``x * w`` and a non-differentiable argmax; the backward scales by a number kept on ``ctx``."""
+
+        @staticmethod
+        def forward(ctx, x, w, alpha):
+            ctx.alpha = alpha
+            ctx.save_for_backward(w)
+            out = x * w
+            idx = out.argmax(-1)
+            ctx.mark_non_differentiable(idx)
+            return out, idx
+
+        @staticmethod
+        def backward(ctx, grad, _):
+            (w,) = ctx.saved_tensors
+            return grad * w * ctx.alpha, None, None
+
+    class Custom2(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(6, 12), torch.nn.Linear(12, 2)
+            self.w = torch.nn.Parameter(torch.randn(12))
+
+        def forward(self, x):
+            y, idx = ScaleGrad.apply(self.a(x), self.w, 0.5)
+            return self.b(torch.tanh(y)) + idx.unsqueeze(-1)
+
+    class Centred(torch.nn.Module):
+        """Outputs centred by a running mean the forward reassigns (``self.ema = ...``), scaled by a step counter."""
+
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(6, 8), torch.nn.Linear(8, 2)
+            self.register_buffer("ema", torch.zeros(8))
+            self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+        def forward(self, x):
+            h = torch.relu(self.a(x))
+            self.ema = 0.9 * self.ema + 0.1 * h.detach().mean(0)
+            self.steps += 1
+            return self.b(h - self.ema) * self.steps
+
+    audio = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                 conv_dim=(8, 8), conv_stride=(5, 4), conv_kernel=(10, 8), num_conv_pos_embeddings=8,
+                 num_conv_pos_embedding_groups=2, vocab_size=12, pad_token_id=0, mask_time_prob=0.0)
+
+    def ctc(seed):
+        return {"input_values": randn(seed, 2, 400),
+                "labels": torch.randint(1, 10, (2, 3), generator=torch.Generator().manual_seed(seed))}
+
     def gpt2_checkpointed():
         model = tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=V, n_positions=32,
                                                  bos_token_id=0, eos_token_id=0))
@@ -203,6 +287,54 @@ def families() -> dict:
         "autograd_function": lambda: (Custom(), lambda seed: (randn(seed, 4, 6),)),
         "bn_cnn_inplace_relu": lambda: (BNCNN(), image(8)),
         "conv1d_bn_gru": lambda: (GRUNet(), lambda seed: (randn(seed, 3, 3, 6),)),
+        "bloom": hf(tf.BloomForCausalLM, lambda: tf.BloomConfig(vocab_size=V, hidden_size=32, n_layer=2, n_head=2,
+                                                              bos_token_id=0, eos_token_id=0, pad_token_id=0),
+                    causal),
+        "gptj": hf(tf.GPTJForCausalLM, lambda: tf.GPTJConfig(vocab_size=V, n_embd=32, n_layer=2, n_head=2,
+                                                           rotary_dim=8, n_positions=32, bos_token_id=0,
+                                                           eos_token_id=0), causal),
+        "granite": hf(tf.GraniteForCausalLM, lambda: tf.GraniteConfig(**decoder), causal),
+        "cohere": hf(tf.CohereForCausalLM, lambda: tf.CohereConfig(**decoder), causal),
+        "starcoder2": hf(tf.Starcoder2ForCausalLM, lambda: tf.Starcoder2Config(**decoder), causal),
+        "deberta_v2": hf(tf.DebertaV2ForMaskedLM, lambda: tf.DebertaV2Config(
+            pad_token_id=0, relative_attention=True, position_buckets=4, pos_att_type=["p2c", "c2p"],
+            max_relative_positions=8, **text), causal),
+        "electra": hf(tf.ElectraForPreTraining, lambda: tf.ElectraConfig(embedding_size=16, pad_token_id=0, **text),
+                      causal),
+        "pegasus": hf(tf.PegasusForConditionalGeneration, lambda: tf.PegasusConfig(**seq2seq),
+                      lambda seed: {"input_ids": ids(seed), "decoder_input_ids": ids(seed + 1000)}),
+        "lstm_tagger": lambda: (LSTMTagger(), lambda seed: (ids(seed),)),
+        "checkpointed_blocks": lambda: (Checkpointed(), lambda seed: (randn(seed, 2, 5, 8),)),
+        "autograd_function_nondiff": lambda: (Custom2(), lambda seed: (randn(seed, 4, 6),)),
+        "reassigned_buffer": lambda: (Centred(), lambda seed: (randn(seed, 4, 6),)),
+        "olmo": hf(tf.OlmoForCausalLM, lambda: tf.OlmoConfig(**decoder), causal),
+        "stablelm": hf(tf.StableLmForCausalLM, lambda: tf.StableLmConfig(**decoder), causal),
+        "mamba2": hf(tf.Mamba2ForCausalLM, lambda: tf.Mamba2Config(
+            vocab_size=V, hidden_size=16, state_size=4, num_hidden_layers=2, expand=2, conv_kernel=3, num_heads=4,
+            head_dim=8, n_groups=1, chunk_size=4, bos_token_id=0, eos_token_id=0, pad_token_id=0), labelled),
+        "jamba": hf(tf.JambaForCausalLM, lambda: tf.JambaConfig(
+            num_experts=2, num_experts_per_tok=1, expert_layer_period=2, expert_layer_offset=1,
+            attn_layer_period=2, attn_layer_offset=1, mamba_d_state=4, mamba_d_conv=3, mamba_expand=2,
+            mamba_dt_rank=4, **decoder), labelled),
+        "xlnet": hf(tf.XLNetLMHeadModel, lambda: tf.XLNetConfig(vocab_size=V, d_model=32, n_layer=2, n_head=2,
+                                                                d_inner=64, pad_token_id=0, bos_token_id=0,
+                                                                eos_token_id=0), causal),
+        "big_bird": hf(tf.BigBirdForMaskedLM, lambda: tf.BigBirdConfig(
+            attention_type="block_sparse", block_size=2, num_random_blocks=2, pad_token_id=0, sep_token_id=2,
+            **{**text, "max_position_embeddings": 64}), lambda seed: (ids(seed, (2, 32)),)),
+        "segformer": hf(tf.SegformerForSemanticSegmentation, lambda: tf.SegformerConfig(
+            num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3],
+            strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], decoder_hidden_size=16, num_labels=3),
+            lambda seed: {"pixel_values": randn(seed, 2, 3, 32, 32),
+                          "labels": torch.randint(0, 3, (2, 32, 32), generator=torch.Generator().manual_seed(seed))}),
+        "dinov2": hf(tf.Dinov2ForImageClassification, lambda: tf.Dinov2Config(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2, image_size=16, patch_size=8,
+            num_labels=3), image(16)),
+        "mobilevit": hf(tf.MobileViTForImageClassification, lambda: tf.MobileViTConfig(
+            image_size=32, patch_size=2, hidden_sizes=[16, 16, 16], neck_hidden_sizes=[8, 8, 8, 8, 8, 8, 16],
+            num_attention_heads=2, num_labels=3), image(32)),
+        "wav2vec2": hf(tf.Wav2Vec2ForCTC, lambda: tf.Wav2Vec2Config(**audio), ctc),
+        "hubert": hf(tf.HubertForCTC, lambda: tf.HubertConfig(**audio), ctc),
     }
 
 
@@ -210,8 +342,12 @@ def _call(fn, inputs):
     return fn(**inputs) if isinstance(inputs, dict) else fn(*inputs)
 
 
-def reference(module, inputs, seed: int):
-    """Loss and gradients of one eager autograd step on a copy (train mode, no cache), seeded with ``seed``."""
+def reference(module, inputs, seed: int, before=None):
+    """Loss, gradients and buffers of one eager autograd step on a copy (train mode, no cache), seeded with ``seed``.
+
+    ``before``: inputs of a step taken first (seeded alike), whose buffer updates (running
+    statistics, counters) the step then reads, as the placed step that ran it does.
+    """
     import torch
 
     from optpart.formats.torch import default_loss
@@ -222,10 +358,12 @@ def reference(module, inputs, seed: int):
     experts = getattr(ref, "get_experts_implementation", lambda: None)()
     if experts:  # the importer traces mixture-of-experts layers with the per-expert loop: so does autograd
         ref.set_experts_implementation({k: ("eager" if v == "grouped_mm" else v) for k, v in experts.items()})
-    torch.manual_seed(seed)
-    loss = default_loss(_call(ref, inputs))
-    loss.backward()
-    return loss.detach(), {n: p.grad for n, p in ref.named_parameters()}
+    for batch in ([before] if before is not None else []) + [inputs]:
+        ref.zero_grad(set_to_none=True)
+        torch.manual_seed(seed)
+        loss = default_loss(_call(ref, batch))
+        loss.backward()
+    return loss.detach(), {n: p.grad for n, p in ref.named_parameters()}, dict(ref.named_buffers())
 
 
 def random_plan(problem, rng, k: int):
@@ -261,7 +399,7 @@ def sweep(name: str, build, trials: int = 3, seed: int = 0) -> dict:
 
     from optpart.errors import OptpartError
     from optpart.formats.torch import trace_training_step
-    from optpart.formats.torch.proof import TOLERANCE, prove_step
+    from optpart.formats.torch.proof import TOLERANCE, prove_step, relative_error
     from optpart.formats.torch_import import problem_from_traced
     from optpart.torch import apply, check_devices
 
@@ -272,20 +410,23 @@ def sweep(name: str, build, trials: int = 3, seed: int = 0) -> dict:
     problem = problem_from_traced(step)
     proof = prove_step(step, module, first)
     tol = TOLERANCE["float32"]
-    ref_loss, ref_grads = reference(module, first, seed)
+    ref_loss, ref_grads, _ = reference(module, first, seed)
     rng = np.random.default_rng(seed)
     worst, gm = 0.0, None
     for _ in range(trials):
         k = int(rng.integers(2, 5))
         devices = {f"dev{i}": ("cpu" if i == 0 else f"cpu:{i - 1}") for i in range(k)}
-        gm = apply(copy.deepcopy(module), first, random_plan(problem.with_devices(k), rng, k), devices,
-                   problem.with_devices(k), step=step)
+        held = copy.deepcopy(module)  # the placed step updates its buffers (running statistics) in place
+        gm = apply(held, first, random_plan(problem.with_devices(k), rng, k), devices, problem.with_devices(k),
+                   step=step)
         check_devices(gm)
         worst = max(worst, step_error(gm, step, first, ref_loss, ref_grads, seed))
     refused, second_err = None, None
-    try:
-        loss2, grads2 = reference(module, second, seed)
+    try:  # the last placed step ran the first batch: eager autograd runs it before the second too
+        loss2, grads2, buffers2 = reference(module, second, seed, before=first)
         second_err = step_error(gm, step, second, loss2, grads2, seed)
+        second_err = max([second_err] + [relative_error(b.double(), buffers2[n].double())
+                                          for n, b in held.named_buffers()])
     except OptpartError as exc:
         refused = str(exc)
     ok = proof.get("worst_rel_err", np.inf) <= tol and worst <= tol and (

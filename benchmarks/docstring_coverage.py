@@ -21,7 +21,7 @@ and exits 1 when anything is.
 
     python benchmarks/docstring_coverage.py [PATH ...]   # default: optpart
 
-tests/test_docstrings.py applies the same rule (it imports :func:`undocumented` from here).
+tests/package/test_docstrings.py applies the same rule (it imports :func:`undocumented` from here).
 """
 
 from __future__ import annotations

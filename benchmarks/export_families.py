@@ -1,8 +1,9 @@
-"""Exported device maps that accelerate accepts and dispatches, on 23 model families, and their time.
+"""Exported device maps that accelerate accepts and dispatches, on 45 model families, and their time.
 
 For each family (tiny random-weight configs built from Hugging Face config classes, no
 download; plus ``torch.nn.TransformerEncoder`` and a Conv1d + BatchNorm + GRU net in plain
-``torch.nn``) the script imports the training step (:func:`optpart.formats.torch_import.from_torch`),
+``torch.nn``; and the families of ``apply_exactness.py`` named in :data:`FROM_APPLY`, on their
+first batch) the script imports the training step (:func:`optpart.formats.torch_import.from_torch`),
 puts it on 4 equal devices at 1.25x the smallest capacity at which the default solver fits
 (the bundled instances' rule), solves with the default solver, and exports at the default depth:
 
@@ -34,6 +35,7 @@ import time
 import warnings
 
 from _common import table
+from apply_exactness import families as batched
 
 V, S = 64, 8  # vocabulary and sequence length of the text models
 
@@ -132,7 +134,22 @@ def families() -> dict:
             encoder_ffn_dim=32, decoder_ffn_dim=32), lambda: (image(16),)),
         "resnet_bn": hf(tf.ResNetForImageClassification, lambda: tf.ResNetConfig(
             embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=3), lambda: (image(16),)),
+        **{name: _first_batch(build) for name, build in batched().items() if name in FROM_APPLY},
     }
+
+
+#: Families of ``apply_exactness.py`` swept here too, on their first batch.
+FROM_APPLY = ("bloom", "gptj", "granite", "cohere", "starcoder2", "deberta_v2", "electra", "pegasus",
+              "lstm_tagger", "checkpointed_blocks", "autograd_function_nondiff", "olmo", "stablelm", "mamba2",
+              "jamba", "xlnet", "big_bird", "segformer", "dinov2", "mobilevit", "wav2vec2", "hubert")
+
+
+def _first_batch(build):
+    """A builder of ``apply_exactness.py`` (``(module, batch)``) as one of this script's (``(module, inputs)``)."""
+    def built():
+        module, batch = build()
+        return module, batch(0)
+    return built
 
 
 #: Module classes the import keeps whole (``optpart import --no-split``), per family.

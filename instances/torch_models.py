@@ -140,3 +140,38 @@ def torch_models() -> dict:
             return x
 
     return dict(ResNet50=ResNet50, GPT2=GPT2, ViT=ViT, LSTMLM=LSTMLM, MLP=MLP)
+
+
+def gpt2_training(layers: int = 12, d: int = 768, heads: int = 12, vocab: int = 50257, ctx: int = 1024,
+                  batch: int = 8, seq: int = 512, seed: int = 0) -> dict:
+    """GPT-2 as ``instances/gpt2-training.json`` traces it, with weights and a batch: a model factory.
+
+    ``optpart run PLAN --model instances/torch_models.py:gpt2_training`` calls it in every
+    process; the fixed seed gives every process the same weights and tokens. The defaults are
+    the bundled instance's (GPT-2 small, 8 sequences of 512 tokens, the loss ``make.py`` uses);
+    the model has no dropout.
+
+    Parameters
+    ----------
+    layers, d, heads, vocab, ctx : int
+        Depth, width, attention heads, vocabulary and positions.
+    batch, seq : int
+        Sequences and tokens per sequence.
+    seed : int
+        Seed of the weights (``seed``) and of the tokens and targets (``seed + 1``).
+
+    Returns
+    -------
+    dict
+        ``{"module", "inputs", "targets", "loss_fn"}`` (``optpart import``'s convention).
+    """
+    import torch
+
+    from optpart.formats.torch_import import cross_entropy
+
+    torch.manual_seed(seed)
+    model = torch_models()["GPT2"](layers=layers, d=d, heads=heads, vocab=vocab, ctx=ctx)
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randint(0, vocab, (batch, seq), generator=g)
+    y = torch.randint(0, vocab, (batch, seq), generator=g)
+    return {"module": model, "inputs": (x,), "targets": (y,), "loss_fn": cross_entropy}

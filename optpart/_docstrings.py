@@ -8,7 +8,7 @@ entry ``name``, and :func:`fill_doc` writes it in at import time, indented like 
 This is the pattern of MNE-Python's ``fill_doc``/``docdict`` and SciPy's ``doccer``.
 
 ``PARAMS`` must stay a plain dict literal: benchmarks/docstring_coverage.py (and so
-tests/test_docstrings.py) reads it with :mod:`ast`, without importing optpart, to check
+tests/package/test_docstrings.py) reads it with :mod:`ast`, without importing optpart, to check
 the filled docstrings.
 """
 

@@ -149,3 +149,44 @@ def execute_notebook(notebook: Path, tmp_path: Path, monkeypatch) -> list[dict]:
                                      resources={"metadata": {"path": str(notebook.parent)}})
     client.execute()
     return [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str]:
+    """Run ``optpart ARGV`` in process and return its exit code and what it wrote to stderr.
+
+    Parameters
+    ----------
+    capsys : pytest.CaptureFixture
+        The test's capture fixture (stderr is read and cleared).
+    *argv : str
+        The command line after ``optpart``.
+
+    Returns
+    -------
+    tuple of (int, str)
+        The exit code and the captured stderr.
+    """
+    from optpart.cli import main
+
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    """Assert a bad-input exit: code 2 and exactly one ``optpart: error:`` line holding ``needles``.
+
+    Parameters
+    ----------
+    code : int
+        The command's exit code.
+    err : str
+        What it wrote to stderr.
+    *needles : str
+        Texts the line must contain (the culprit's name, its value).
+    """
+    assert code == 2, err
+    lines = err.strip("\n").split("\n")
+    assert len(lines) == 1, err
+    assert lines[0].startswith("optpart: error: "), err
+    for needle in needles:
+        assert needle in lines[0], (needle, err)

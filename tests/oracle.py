@@ -13,6 +13,8 @@ semi-active schedule is built once (sorted that way, any semi-active schedule is
 sequence: a zero-time node sharing its start with a longer node of its device runs first). Branches that cannot beat the
 best makespan found are cut. Times are computed in floats exactly as the evaluator does.
 
+``oracle_run``: a device map's step as accelerate runs it, one node at a time.
+
 ``sweep_peak``: the peak (liveness) memory per device, written from ``docs/model.md``
 section 3 and 6 alone, apart from ``optpart.model.memory``: every held byte is an interval
 ``[begin, end)`` on a device, and the use at instant ``t`` is counted directly as the sum of
@@ -308,3 +310,44 @@ def brute_force_peak(problem: optpart.Problem) -> float:
         else:
             lo = mid
     return float(hi)
+
+
+def oracle_run(problem, placement):
+    """A device map's step as accelerate runs it, simulated with plain loops.
+
+    The nodes run one at a time in the lowest-index-first topological order; each tensor moves
+    once to every other device that reads bytes of it, right after its producer, and the
+    clock sums it all (the referee of ``optpart.export.sequential``).
+
+    Returns
+    -------
+    (start per node, total time, number of moves)
+    """
+    n = problem.n_nodes
+    preds = {v: [] for v in range(n)}
+    succs = {v: [] for v in range(n)}
+    for e in range(problem.n_edges):
+        u, v = int(problem.edge_src[e]), int(problem.edge_dst[e])
+        preds[v].append(u)
+        succs[u].append(e)
+    done, order = set(), []
+    while len(order) < n:
+        v = min(w for w in range(n) if w not in done and all(u in done for u in preds[w]))
+        done.add(v)
+        order.append(v)
+    clock, moves, start = 0.0, 0, [0.0] * n
+    for u in order:
+        a = int(placement[u])
+        start[u] = clock
+        clock += float(problem.time[u]) / float(problem.device_speed[a])
+        slowest: dict[int, float] = {}
+        for e in succs[u]:
+            b = int(placement[int(problem.edge_dst[e])])
+            nbytes = float(problem.edge_bytes[e])
+            if b != a and nbytes > 0:
+                cost = float(problem.latency[a, b]) + nbytes / float(problem.bandwidth[a, b])
+                slowest[b] = max(slowest.get(b, 0.0), cost)
+        for cost in slowest.values():
+            clock += cost
+            moves += 1
+    return np.array(start), clock, moves

@@ -274,9 +274,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
               f"{format_flops(meta.get('total_flops', 0))}, parameters {format_bytes(meta.get('parameter_bytes', 0))}, "
               f"memory {format_bytes(float(problem.memory.sum()))}, work {format_time(float(problem.time.sum()))}"
               f"{mode} -> {args.out}")
-        print(f"  costs: {costs_label(problem).removeprefix('costs ')}; links {links_label(problem.links)}"
-              + (f"; {problem.n_devices} x {format_bytes(float(problem.device_memory[0]))}" if problem.n_devices
-                 else ""))
+        sizes = [format_bytes(float(m)) for m in problem.device_memory]
+        devices = (f"; {len(sizes)} x {sizes[0]}" if len(set(sizes)) == 1 else f"; devices {', '.join(sizes)}"
+                   if sizes else "")
+        print(f"  costs: {costs_label(problem).removeprefix('costs ')}; links {links_label(problem.links)}{devices}")
         width = meta.get("parameter_bytes", 0) / max(1, meta.get("parameters", 0))
         if args.dtype in ("bf16", "fp16") and width >= 4:
             print(f"  note: the model's parameters are {8 * width:.0f}-bit: compute is priced at the {args.dtype} "

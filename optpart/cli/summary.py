@@ -11,7 +11,7 @@ from ..text import safe
 from ..units import format_bytes, format_time
 from .common import table
 
-__all__ = ["format_summary", "costs_line", "plural"]
+__all__ = ["format_summary", "costs_line", "runs_line", "plural"]
 
 
 def plural(n: int, word: str) -> str:
@@ -51,6 +51,35 @@ def costs_line(problem: Problem) -> str:
     return f"costs     {label.removeprefix('costs ')}; links {links_label(problem.links)}"
 
 
+def runs_line(problem: Problem, result: Result) -> str | None:
+    """``runs      ...``: how the plan of an ordinary (not pipelined) result runs, named beside its time.
+
+    The makespan is the schedule of the evaluator: every device runs its operators one at a
+    time, in parallel with the others, transfers overlapping. A step imported from PyTorch runs
+    as that operator placement under :func:`optpart.torch.apply`; its exports (device maps,
+    split points) run as accelerate and torch run them, and ``optpart export`` prints their own
+    times. A graph from elsewhere has no framework that runs it.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the result is for (its ``meta["source"]`` names where the graph came from).
+    result : Result
+        The result shown.
+
+    Returns
+    -------
+    str or None
+        One line, or None for a pipelined result (whose plan section says how it runs).
+    """
+    if result.options.get("pipeline"):
+        return None
+    if problem.meta.get("source") == "torch":
+        return ("runs      as an operator placement: optpart.torch.apply runs it (one process, the plan's order); exported device maps and "
+                "split points run as accelerate and torch run them (optpart export prints their times)")
+    return "runs      as an operator placement on the model of docs/model.md; no framework runs this graph"
+
+
 def format_summary(problem: Problem, result: Result) -> str:
     """The human summary of a result: headline figures and one row per device.
 
@@ -83,6 +112,8 @@ def format_summary(problem: Problem, result: Result) -> str:
     else:
         lines.append(f"lower bound {format_time(result.lower_bound)}")
     lines.append(costs_line(problem))
+    if (runs := runs_line(problem, result)) is not None:
+        lines.append(runs)
     lines.append(f"time      {format_time(result.wall_seconds)} (wall clock of the solve)")
     model = result.memory_model
     other = "peak" if model == "static" else "static"

@@ -25,7 +25,8 @@ state; a forward operator holds the activations the backward pass reads from it
 (its output when a backward node consumes it, views charged to the tensor they
 alias, each storage once); an input node holds the batch. The peak-model split
 gives ``param_bytes`` (state held all step) and ``output_bytes`` (the tensor a node
-produces; 0 for views). A parameter read by several operators (a tied embedding,
+produces; 0 for views, whose readers get a 0-byte edge from the node that made the storage
+they alias, so it lives until its last reader through any view). A parameter read by several operators (a tied embedding,
 an unrolled RNN cell) is charged once, on its update node, and every operator that
 reads it, directly or through a view, is colocated with that node.
 """
@@ -293,6 +294,9 @@ def _parameter_holders(tg: TracedGraph, cols: _Columns, index: dict, pvals: list
             g = grads[p] if p < len(grads) else None
             if g is not None and g in index:
                 update_edges.append((index[g], len(cols.ids) - 1, tg.nbytes(t)))
+                root = tg.root_of(tg.outs[1 + p])[0]  # a gradient that is a view keeps its storage live
+                if root is not g and root in index and root.op == "call_function":
+                    update_edges.append((index[root], len(cols.ids) - 1, 0.0))
             group = [uid] + group
         elif tg.readers[p]:  # inference, or a frozen parameter: its weights only, on its first reader
             holder = index[tg.readers[p][0]]
@@ -308,8 +312,9 @@ def _parameter_holders(tg: TracedGraph, cols: _Columns, index: dict, pvals: list
 def _edges(tg: TracedGraph, index: dict, update_edges: list[tuple[int, int, float]]
            ) -> dict[tuple[int, int], float]:
     """Bytes per ``(producer, consumer)``: each value an operator reads once (0 bytes for a
-    shape-only read), the gradient -> update edges, and the step's ordering edges (a write and
-    the accesses around it) with 0 bytes."""
+    shape-only read), a 0-byte edge from the maker of a storage to every reader of a view of it
+    (the storage lives until its last reader through any view), the gradient -> update edges,
+    and the step's ordering edges (a write and the accesses around it) with 0 bytes."""
     edge_bytes: dict[tuple[int, int], float] = {}
     for nd in tg.ops:
         c = index[nd]
@@ -323,6 +328,12 @@ def _edges(tg: TracedGraph, index: dict, update_edges: list[tuple[int, int, floa
             size = 0.0 if shape_only else tg.item_bytes(b, idx)  # shape-only: a dependency, no data
             key = (index[b], c)
             edge_bytes[key] = edge_bytes.get(key, 0.0) + size
+            if not shape_only and b.op == "call_function" and tg.facts(b).aliases:
+                # a view has no storage of its own (0 output bytes): reading it keeps alive the storage
+                # it aliases, so the operator that made that storage gets a 0-byte edge to this reader
+                root = tg.root_of(a)[0]
+                if root is not b and root in index and root.op == "call_function" and index[root] != c:
+                    edge_bytes.setdefault((index[root], c), 0.0)
     for s, d, b in update_edges:
         edge_bytes[(s, d)] = edge_bytes.get((s, d), 0.0) + b
     by_name = {nd.name: nd for nd in tg.ops}

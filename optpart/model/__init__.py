@@ -18,7 +18,7 @@ One module per concept, each rule written once:
 * :mod:`~optpart.model.screening`: the one infeasibility proof and ``running_need``.
 
 The model imports nothing of optpart but :mod:`optpart.errors`, :mod:`optpart.units` and
-:mod:`optpart.limits` (``tests/test_import_layers.py`` keeps it so).
+:mod:`optpart.limits` (``tests/package/test_import_layers.py`` keeps it so).
 """
 
 from .constraints import Constraints, best_allowed

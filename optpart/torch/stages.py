@@ -29,7 +29,8 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import OptpartError
 
-__all__ = ["StageModules", "stage_modules", "forward_nodes", "split_batch", "update_buffer", "restore_layout"]
+__all__ = ["StageModules", "stage_modules", "forward_nodes", "split_batch", "update_buffer", "restore_layout",
+           "sent_form", "dense_grad"]
 
 #: The view operators a stage runs as ``reshape`` (set on first use; torch is imported lazily).
 _VIEWS: tuple = ()
@@ -267,6 +268,8 @@ def stage_modules(module, mb_inputs: Any, stage_of: Mapping[str, int], n_stages:
         graph, root, env = fx.Graph(), torch.nn.Module(), {}
         for v in received[s]:
             env[v] = graph.placeholder(f"in_{v.name}")
+            if s > 0:  # its gradient is sent back: dense, as gloo sends
+                env[v] = graph.call_function(dense_grad, (env[v],))
             val = v.meta.get("val")
             if s > 0 and isinstance(val, torch.Tensor) and not val.is_contiguous() and _dense(val):
                 # sent dense: given back the traced layout, so every operator sees what the trace saw
@@ -303,7 +306,9 @@ def stage_modules(module, mb_inputs: Any, stage_of: Mapping[str, int], n_stages:
         if s == n_stages - 1:
             graph.output(env[loss])
         else:
-            graph.output(tuple(graph.call_method("contiguous", (local(v),)) for v in received[s + 1]))  # gloo sends dense tensors
+            # a value this stage also reads (an operator may have saved it) or relays gets its own copy
+            graph.output(tuple(graph.call_function(sent_form, (local(v), v in received[s] or any(
+                stage.get(u) == s for u in v.users))) for v in received[s + 1]))
         modules.append(fx.GraphModule(root, graph, class_name=f"Stage{s}"))
         stage_params.append(sorted(set(own), key=list(params).index))
         for name in stage_params[-1]:
@@ -358,6 +363,65 @@ def restore_layout(x, stride: tuple):
     import torch
 
     return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
+
+
+def sent_form(x, copy: bool = False):
+    """A stage output as torch's runtime takes it: dense (gloo sends dense tensors), owning its
+    storage and read by nothing else. The runtime's input backward detaches every stage output in
+    place: a view refuses that, and a tensor an operator of the stage saved for its weight backward
+    (or a received tensor the stage relays) would lose its autograd history.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        A value the next stage reads.
+    copy : bool
+        The stage also reads ``x`` or received it: always a copy.
+
+    Returns
+    -------
+    torch.Tensor
+        ``x`` itself when it is dense, not a view and ``copy`` is False, else a dense copy
+        (differentiable).
+    """
+    import torch
+
+    if copy or x._is_view() or not x.is_contiguous():
+        return x.clone(memory_format=torch.contiguous_format)
+    return x
+
+
+_DenseGrad = None
+
+
+def dense_grad(x):
+    """``x`` unchanged, whose gradient is made dense: the gradient a stage sends back for a value it
+    received (a transposed read gives a strided one; gloo sends dense tensors).
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        A received value.
+
+    Returns
+    -------
+    torch.Tensor
+        A view of ``x`` (same values); its backward passes a contiguous gradient.
+    """
+    global _DenseGrad
+    if _DenseGrad is None:
+        import torch
+
+        class _DenseGrad(torch.autograd.Function):  # noqa: N801 (torch's naming)
+            @staticmethod
+            def forward(ctx, t):
+                return t.view_as(t)
+
+            @staticmethod
+            def backward(ctx, g):
+                return g.contiguous()
+
+    return _DenseGrad.apply(x)
 
 
 def update_buffer(buffer, value):

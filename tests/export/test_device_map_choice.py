@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import examples
-from test_sequential_run import oracle_run
+from oracle import oracle_run
 
 import optpart
 from optpart import export

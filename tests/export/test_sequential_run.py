@@ -13,42 +13,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle import oracle_run
 from strategies import edge_case_problems, examples, placements, split_problems
 
 import optpart
 from optpart.export.sequential import program_order, sequential_run
-
-
-def oracle_run(problem, placement):
-    """(start per node, total time, moves) by simulation, one node at a time."""
-    n = problem.n_nodes
-    preds = {v: [] for v in range(n)}
-    succs = {v: [] for v in range(n)}
-    for e in range(problem.n_edges):
-        u, v = int(problem.edge_src[e]), int(problem.edge_dst[e])
-        preds[v].append(u)
-        succs[u].append(e)
-    done, order = set(), []
-    while len(order) < n:
-        v = min(w for w in range(n) if w not in done and all(u in done for u in preds[w]))
-        done.add(v)
-        order.append(v)
-    clock, moves, start = 0.0, 0, [0.0] * n
-    for u in order:
-        a = int(placement[u])
-        start[u] = clock
-        clock += float(problem.time[u]) / float(problem.device_speed[a])
-        slowest: dict[int, float] = {}
-        for e in succs[u]:
-            b = int(placement[int(problem.edge_dst[e])])
-            nbytes = float(problem.edge_bytes[e])
-            if b != a and nbytes > 0:
-                cost = float(problem.latency[a, b]) + nbytes / float(problem.bandwidth[a, b])
-                slowest[b] = max(slowest.get(b, 0.0), cost)
-        for cost in slowest.values():
-            clock += cost
-            moves += 1
-    return np.array(start), clock, moves
 
 
 def oracle_peak(problem, placement, start):

@@ -17,7 +17,8 @@ import pytest
 import optpart
 from conftest import budget
 from oracle import brute_force_peak
-from optpart import Constraints, Device, Status
+from exact_cases import random_split
+from optpart import Device, Status
 from optpart.model.devices import LinkOverride, Links
 from optpart.solvers.exact import cpsat_model as cm
 from optpart.solvers.exact import grid
@@ -83,42 +84,9 @@ def test_peak_forces_an_order():
     optpart.check(p, r)
 
 
-def _random_split(seed: int, n_max: int, k_choices, integral_only: bool) -> optpart.Problem:
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(3, n_max + 1))
-    k = int(rng.choice(k_choices))
-    if integral_only:
-        time_s = rng.integers(1, 4, size=n).astype(float)
-    else:
-        time_s = np.where(rng.random(n) < 0.2, 0.0, np.round(rng.uniform(0.1, 3.0, n), 2))
-    par = rng.integers(0, 4, size=n).astype(float)
-    out = rng.integers(0, 10, size=n).astype(float)
-    tmp = np.where(rng.random(n) < 0.5, rng.integers(0, 6, size=n), 0).astype(float)
-    edges = [(u, w) for w in range(n) for u in range(w) if rng.random() < 0.4]
-    src = [u for u, _ in edges]
-    dst = [w for _, w in edges]
-    need = par.sum() + out.sum() + tmp.max()
-    caps = [float(np.ceil(need / k * rng.uniform(0.8, 1.6))) for _ in range(k)]
-    devices = [Device(f"d{i}", caps[i]) for i in range(k)]
-    if integral_only:
-        pairs = ((LinkOverride("d0", "d1", float(rng.integers(0, 3)), np.inf),) if rng.random() < 0.3 else ())
-        links = Links(latency=float(rng.integers(0, 3)), pairs=pairs)
-        nbytes = np.zeros(len(edges))
-    else:
-        links = Links(latency=float(rng.choice([0.0, 0.3])), bandwidth=float(rng.choice([10.0, np.inf])))
-        nbytes = rng.integers(0, 20, size=len(edges)).astype(float)
-    ids = [f"v{i}" for i in range(n)]
-    cons = None
-    if k >= 2 and rng.random() < 0.25:
-        cons = Constraints(pin={ids[int(rng.integers(n))]: f"d{int(rng.integers(k))}"})
-    return optpart.Problem.from_arrays(ids, time_s, None, src, dst, nbytes, devices=devices, links=links,
-                                       constraints=cons, param_bytes=par, output_bytes=out, temp_bytes=tmp,
-                                       name=f"peak-{seed}")
-
-
 @pytest.mark.parametrize("seed", range(40))
 def test_cpsat_peak_matches_brute_force(seed):
-    p = _random_split(seed, 5, [2], integral_only=True)
+    p = random_split(seed, 5, [2], integral_only=True)
     best = brute_force_peak(p)
     r = optpart.solve(p, "cpsat", memory_model="peak", **budget("cpsat"))
     if not np.isfinite(best):
@@ -137,7 +105,7 @@ def test_cpsat_peak_results_are_valid(seed):
     # conservatively rounded rows), and the item goes on to the next draw, so every item
     # checks one answer with a placement.
     for draw in range(1000 + seed, 1000 + seed + 20 * 100, 100):
-        p = _random_split(draw, 6, [2, 3], integral_only=False)
+        p = random_split(draw, 6, [2, 3], integral_only=False)
         r = optpart.solve(p, "cpsat", memory_model="peak", **budget("cpsat"))
         if r.status.has_solution:
             break
@@ -156,7 +124,7 @@ def test_cpsat_peak_results_are_valid(seed):
 def test_cpsat_peak_regressions_zero_time_and_float_ties(seed):
     # Cases that once failed the exact check: a copy consumed by a zero-time node at its
     # arrival (an instant), and float rounding of ends and starts at equal grid times.
-    p = _random_split(seed, 7, [2, 3], integral_only=False)
+    p = random_split(seed, 7, [2, 3], integral_only=False)
     # A deterministic budget (not seconds) decides; the wall-clock limit never binds.
     r = optpart.solve(p, "cpsat", memory_model="peak", time_limit=300, deterministic_time=20.0)
     assert r.status.has_solution, (r.status, r.message)
@@ -184,11 +152,11 @@ def inexact(monkeypatch):
 
 
 def _draw(seed: int) -> tuple[optpart.Problem, float]:
-    base = _random_split(seed, 5, [2], integral_only=True)
+    base = random_split(seed, 5, [2], integral_only=True)
     return _thirds(base), brute_force_peak(base) / 3.0
 
 
-#: Draws that fit (the others fit nothing, which tests/test_cpsat_peak.py covers).
+#: Draws that fit (the others fit nothing, which tests/solvers/test_cpsat_peak.py covers).
 FEASIBLE = [s for s in range(40) if np.isfinite(_draw(s)[1])]
 
 

@@ -1,6 +1,6 @@
 """Communication-aware heads and tails (``bounds.heads_tails_comm``) are valid bounds.
 
-On the random tiny problems of ``test_exact.py`` (pins, forbids, colocation, speeds,
+On the random tiny problems of ``exact_cases.py`` (pins, forbids, colocation, speeds,
 per-pair links, non-integral times) the bound never exceeds the brute-force optimum of
 ``tests/oracle.py``; on communication-heavy shapes it is strictly above the
 communication-free critical path.
@@ -23,8 +23,7 @@ from optpart.solvers.exact.bounds import (bound_parts, comm_lower_bound, memory_
 
 from oracle import brute_force
 from oracle import brute_force_peak
-from test_cpsat_peak import _random_split
-from test_exact_solvers import feasible_random_problem, stg_problems
+from exact_cases import feasible_random_problem, random_split, stg_problems
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -74,7 +73,7 @@ def test_memory_path_bound_never_exceeds_the_static_optimum(seed):
 
 @pytest.mark.parametrize("seed", range(30))
 def test_memory_path_bound_never_exceeds_the_peak_optimum(seed):
-    p = _random_split(seed, 5, [2], integral_only=True)
+    p = random_split(seed, 5, [2], integral_only=True)
     best = brute_force_peak(p)
     bound = memory_path_bound(p, "peak")
     assert np.isfinite(bound) and bound >= 0
@@ -144,7 +143,7 @@ def test_every_part_stays_below_the_static_optimum(seed):
 
 @pytest.mark.parametrize("seed", range(30))
 def test_every_part_stays_below_the_peak_optimum(seed):
-    p = _random_split(seed, 5, [2, 3], integral_only=True)
+    p = random_split(seed, 5, [2, 3], integral_only=True)
     best = brute_force_peak(p)
     if np.isfinite(best):
         parts = bound_parts(p, "peak", region_dtime=1.0)
@@ -219,7 +218,7 @@ def test_region_bound_never_exceeds_the_brute_force_optimum(seed):
 
 @pytest.mark.parametrize("seed", range(30))
 def test_region_bound_never_exceeds_the_peak_optimum(seed):
-    p = _random_split(seed, 5, [2, 3], integral_only=True)
+    p = random_split(seed, 5, [2, 3], integral_only=True)
     best = brute_force_peak(p)
     if np.isfinite(best):
         assert region_path_bound(p) <= best * (1 + EPS) + EPS

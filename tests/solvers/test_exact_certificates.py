@@ -109,7 +109,7 @@ def test_model_too_large_returns_the_heuristic_with_a_reason(name, monkeypatch):
     module = {"cpsat": cpsat, "milp": milp}[name]
     monkeypatch.setattr(module, "MAX_TERMS", 10)
     p = layered_dag(40, ccr=1.0, k=3, seed=0)
-    extra = {"lns": False} if name == "cpsat" else {"max_nodes": MILP_NODES}  # lns=True: windows (tests/test_exact_windows.py)
+    extra = {"lns": False} if name == "cpsat" else {"max_nodes": MILP_NODES}  # lns=True: windows (tests/solvers/test_exact_lns.py)
     r = optpart.solve(p, name, time_limit=FAR, **extra)
     optpart.check(p, r)
     assert r.status in (Status.FEASIBLE, Status.OPTIMAL)

@@ -13,68 +13,15 @@ import numpy as np
 import pytest
 
 import optpart
-from conftest import budget
-from optpart import Constraints, Device, Status
+from conftest import budget, shared_data
+from optpart import Device, Status
 from optpart.generators import layered_dag
-from optpart.model.devices import LinkOverride, Links
 from optpart.solvers.exact.grid import device_classes, durations, relabel, time_grid, transfer_table
 
-from conftest import shared_data
 from oracle import brute_force
+from exact_cases import random_problem, stg_optimum_bounds, stg_problems
 
 EXACT = ["cpsat", "milp"]
-
-
-def random_problem(seed: int) -> optpart.Problem:
-    """A random DAG of 3-7 nodes on 1-3 devices, with a random mix of the model's features."""
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(3, 8))
-    k = int(rng.integers(1, 4))
-    integral = rng.random() < 0.5
-    time_s = rng.integers(0, 10, size=n).astype(float) if integral else np.round(rng.uniform(0.1, 5.0, n), 3)
-    memory = rng.integers(1, 20, size=n).astype(float)
-    edges = [(u, w) for w in range(n) for u in range(w) if rng.random() < 0.35]
-    src = [u for u, _ in edges]
-    dst = [w for _, w in edges]
-    nbytes = rng.integers(0, 50, size=len(edges)).astype(float)
-    speeds = [1.0] * k if rng.random() < 0.5 else [float(s) for s in rng.choice([0.5, 1.0, 2.0], size=k)]
-    total = float(memory.sum())
-    tight = rng.random() < 0.5
-    caps = [float(np.ceil(total / k * rng.uniform(1.0, 1.4))) if tight else 1e9 for _ in range(k)]
-    devices = [Device(f"d{i}", caps[i], speeds[i]) for i in range(k)]
-    pairs: tuple = ()
-    if k >= 2 and rng.random() < 0.4:
-        pairs = (LinkOverride("d0", "d1", float(rng.uniform(0, 1)), float(rng.choice([5.0, 50.0]))),)
-    links = Links(latency=float(rng.choice([0.0, 0.5, 1.0])), bandwidth=float(rng.choice([10.0, 20.0, np.inf])),
-                  pairs=pairs)
-    ids = [f"v{i}" for i in range(n)]
-    pin, colocate, forbid = {}, (), {}
-    if k >= 2 and rng.random() < 0.3:
-        pin = {ids[int(rng.integers(n))]: f"d{int(rng.integers(k))}"}
-    if rng.random() < 0.3:
-        a, b = rng.choice(n, size=2, replace=False)
-        colocate = ((ids[int(a)], ids[int(b)]),)
-    if k >= 2 and rng.random() < 0.3:
-        forbid = {ids[int(rng.integers(n))]: (f"d{int(rng.integers(k))}",)}
-    try:
-        cons = Constraints(pin=pin, colocate=colocate, forbid=forbid)
-        return optpart.Problem.from_arrays(ids, time_s, memory, src, dst, nbytes, devices=devices, links=links,
-                                           constraints=cons, name=f"rand-{seed}")
-    except optpart.ProblemError:  # e.g. a pin on a forbidden device: drop the constraints
-        return optpart.Problem.from_arrays(ids, time_s, memory, src, dst, nbytes, devices=devices, links=links,
-                                           name=f"rand-{seed}")
-
-
-def feasible_random_problem(seed: int) -> tuple[optpart.Problem, float]:
-    """The first draw of :func:`random_problem` at ``seed``, ``seed + 1000``, ... that some
-    placement fits, with its brute-force optimum: tests that compare with an optimum get one
-    on every item (about one draw in ten fits nothing)."""
-    for draw in range(seed, seed + 100_000, 1000):
-        p = random_problem(draw)
-        best = brute_force(p)[0]
-        if np.isfinite(best):
-            return p, best
-    raise AssertionError(f"no feasible draw from seed {seed}")
 
 
 def _close(a: float, b: float) -> bool:
@@ -215,24 +162,6 @@ def test_hint_is_used_and_symmetric_devices_are_detected():
     assert device_classes(hetero) == [[0, 2]]
 
 
-def _stg_cases(p: int, count: int) -> list[tuple[str, int]]:
-    root = shared_data("stg")
-    out = []
-    for line in (root / "optima" / f"Case50_{p}_OPT.csv").read_text().splitlines():
-        fields = line.strip().split(",")
-        if len(fields) == 3:
-            out.append((fields[0], int(fields[2])))
-    return out[:count]
-
-
-def stg_problems(p: int, count: int) -> list[tuple[str, optpart.Problem, int]]:
-    """``(file, problem on p identical devices, published optimum)`` of the first ``count``
-    proven STG instances (skipped, saying so, without ../shared/data)."""
-    from optpart.formats.stg import read_stg
-    root = shared_data("stg")
-    return [(rel, read_stg(root / rel).with_devices(p), opt) for rel, opt in _stg_cases(p, count)]
-
-
 @pytest.mark.parametrize("p", [2, 4, 8, 16])
 def test_cpsat_reproduces_published_stg_optima(p):
     # The first 6 proven instances per p; all but rand0001 with p = 4 (~4 s) take < 0.5 s.
@@ -241,3 +170,18 @@ def test_cpsat_reproduces_published_stg_optima(p):
         optpart.check(problem, r)
         assert r.status is Status.OPTIMAL, (rel, r)
         assert r.makespan == opt, (rel, r.makespan, opt)
+
+
+@pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.parametrize("name", ["50/rand0000.stg", "50/rand0060.stg"])
+def test_cpsat_on_stg_never_claims_below_the_known_optimum(name, k):
+    """An `optimal` lies within the published [lower, upper] optimum; a bound never exceeds the upper one."""
+    lo, hi = stg_optimum_bounds(k)[name]
+    p = optpart.load(shared_data("stg", name)).with_devices(k)
+    r = optpart.solve(p, "cpsat", **budget("cpsat", 5.0))
+    optpart.check(p, r)
+    assert r.lower_bound <= hi + 1e-9 and r.makespan >= lo - 1e-9
+    if r.status is Status.OPTIMAL:
+        assert lo - 1e-9 <= r.makespan <= hi + 1e-9
+    if lo == hi:
+        assert r.makespan >= hi - 1e-9

@@ -1,7 +1,7 @@
 """The energetic window rows of the exact models (``bounds.window_cuts``) are valid
 and lift the MILP's LP relaxation where work waits behind a long chain.
 
-Validity: on the random tiny problems of ``test_exact_solvers.py`` (pins, forbids, colocation,
+Validity: on the random tiny problems of ``exact_cases.py`` (pins, forbids, colocation,
 speeds, per-pair links, non-integral times) neither the windows' constant bound nor the
 root LP bound with the rows exceeds the brute-force optimum of ``tests/oracle.py``; on
 planted graphs (known optimum) the root LP bound stays at or below the optimum and
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import budget
 from oracle import brute_force
-from test_exact_solvers import feasible_random_problem
+from exact_cases import feasible_random_problem
 
 import optpart
 from optpart import Device

@@ -50,3 +50,14 @@ def cnn():
     x = torch.randn(8, 3, 16, 16, generator=torch.Generator().manual_seed(1))
     y = torch.randint(0, 10, (8,), generator=torch.Generator().manual_seed(2))
     return {"module": CNN(), "inputs": (x,), "targets": (y,), "loss_fn": _cross_entropy}
+
+
+def gpt2_plain():
+    """``instances/torch_models.py``'s GPT-2 (the headline instance's model) at a tiny size."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "instances"))
+    from torch_models import gpt2_training
+
+    return gpt2_training(layers=2, d=32, heads=2, vocab=100, ctx=32, batch=4, seq=16)

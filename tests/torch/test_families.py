@@ -1,11 +1,12 @@
 """The cheap part of the family sweep: each step proved, placed at random, and run on a second batch.
 
-``benchmarks/apply_exactness.py`` sweeps 27 public families (tiny random-weight configs, no
+``benchmarks/apply_exactness.py`` sweeps 50 families (tiny random-weight configs, no
 download) through :func:`sweep`; these are the cheap ones that cover its patterns: DeepSeek-V3
 with a mixture-of-experts layer (a real-tensor trace whose second batch is refused in one line),
 GPT-2 with gradient checkpointing and dropout (recomputed masks), Whisper (a frozen parameter),
 ViT-MAE (random masking), ConvNeXt, ``nn.MultiheadAttention`` with dropout, a custom
-``autograd.Function`` and a BatchNorm CNN with in-place ReLU.
+``autograd.Function``, a BatchNorm CNN with in-place ReLU and blocks under ``torch.utils.checkpoint``
+(their recomputation reads the step's parameters).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ sweep_module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sweep_module)
 
 CHEAP = ["deepseek_v3", "gpt2_checkpointing", "whisper", "vit_mae", "convnext", "multihead_attention",
-         "autograd_function", "bn_cnn_inplace_relu"]
+         "autograd_function", "bn_cnn_inplace_relu", "checkpointed_blocks"]
 
 
 @pytest.mark.parametrize("name", CHEAP)

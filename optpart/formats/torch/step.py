@@ -132,9 +132,33 @@ class StepFunction:
             out = self.module(*args, **kwargs)
             outs = tuple(output_tensors(out))
             self.n_outputs = len(outs)
-            if not self.training:
-                return outs
-            return (*self._differentiate(out, params, xs), *outs)
+            result = (*self._differentiate(out, params, xs), *outs) if self.training else outs
+            self._keep_reassigned(buffers)
+            return result
+
+    def _keep_reassigned(self, buffers) -> None:
+        """Write each buffer the forward reassigned (``self.ema = ...``) into the step's buffer, in place.
+
+        Leaving the swap restores the module's own attributes, so a buffer the forward replaced
+        by a new tensor (rather than updated in place, as ``BatchNorm`` does) would lose its
+        update: the step would return eager autograd's loss and gradients while its buffers
+        never move. Copied into the step's buffer after the backward pass (which may read the
+        old value), the update is an in-place write the trace records, as eager training's
+        reassignment leaves the module.
+        """
+        import torch
+
+        for name, old in zip(self.buffer_names, buffers):
+            owner, _, leaf = name.rpartition(".")
+            new = self.module.get_submodule(owner)._buffers.get(leaf)
+            if new is old or new is None:
+                continue
+            if new.shape != old.shape or new.dtype != old.dtype:
+                raise FormatError(f"buffer '{name}' of {type(self.module).__name__} is reassigned in the forward "
+                                  f"with shape {tuple(new.shape)} {new.dtype}, not its own {tuple(old.shape)} "
+                                  f"{old.dtype}: a traced step updates a buffer in place only")
+            with torch.no_grad():
+                old.copy_(new)
 
     def _differentiate(self, out, params, xs) -> tuple:
         """``(loss, *grads)``: the loss of ``out`` and its gradient for each parameter (``torch.autograd.grad``)."""

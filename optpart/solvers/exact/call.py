@@ -149,6 +149,24 @@ def start_from_heuristic(problem: Problem, stats: dict, *, time_limit: float, se
     return incumbent
 
 
+def warm_starts(incumbent: Solution | None, hint: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """The warm starts an exact model may take, the incumbent's first.
+
+    Parameters
+    ----------
+    incumbent : Solution, optional
+    hint : numpy.ndarray, optional
+
+    Returns
+    -------
+    list of (numpy.ndarray, numpy.ndarray or None)
+        ``(placement, start)``; the hint's start is None (its canonical schedule is made when it fits).
+    """
+    starts = [] if incumbent is None or incumbent.placement is None else [
+        (np.asarray(incumbent.placement, dtype=np.int64), incumbent.start)]
+    return starts + ([] if hint is None else [(np.asarray(hint, dtype=np.int64), None)])
+
+
 def too_big(name: str, terms: int, rate: float, cap: int, budget: Budget, reserve: float) -> str | None:
     """Why a model of ``terms`` terms is not built (None: build it): more than ``cap``, or more
     than half the time left at ``rate`` terms per second.

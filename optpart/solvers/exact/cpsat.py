@@ -36,7 +36,8 @@ from ..spec import Option, SolverSpec
 from . import cpsat_model as cm
 from . import cpsat_search as cs
 from .bounds import closed_form_bound, comm_lower_bound, meets, reachability
-from .call import Budget, OutOfTime, fallback, solution_makespan, start_from_heuristic, too_big
+from .call import (Budget, OutOfTime, fallback, solution_makespan, start_from_heuristic, too_big,
+                   warm_starts)
 from .decode import fits_rows, has_instants, to_seconds, values
 from .grid import durations, relabel
 
@@ -292,13 +293,8 @@ def _choose_hint(data: cm.CpData, mv: cm.CpModelVars, incumbent: Solution | None
     devices relabelled to the symmetry breaking's labelling; added to the model with its
     makespan as a cap (static memory)."""
     problem = data.problem
-    cands = []
-    if incumbent is not None and incumbent.placement is not None:
-        cands.append((np.asarray(incumbent.placement, dtype=np.int64), incumbent.start))
-    if hint is not None:
-        cands.append((np.asarray(hint, dtype=np.int64), None))
     best = None
-    for place, start in cands:
+    for place, start in warm_starts(incumbent, hint):
         if not fits_rows(problem, place, data.mem, np.full(problem.n_devices, -1) if data.peak else data.cap):
             continue
         units = integer_schedule(problem, place, canonical_schedule(problem, place)[0] if start is None else start,

@@ -29,6 +29,7 @@ from ...model.problem import Problem
 from ...result import Status
 from ...schedule.replay import integer_schedule, schedule_tails
 from ..base import Solution
+from ..incumbent import offer
 from ..heuristic.stage_seed import forward_set, stage_anchors, stage_seed
 from .bounds import bound_parts
 from .call import Budget, fallback, solution_makespan, solve_within
@@ -128,6 +129,7 @@ def improve(data, mv, place: np.ndarray, start_units: np.ndarray, budget: Budget
             ms = int((new_start + dur[np.arange(n), new_place]).max())
             if ms < best:
                 place, start, best = new_place, new_start, ms
+                offer(place)  # kept if the solve is interrupted (integer starts: the canonical schedule)
                 stats["lns_improvements"] += 1
                 since = 0
         since += 1
@@ -302,6 +304,7 @@ def improve_windows(problem: Problem, place: np.ndarray, start: np.ndarray, budg
         stats["window_failed_memory"] += int(verdict == "memory")
         if verdict == "kept":
             place, start, ms = new_place, new_start, new_ms
+            offer(place, start)
             stats["window_improvements"] += 1
             since = 0
             if log is not None:
@@ -704,6 +707,7 @@ def improve_units(problem: Problem, place: np.ndarray, start: np.ndarray, budget
         if verdict != "kept":
             continue
         place, start, ms = new_place, new_start, new_ms
+        offer(place, start)
         stats["unit_improvements"] += 1
         if log is not None:
             log(f"cpsat unit moves: {stats['unit_solves']} solved, makespan {ms:.6g} s ({budget.elapsed():.1f} s)")

@@ -32,7 +32,8 @@ from ..base import Solution
 from ..spec import Option, SolverSpec
 from . import milp_model as mb
 from .bounds import reachability
-from .call import Budget, OutOfTime, fallback, solution_makespan, start_from_heuristic, too_big, unlimited
+from .call import (Budget, OutOfTime, fallback, solution_makespan, start_from_heuristic, too_big, unlimited,
+                   warm_starts)
 from .grid import durations, transfer_table
 
 #: Seconds when the caller gives no time limit.
@@ -218,13 +219,8 @@ def _fits(problem: Problem, placement: np.ndarray) -> bool:
 
 def _choose_warm(problem: Problem, incumbent: Solution | None, hint: np.ndarray | None):
     """The shorter of the heuristic's schedule and the hint's canonical one that fit the rows."""
-    cands = []
-    if incumbent is not None and incumbent.placement is not None:
-        cands.append((np.asarray(incumbent.placement, dtype=np.int64), incumbent.start))
-    if hint is not None:
-        cands.append((np.asarray(hint, dtype=np.int64), None))
     best = None
-    for place, start in cands:
+    for place, start in warm_starts(incumbent, hint):
         if _fits(problem, place):
             start = np.asarray(canonical_schedule(problem, place)[0] if start is None else start, dtype=np.float64)
             ms = float((start + problem.duration(place)).max())

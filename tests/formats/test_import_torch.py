@@ -14,6 +14,7 @@ from optpart.formats.costmodel import CostModel, parse_flops
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
+from optpart.cli import main  # noqa: E402
 from optpart.formats.torch_import import cross_entropy, from_torch  # noqa: E402
 
 B, D, H, C = 32, 64, 128, 10
@@ -182,7 +183,11 @@ def test_solvers_accept_and_checker_passes(mlp):
     place[_by_phase(problem, "optimizer")] = 1
     for members in problem.groups:
         place[members] = 1
-    assert not optpart.violations(problem, optpart.evaluate(problem, place))
+    # the static total does not bound the peak (received copies); every parameter, temporary and tensor, each
+    # held and received once, does
+    bound = mlp.param_bytes.sum() + mlp.temp_bytes.sum() + 2 * mlp.output_bytes.sum()
+    ample = problem.with_devices(2, memory=float(bound))
+    assert not optpart.violations(ample, optpart.evaluate(ample, place))
 
 
 def test_cost_model_prices_nodes_and_is_stored(mlp):
@@ -223,8 +228,6 @@ def test_bad_input_names_the_problem():
 
 
 def test_cli_imports_a_torch_factory(tmp_path, monkeypatch, capsys):
-    from optpart.cli import main
-
     (tmp_path / "zoo_for_optpart_test.py").write_text(
         "import torch\n"
         "def mlp():\n"
@@ -265,10 +268,28 @@ def test_cli_imports_a_torch_factory(tmp_path, monkeypatch, capsys):
     assert "SyntaxError" in capsys.readouterr().err
 
 
+_FORWARD_RAISES = ("import torch\nclass Broken(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                   "        self.lin = torch.nn.Linear(2, 2)\n    def forward(self, x):\n"
+                   "        raise ValueError('my model is broken')\n"
+                   "def make():\n    return Broken(), (torch.ones(3, 2),)\n")
+
+
+@pytest.mark.parametrize("body, where", [("def make():\n    raise ValueError('my model is broken')\n", "make"),
+                                         ("raise ValueError('my model is broken')\ndef make():\n    pass\n", "make"),
+                                         (_FORWARD_RAISES, "cannot trace Broken")],
+                         ids=["factory", "module top level", "forward"])
+def test_an_exception_in_the_users_factory_is_bad_input(tmp_path, capsys, body, where):
+    """The user's own exception (in the factory, the module's top level, or the model's forward)
+    is bad input: one line naming it and where, exit 2 (never 3, an optpart bug)."""
+    (tmp_path / "zoo_broken.py").write_text(body)
+    code = main(["import", f"{tmp_path / 'zoo_broken.py'}:make", "-o", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and where in err and "ValueError: my model is broken" in err
+
+
 def test_cli_import_never_lets_the_working_directory_shadow_a_package(tmp_path, monkeypatch, capsys):
     """A stray torch.py in the working directory must not run in place of the real torch."""
-    from optpart.cli import main
-
     (tmp_path / "torch.py").write_text("raise SystemExit('the stray torch.py ran')\n")
     (tmp_path / "zoo_shadow_test.py").write_text(
         "import torch\n"
@@ -381,8 +402,6 @@ def test_keyword_inputs_and_a_non_scalar_loss_fn():
 
 
 def test_cli_import_per_device_memory_no_split_and_show_by_module(tmp_path, monkeypatch, capsys):
-    from optpart.cli import main
-
     (tmp_path / "zoo_show_test.py").write_text(
         "import torch\n"
         "class Block(torch.nn.Module):\n"
@@ -412,6 +431,9 @@ def test_cli_import_per_device_memory_no_split_and_show_by_module(tmp_path, monk
     assert "devices (nodes)" in capsys.readouterr().out
     assert main(["import", "zoo_show_test:net", "-o", str(prob), "-k", "2", "-m", "1MiB,1MiB,1MiB"]) == 2
     assert "--memory gives 3 values for 2 devices" in capsys.readouterr().err
+    mixed = str(tmp_path / "mixed.json")
+    assert main(["import", "zoo_show_test:net", "--path", ".", "-o", mixed, "-m", "1MiB,1MiB,512KiB"]) == 0
+    assert "; devices 1 MiB, 1 MiB, 512 KiB" in capsys.readouterr().out  # each capacity as imported
 
 
 def test_nested_and_non_tensor_inputs():

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import pytest
 
+from conftest import INSTANCES
+
 import optpart
 from optpart.errors import ProblemError
 
-INSTANCES = Path(__file__).resolve().parent.parent / "instances"
 
 
 def _same(p, q):

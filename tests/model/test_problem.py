@@ -171,7 +171,7 @@ def test_peak_screening_counts_only_what_is_surely_held():
         p.infeasibility("liveness")
 
 
-# ---------------------------------------------------------------- mixed memory fields (issue 12)
+# ---------------------------------------------------------------- mixed memory fields
 MIXED_NODES = [{"id": "a", "time": 1, "param_bytes": 10, "output_bytes": 20, "temp_bytes": 1},
                {"id": "b", "time": 1, "memory": 50}]
 
@@ -250,7 +250,7 @@ def test_build_does_not_go_through_the_file_format():
     assert out.returncode == 0, out.stderr
 
 
-# ---------------------------------------------------------------- infeasibility screening (issue 15)
+# ---------------------------------------------------------------- infeasibility screening
 @pytest.mark.parametrize("model", ["static", "peak"])
 def test_pinned_nodes_that_overflow_their_device_are_infeasible_for_every_solver(model):
     p = build([{"id": x, "time": 1, "memory": 30} for x in "abc"],

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import assert_one_line_error, run_cli
 
 import optpart
 from optpart.cli import main
@@ -20,21 +21,6 @@ from optpart.errors import OptpartError, ProblemError
 from optpart.formats import load
 from optpart.model.devices import Device, Links
 from optpart.model.problem import Problem
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    err = capsys.readouterr().err
-    return code, err
-
-
-def assert_one_line_error(code: int, err: str, *needles: str) -> None:
-    assert code == 2, err
-    lines = err.strip("\n").split("\n")
-    assert len(lines) == 1, err
-    assert lines[0].startswith("optpart: error: "), err
-    for needle in needles:
-        assert needle in lines[0], (needle, err)
 
 
 def doc(nodes, edges=(), **extra) -> dict:

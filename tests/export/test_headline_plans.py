@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import ROOT
 
 import optpart
 from optpart import export
@@ -24,7 +25,6 @@ from optpart.export.tree import export_modules
 from optpart.model.memory import peak_memory
 from optpart.units import parse_bytes
 
-ROOT = Path(__file__).resolve().parent.parent
 GPT2 = ROOT / "instances" / "gpt2-training.json"
 
 

@@ -1,4 +1,5 @@
-"""Round trips and readers: optpart JSON, gzip, networkx, STG and dnn-partitioning."""
+"""Round trips and readers: optpart JSON, gzip, networkx, STG and dnn-partitioning; results
+(an ``invalid`` one too) through a file."""
 
 from __future__ import annotations
 
@@ -259,3 +260,19 @@ def test_result_json_writes_infinite_and_nan_statistics(diamond):
     r.stats = {"best": math.inf, "ratio": math.nan, "nested": [1.0, -math.inf]}
     doc = json.loads(optpart.formats.result_to_json(r, diamond))
     assert doc["stats"] == {"best": "inf", "nested": [1.0, "-inf"], "ratio": None}
+
+
+def test_an_invalid_result_keeps_its_placement_and_schedule_through_a_file(tmp_path):
+    p = layered_dag(20, k=3, seed=1, memory_slack=1.05)
+    r = optpart.evaluate(p, np.zeros(p.n_nodes, dtype=int))  # everything on one device: over its memory
+    assert r.status is optpart.Status.INVALID
+    path = tmp_path / "r.json"
+    optpart.save_result(r, p, path)
+    back = optpart.load_result(path, p)
+    assert back.status is optpart.Status.INVALID and "holds" in back.message
+    assert np.array_equal(back.placement, r.placement) and np.array_equal(back.start, r.start)
+    assert back.makespan == r.makespan
+    # re-scored against a problem where the placement fits, the same file reads feasible
+    roomy = p.with_memory_scale(10.0)
+    again = optpart.load_result(path, roomy)
+    assert again.status is optpart.Status.FEASIBLE and np.array_equal(again.placement, r.placement)

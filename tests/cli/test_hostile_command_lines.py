@@ -19,8 +19,7 @@ from optpart.model.devices import Device
 from optpart.model.problem import Problem
 from optpart.text import plot_safe, safe
 
-from conftest import budget
-from test_hostile_formats import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, budget, run_cli
 
 
 @pytest.fixture
@@ -264,3 +263,15 @@ def test_exit_code_141_and_silence_on_a_broken_pipe(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=300) == 141, err
     assert err == ""
+
+
+def test_an_infinite_effort_on_the_command_line_is_not_an_internal_error(tmp_path, capsys):
+    # Nodes with the param/output/temp split: the heuristic's liveness path (solvers/pardnn/peak.py) runs.
+    nodes = [{"id": f"n{i}", "time": 1.0 + i, "param_bytes": 4, "output_bytes": 8, "temp_bytes": 2} for i in range(6)]
+    edges = [{"src": f"n{i}", "dst": f"n{i + 1}", "bytes": 8} for i in range(5)] + [{"src": "n0", "dst": "n3", "bytes": 8}]
+    path = tmp_path / "g.json"
+    optpart.save(optpart.Problem.build(nodes=nodes, edges=edges, name="split6"), path)
+    code = main(["solve", str(path), "-k", "2", "-q", "-t", "5s", "--option", "effort=inf"])
+    err = capsys.readouterr().err
+    assert code == 2, err  # effort must be finite: bad input, one line naming it
+    assert err.count("\n") == 1 and "effort" in err and "Traceback" not in err, err

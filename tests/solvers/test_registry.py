@@ -24,7 +24,7 @@ def test_registry_entries_point_at_modules_with_solve():
 
 
 # The contract every solver keeps (answers, memory models, options, determinism) is
-# tests/test_contract.py; this file tests the registry itself.
+# tests/solvers/test_contract.py; this file tests the registry itself.
 
 
 def test_single_runs_everything_on_the_fastest_device_that_fits():
@@ -84,7 +84,7 @@ def test_defaults_are_heuristic_and_peak():
     assert r.solver == "heuristic" and r.memory_model == "peak" and r.options["memory_model"] == "peak"
 
 
-def test_the_registry_reads_the_modules_spec(monkeypatch):  # no second copy of the specs (FALLBACK_SPECS, issue 27)
+def test_the_registry_reads_the_modules_spec(monkeypatch):  # no second copy of the specs
     import types
 
     from optpart.solvers import registry
@@ -97,7 +97,7 @@ def test_the_registry_reads_the_modules_spec(monkeypatch):  # no second copy of 
 
 @pytest.mark.parametrize("name", sorted(SOLVERS))
 def test_a_direct_call_keeps_the_declared_contract(name):
-    """Issue 27: no solver validates by hand; ``SPEC.checked`` holds the registry's checks for direct calls."""
+    """No solver validates by hand; ``SPEC.checked`` holds the registry's checks for direct calls."""
     import importlib
     import inspect
 

@@ -220,7 +220,7 @@ def test_a_size_without_a_unit_is_refused_and_times_take_units(tmp_path, capsys)
 
 
 def test_every_flag_that_takes_a_value_shows_its_default_in_help():
-    """Issue 28: '--help' of each subcommand names the default of every flag that takes a value
+    """'--help' of each subcommand names the default of every flag that takes a value
     (a flag without one says what happens when it is left out, e.g. 'default: the file's'), and
     every positional argument says what it is."""
     import argparse

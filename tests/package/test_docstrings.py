@@ -1,4 +1,4 @@
-"""Issue 27: every public function documents its parameters and its result (numpydoc).
+"""Every public function documents its parameters and its result (numpydoc).
 
 The rule (and the ast walk: nothing is imported) is the one of benchmarks/docstring_coverage.py:
 a ``Parameters`` section naming every parameter, a ``Returns`` (``Yields``) section when a value
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
+
 from optpart._docstrings import PARAMS, expand, fill_doc
 
-ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("docstring_coverage", ROOT / "benchmarks" / "docstring_coverage.py")
 coverage = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(coverage)

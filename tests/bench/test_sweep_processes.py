@@ -14,9 +14,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
+
+from conftest import ROOT
 
 import optpart
 from optpart.bench import db as bdb
@@ -25,7 +26,6 @@ from optpart.bench.sweep import plan_sweep
 from optpart.cli import main
 from optpart.generators import layered_dag
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _gone(pid: int) -> bool:

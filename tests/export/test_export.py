@@ -196,7 +196,7 @@ def test_hugging_face_device_map_covers_every_parameter_and_buffer(name):
     pytest.importorskip("torch")
     utils = pytest.importorskip("accelerate.utils", reason="accelerate (extra 'accelerate') is not installed: "
                                 "its check_device_map is this test's referee")
-    from test_apply import MODELS, plan
+    from placed_models import MODELS, plan
 
     module, inputs, extra = MODELS[name]()
     problem, result = plan(module, inputs, extra)

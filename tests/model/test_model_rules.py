@@ -1,4 +1,4 @@
-"""Issue 27's measured disagreements, pinned: each rule of the model is written once.
+"""Each rule of the model is written once, and every entry point gives the same answer.
 
 * a misspelt or unknown field is the same one-line error through ``Problem.build`` and
   through the JSON reader (``optpart.load``);
@@ -148,7 +148,7 @@ def test_rebinding_or_deleting_any_attribute_of_a_problem_raises():
 
 
 def test_a_derived_problem_never_serves_a_stale_bound(tmp_path):
-    """Issue 27: rebinding device_speed left a stale cached bound (heft's gap 0.909, truth 0.09)."""
+    """Rebinding ``device_speed`` would leave a stale cached bound (a gap of 0.909 where the truth is 0.09)."""
     p = training_graph(6, k=2, seed=1)
     before = optpart.solve(p, "heft")
     assert before.lower_bound == optpart.lower_bound(p)

@@ -1,4 +1,4 @@
-"""The package's floors: which part of optpart may import which (issue 27).
+"""The package's floors: which part of optpart may import which.
 
 Every ``import`` and ``from ... import`` of every module under ``optpart/`` is read with
 :mod:`ast` (imports inside functions, the lazy ones, included) and resolved to the
@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from conftest import ROOT as REPO
 
-ROOT = Path(__file__).resolve().parents[1] / "optpart"
+ROOT = REPO / "optpart"
 
 #: ``(importer prefix, imported prefix)`` pairs a rule forbids.
 FORBIDDEN: list[tuple[str, tuple[str, ...]]] = [
@@ -176,7 +177,7 @@ def test_no_import_circle() -> None:
 
 def test_the_checker_sees_lazy_and_relative_imports(tmp_path) -> None:
     """The parser resolves ``from ..x import y`` inside a function to ``optpart.x`` (a
-    checker that missed lazy imports would pass on exactly the circle issue 27 names)."""
+    checker that missed lazy imports would pass on a circle closed by a lazy import)."""
     graph, _ = _graph()
     edges = {(dst, at_top) for dst, _, at_top in graph["optpart.cli.bench"]}
     assert ("optpart.bench.sweep", False) in edges  # lazy, relative, two dots

@@ -41,7 +41,7 @@ def test_silent_when_piped_or_quiet(monkeypatch):
 
 
 def test_fit_and_export_show_their_progress_on_a_terminal(monkeypatch, tmp_path, capsys):
-    """Issue 28: 'fit' names each probe (a whole solve) as it ends, 'export' its stages."""
+    """'fit' names each probe (a whole solve) as it ends, 'export' its stages."""
     pytest.importorskip("tqdm")
     import optpart
     from optpart.cli import main

@@ -1,4 +1,4 @@
-"""The shared hypothesis strategies draw what issue 29 found missing: forbidden devices, a pin
+"""The shared hypothesis strategies draw the cases properties need: forbidden devices, a pin
 on a colocated node, colocation groups larger than pairs, GiB-scale memories, tiny and huge
 time units. Each is searched for with ``hypothesis.find`` (derandomized, no database), so a
 strategy that stopped drawing one fails here instead of thinning every property silently."""

@@ -1,4 +1,4 @@
-"""Issue 22: a placed step computes the model's loss and gradients under ANY valid placement and
+"""A placed step computes the model's loss and gradients under ANY valid placement and
 ANY topological order, also for models full of in-place operators and views; the aliasing
 checker proves that no two operators touching one storage, at least one writing, are unordered."""
 
@@ -25,7 +25,7 @@ from optpart.formats.torch.aliasing import written_args  # noqa: E402
 from optpart.formats.torch_import import from_torch, problem_from_traced  # noqa: E402
 from optpart.result import Result, Status  # noqa: E402
 from optpart.torch import apply  # noqa: E402
-from test_apply import assert_same  # noqa: E402  (loss and gradients equal autograd's)
+from placed_models import assert_same  # noqa: E402  (loss and gradients equal autograd's)
 
 DEVICES = {"dev0": "cpu", "dev1": "cpu:0"}  # two torch devices: every crossing edge is a real copy
 
@@ -174,7 +174,7 @@ def test_batch_norm_statistics_are_an_explicit_ordered_side_effect():
 
 
 def _unfunctionalized(monkeypatch, module, inputs):
-    """The trace as it was before issue 22 (in-place ops kept): the fallback path."""
+    """The trace without functionalization (in-place ops kept): the fallback path."""
     def refuse(*args, **kwargs):
         raise RuntimeError("no functional variant (test)")
     monkeypatch.setattr(trace_mod, "functionalize_graph", refuse)

@@ -15,8 +15,7 @@ import pytest
 from conftest import INSTANCES
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import draw_placement
-from test_peak_heuristic import split_problems
+from strategies import draw_placement, split_problems
 
 import optpart
 from optpart import Device
@@ -29,13 +28,14 @@ from optpart.fit import (
     min_devices,
     on_devices,
 )
+from optpart.generators import training_graph
 from optpart.model.memory import fits
 
 SQUEEZE = INSTANCES / "small" / "squeezenet-training.json"
 
 
 def _chain() -> optpart.Problem:
-    # One device: peak 23 = params 3 + two live outputs of 10 (see tests/test_cpsat_peak.py).
+    # One device: peak 23 = params 3 + two live outputs of 10 (see tests/solvers/test_cpsat_peak.py).
     return optpart.Problem.build(
         nodes=[{"id": c, "time": 1, "param_bytes": 1, "output_bytes": 10, "temp_bytes": 0} for c in "abc"],
         edges=[{"src": "a", "dst": "b", "bytes": 0}, {"src": "b", "dst": "c", "bytes": 0}],
@@ -120,3 +120,14 @@ def test_cli_fit_bad_flags(capsys):
     assert err.count("\n") == 1 and "--tolerance" in err
     assert main(["fit", str(SQUEEZE), "--devices", "2", "--option", "memory_model=lots"]) == 2
     assert "memory_model" in capsys.readouterr().err
+
+
+def test_fit_can_be_told_the_static_memory_model(tmp_path, capsys):
+    path = tmp_path / "g.json"
+    optpart.save(training_graph(3, seed=1), path)
+    assert main(["fit", str(path), "--devices", "2", "--json", "--memory-model", "static"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"]["memory_model"] == "static"
+    # The model through --option is refused in one line pointing to its own flag (exit 2).
+    assert main(["fit", str(path), "--devices", "2", "--json", "--option", "memory_model=static"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "memory_model has its own flag (--memory-model)" in err, err
