@@ -296,12 +296,22 @@ def _bundled():
     return sorted(INSTANCES.glob("*.json*")) + sorted((INSTANCES / "small").glob("*.json*"))
 
 
-@pytest.mark.parametrize("path", _bundled(), ids=lambda f: f.name)
+#: Bundled files whose devices are smaller than what the heuristic finds under peak (the files
+#: are sized by instances/make.py; the heuristic answers ``unknown`` there, on main as here).
+UNDERSIZED = {"lstm-lm-training.json"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(f, marks=pytest.mark.xfail(
+    strict=True, reason="devices smaller than the heuristic's peak placement")) if f.name in UNDERSIZED else f
+    for f in _bundled()], ids=lambda f: f.name)
 def test_every_bundled_instance_solves_with_every_list_scheduler(path):
     """Zero-duration views and equal times on real traced graphs never make an invalid schedule."""
     p = optpart.load(path)
     if p.n_devices == 0:        # a bare graph: give it the CLI's default of 4 unlimited devices
         p = p.with_devices(4)
+    if p.infeasibility("peak") is not None:   # proven: every solver answers infeasible
+        assert optpart.solve(p, "heuristic").status.value == "infeasible"
+        p = p.with_devices(p.n_devices, memory=float(p.memory.sum() + p.output_bytes.sum()))
     for solver in LIST_SCHEDULERS:
         opts = {"effort": 0.5} if solver == "heuristic" else {}
         r = optpart.solve(p, solver, **opts)
