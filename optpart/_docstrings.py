@@ -37,15 +37,9 @@ PARAMS: dict[str, str] = {
                "place : sequence of int\n    Device index of every node.",
     "problem": "problem : Problem\n    The problem (graph, devices, links, constraints).",
     "problem_dag": "problem : Problem\n    The problem (its DAG).",
-    # the heuristic's hill climbs over memory units (optpart/solvers/heuristic/improve.py)
-    "unit_search": "g : Graph\n    The problem as plain lists (:class:`optpart.schedule.graph.Graph`).\n"
-                   "place : list of int\n    The starting placement (not modified).\n"
-                   "allowed : numpy.ndarray\n    ``(n, k)`` bool: may node ``v`` use device ``d``.\n"
-                   "unit_of, members, unit_mem : list\n"
-                   "    The memory units (:func:`optpart.solvers.heuristic.memory.memory_units`): unit of\n"
-                   "    each node, nodes of each unit, bytes of each unit.\n"
-                   "capacity : list of float\n    Bytes usable per device (static model).",
-    "unit_group_move": "group : list of int\n    Memory units to move together.\nd : int\n    Their target device.",
+    # the heuristic's pipeline (optpart/solvers/heuristic/pipeline.py)
+    "run": "run : optpart.solvers.heuristic.pipeline.Run\n"
+           "    The solve: its problem, memory model, budgets and incumbent (a candidate is offered to it).",
     # the common signature of the construction baselines (optpart/solvers/: heft, etf, topo, single)
     "construction_args": "problem : Problem\n    The instance, with devices.\n"
                          "time_limit : float, optional\n"

@@ -422,7 +422,7 @@ def _topo_order(problem, permutation) -> np.ndarray:
     position = np.empty(problem.n_nodes)
     position[np.asarray(permutation, dtype=np.int64)] = np.arange(problem.n_nodes)
     from optpart.schedule.graph import Graph
-    from optpart.solvers.heuristic.eft import topological_priority
+    from optpart.schedule.graph import topological_order as topological_priority
 
     return np.asarray(topological_priority(Graph(problem), -position), dtype=np.int64)
 

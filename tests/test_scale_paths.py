@@ -28,7 +28,7 @@ from optpart.formats.optpart_json import _joined_rows, float_reprs, problem_to_j
 from optpart.model.graph import is_kahn_order as _is_kahn_order
 from optpart.schedule import NoRoom, StaticPolicy, eft_schedule
 from optpart.schedule.graph import Graph
-from optpart.solvers.heuristic.eft import heft_order
+from optpart.model.paths import priority_order
 
 from strategies import examples
 
@@ -254,7 +254,7 @@ def test_near_candidates_equal_the_plain_selection_from_the_full_list(n, k, seed
     except ProblemError:
         assume(False)  # a node larger than every device: hypothesis draws another case
     g = Graph(p)
-    order = heft_order(g)
+    order = priority_order(g.problem, np.asarray(g.mean_bottom)).tolist()
 
     def engine():
         r = eft_schedule(g, order, StaticPolicy(p), candidates="near")
@@ -315,7 +315,7 @@ def test_uniform_link_arrivals_equal_the_per_pair_formula(n, k, seed, candidates
     fast, plain = Graph(p), Graph(p)
     assert fast.uniform
     plain.uniform = False  # the per-pair formula for every device pair
-    order = heft_order(fast)
+    order = priority_order(fast.problem, np.asarray(fast.mean_bottom)).tolist()
     a = eft_schedule(fast, order, StaticPolicy(p), candidates=candidates)
     b = eft_schedule(plain, order, StaticPolicy(p), candidates=candidates)
     assert (a.place, a.start, a.finish) == (b.place, b.start, b.finish)

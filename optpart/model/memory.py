@@ -24,8 +24,8 @@ from ..units import format_bytes
 if TYPE_CHECKING:
     from .problem import Problem
 
-__all__ = ["MEMORY_RTOL", "as_placement", "fits", "static_memory", "peak_memory", "memory_timeline", "device_memory",
-           "overflow_message"]
+__all__ = ["MEMORY_RTOL", "as_placement", "fits", "static_memory", "peak_memory", "memory_timeline", "output_ends",
+           "device_memory", "overflow_message"]
 
 #: Relative slack on a capacity: absorbs float noise in sums of bytes, nothing more.
 MEMORY_RTOL = 1e-9
@@ -130,6 +130,37 @@ def static_memory(problem: Problem, placement) -> np.ndarray:
     return np.bincount(placement, weights=problem.memory, minlength=problem.n_devices).astype(np.float64)
 
 
+def output_ends(problem: Problem, placement: np.ndarray, finish: np.ndarray, comm: np.ndarray | None = None
+                ) -> np.ndarray:
+    """When each node's output stops being live on its own device (docs/model.md section 3):
+    its last local consumer's finish, or its last transfer out's arrival, whichever is later.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its edges).
+    placement : numpy.ndarray of int
+        Device per node.
+    finish : numpy.ndarray
+        Finish time per node, seconds.
+    comm : numpy.ndarray, optional
+        :meth:`Problem.transfer_times` of ``placement`` (computed when not given).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        Seconds per node; ``-inf`` for a node without consumers (its output lives to the end of
+        the step).
+    """
+    src, dst = problem.edge_src, problem.edge_dst
+    comm = problem.transfer_times(placement) if comm is None else comm
+    end = np.full(problem.n_nodes, -np.inf)
+    local = placement[src] == placement[dst]
+    np.maximum.at(end, src[local], finish[dst[local]])
+    np.maximum.at(end, src[~local], finish[src[~local]] + comm[~local])
+    return end
+
+
 def _liveness_events(problem: Problem, placement: np.ndarray, start, finish):
     """Memory events of the liveness model: ``(base, makespan, ev_dev, ev_time, ev_delta, bounds)``.
 
@@ -150,12 +181,9 @@ def _liveness_events(problem: Problem, placement: np.ndarray, start, finish):
     src, dst = problem.edge_src, problem.edge_dst
     a, b = placement[src], placement[dst]
     comm = problem.transfer_times(placement)
-    # The output of u lives on d(u) until its last local consumer ends or its last transfer out lands.
-    end = np.full(n, -np.inf)
-    local = a == b
-    np.maximum.at(end, src[local], finish[dst[local]])
-    np.maximum.at(end, src[~local], finish[src[~local]] + comm[~local])
+    end = output_ends(problem, placement, finish, comm)
     end[np.isinf(end)] = makespan
+    local = a == b
     devs, begs, ends, sizes = [placement, placement], [start, start], [end, finish], [out_b, tmp_b]
     # A received copy lives on the consumer's device from its first arrival to its last use there.
     remote = ~local

@@ -6,16 +6,19 @@
 * :mod:`.graph`: :class:`Graph` (a problem as plain lists) and the data-arrival rule;
 * :mod:`.eft`: the earliest-finish-time engine (HEFT's insertion policy);
 * :mod:`.etf`: the earliest-start ready-list engine (m-ETF);
-* :mod:`.insertion`: schedule a fixed placement in an order, and justification.
+* :mod:`.insertion`: schedule a fixed placement in an order, and justification;
+* :mod:`.units`: memory units (colocation groups as one), constraint projection, greedy fill
+  and the packing search.
 """
 
-from .eft import EftSchedule, NoRoom, TimeUp, eft_schedule
+from .eft import Beaten, EftSchedule, NoRoom, TimeUp, eft_schedule
 from .etf import etf_schedule
 from .gaps import GapLine
 from .graph import Graph, arrival, arrivals
 from .insertion import insertion_schedule, insertion_times, justify, schedule_placement
 from .policy import MemoryPolicy, StaticPolicy
 
-__all__ = ["GapLine", "MemoryPolicy", "StaticPolicy", "Graph", "arrival", "arrivals", "EftSchedule", "NoRoom", "TimeUp",
+__all__ = ["GapLine", "MemoryPolicy", "StaticPolicy", "Graph", "arrival", "arrivals", "Beaten", "EftSchedule", "NoRoom",
+           "TimeUp",
            "eft_schedule", "etf_schedule", "insertion_schedule", "insertion_times", "justify",
            "schedule_placement"]

@@ -32,7 +32,7 @@ from .gaps import GapLine
 from .graph import Graph, arrivals, no_gc
 from .policy import MemoryPolicy, StaticPolicy
 
-__all__ = ["NoRoom", "TimeUp", "EftSchedule", "eft_schedule"]
+__all__ = ["NoRoom", "TimeUp", "Beaten", "EftSchedule", "eft_schedule", "stop_line"]
 
 _NEG_INF = -math.inf
 
@@ -50,6 +50,33 @@ class TimeUp(Exception):
     """A construction passed its deadline (``time.perf_counter()`` value) and stopped unfinished."""
 
 
+class Beaten(Exception):
+    """A construction stopped because its finished makespan would exceed the bound it was given."""
+
+
+def stop_line(g: Graph, bound: float | None) -> tuple[float, list[float]]:
+    """``(limit, tail)``: a construction given ``bound`` stops once a node's finish plus its tail
+    (:attr:`Graph.tail`, the successors it still has to wait for) exceeds ``limit``, since its
+    makespan can then no longer come within ``bound``.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists.
+    bound : float or None
+        The makespan to beat (an incumbent's); None: never stop.
+
+    Returns
+    -------
+    tuple
+        The limit (``inf`` without a bound, else ``bound`` plus a relative 1e-9 for rounding)
+        and the per-node tails (zeros without a bound).
+    """
+    if bound is None or not math.isfinite(bound):
+        return math.inf, [0.0] * g.n
+    return bound + 1e-9 * max(1.0, abs(bound)), g.tail
+
+
 @dataclass
 class EftSchedule:
     """Placement and schedule as plain lists (device index, start, finish per node)."""
@@ -63,7 +90,8 @@ class EftSchedule:
         return max(self.finish) if self.finish else 0.0
 
 
-def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str = "all") -> EftSchedule:
+def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str = "all",
+                 bound: float | None = None) -> EftSchedule:
     """Place and schedule every node of ``g`` in ``order`` by earliest finish time.
 
     Parameters
@@ -76,6 +104,8 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
     candidates : {"all", "near"}
         All devices the policy allows, or only predecessors' devices plus the one that
         frees up first.
+    bound : float, optional
+        Stop (:class:`Beaten`) once the makespan provably exceeds it (:func:`stop_line`).
 
     Returns
     -------
@@ -86,12 +116,15 @@ def eft_schedule(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidate
     ------
     NoRoom
         When some node has no device left.
+    Beaten
+        When the schedule cannot end within ``bound``.
     """
     with no_gc():
-        return _eft(g, order, policy, candidates)
+        return _eft(g, order, policy, candidates, *stop_line(g, bound))
 
 
-def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) -> EftSchedule:
+def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str, limit: float,
+         tail: list[float]) -> EftSchedule:
     """The loop of :func:`eft_schedule`."""
     n, k = g.n, g.k
     near = candidates == "near" and k > 2
@@ -240,6 +273,8 @@ def _eft(g: Graph, order: Sequence[int], policy: MemoryPolicy, candidates: str) 
         else:
             record(v, best_d, best_s, best_f)
         place[v], start[v], finish[v] = best_d, best_s, best_f
+        if best_f + tail[v] > limit:
+            raise Beaten(f"node {v} ends at {best_f:g}, its successors after {best_f + tail[v]:g} > {limit:g}")
     return EftSchedule(place, start, finish)
 
 

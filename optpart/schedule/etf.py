@@ -21,7 +21,7 @@ import math
 from time import perf_counter
 from typing import Sequence
 
-from .eft import EftSchedule, NoRoom, TimeUp
+from .eft import Beaten, EftSchedule, NoRoom, TimeUp, stop_line
 from .etf_shared import etf_shared
 from .graph import Graph, arrivals, no_gc, uniform_arrival
 from .policy import MemoryPolicy, StaticPolicy
@@ -29,8 +29,8 @@ from .policy import MemoryPolicy, StaticPolicy
 __all__ = ["etf_schedule"]
 
 
-def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: float | None = None
-                 ) -> EftSchedule:
+def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: float | None = None,
+                 bound: float | None = None) -> EftSchedule:
     """Place and schedule ``g`` by earliest start time; higher ``priority`` wins ties.
 
     Raises :class:`~optpart.schedule.eft.NoRoom` when a ready node has no device left.
@@ -45,6 +45,11 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy, dead
         Which devices each node may use, and the memory bookkeeping.
     deadline : float, optional
         ``time.perf_counter()`` value; checked every 1,024 placements.
+    bound : float, optional
+        Stop (:class:`~optpart.schedule.eft.Beaten`) once the makespan provably exceeds it: a
+        node's finish plus its tail (:func:`~optpart.schedule.eft.stop_line`), or, every 256
+        placements, the work left spread over the devices from the clock on (starts never
+        decrease).
 
     Returns
     -------
@@ -57,11 +62,37 @@ def etf_schedule(g: Graph, priority: Sequence[float], policy: MemoryPolicy, dead
         When a ready node has no device left.
     TimeUp
         When the deadline passes before every node is placed.
+    Beaten
+        When the schedule cannot end within ``bound``.
     """
     with no_gc():
         if _shared_applies(g, policy):  # the same schedule from one shared ready structure
-            return etf_shared(g, priority, policy, deadline)
-        return _etf(g, priority, policy, deadline)
+            return etf_shared(g, priority, policy, deadline, bound)
+        return _etf(g, priority, policy, deadline, bound)
+
+
+def work_bound(g: Graph, t: float, free: Sequence[float], left: float) -> float:
+    """The least makespan once no node may start before ``t``: the devices busy until ``free``
+    (or ``t``), then the work ``left`` (seconds at speed 1) spread over all of them.
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists (its device speeds).
+    t : float
+        The clock.
+    free : sequence of float
+        When each device finishes what it runs.
+    left : float
+        Work not yet placed.
+
+    Returns
+    -------
+    float
+        Seconds.
+    """
+    speed = g.speed
+    return (sum(s * (f if f > t else t) for s, f in zip(speed, free)) + left) / sum(speed)
 
 
 def _shared_applies(g: Graph, policy: MemoryPolicy) -> bool:
@@ -69,8 +100,8 @@ def _shared_applies(g: Graph, policy: MemoryPolicy) -> bool:
     return g.k > 1 and g.uniform and type(policy) is StaticPolicy and math.isfinite(g.lat[0][1])
 
 
-def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: float | None = None
-         ) -> EftSchedule:
+def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: float | None = None,
+         bound: float | None = None) -> EftSchedule:
     n, k = g.n, g.k
     neg_prio = [-float(x) for x in priority]
     time, speed = g.time, g.speed
@@ -90,6 +121,8 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: fl
     start = [0.0] * n
     finish = [0.0] * n
     avail = [0.0] * k
+    limit, tail = stop_line(g, bound)
+    left = float(sum(time))
     pending: list[list] = [[] for _ in range(k)]  # (input arrival on d, -priority, node)
     ready: list[list] = [[] for _ in range(k)]    # (-priority, node): inputs there by avail[d]
     push, pop = heapq.heappush, heapq.heappop
@@ -183,6 +216,9 @@ def _etf(g: Graph, priority: Sequence[float], policy: MemoryPolicy, deadline: fl
             raise TimeUp(f"deadline passed after {placed} of {n} nodes")
         place[v], start[v], finish[v] = d, best_t, f
         avail[d] = f
+        left -= time[v]
+        if f + tail[v] > limit or (not placed & 255 and work_bound(g, best_t, avail, left) > limit):
+            raise Beaten(f"after {placed} of {n} nodes the makespan exceeds {limit:g}")
         policy.place(v, d, best_t, f)
         if static:
             if group_of[v] >= 0:

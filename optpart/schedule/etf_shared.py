@@ -42,15 +42,15 @@ from typing import Sequence
 
 import numpy as np
 
-from .eft import EftSchedule, NoRoom, TimeUp
+from .eft import Beaten, EftSchedule, NoRoom, TimeUp, stop_line
 from .graph import Graph, uniform_arrival
 from .policy import StaticPolicy
 
 __all__ = ["etf_shared"]
 
 
-def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadline: float | None = None
-               ) -> EftSchedule:
+def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadline: float | None = None,
+               bound: float | None = None) -> EftSchedule:
     """m-ETF's schedule on uniform finite links under the static policy (see the module docstring).
 
     Parameters
@@ -63,6 +63,8 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
         The static memory policy (constraints, groups, room).
     deadline : float, optional
         ``time.perf_counter()`` value; checked every 1,024 placements.
+    bound : float, optional
+        Stop once the makespan provably exceeds it (as :func:`optpart.schedule.etf.etf_schedule`).
 
     Returns
     -------
@@ -75,6 +77,8 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
         A ready node fits no device, at the step the general engine would find it.
     TimeUp
         Past ``deadline`` at a check (every 1,024 placements).
+    Beaten
+        When the schedule cannot end within ``bound``.
     """
     n, k = g.n, g.k
     time, speed = g.time, g.speed
@@ -107,6 +111,9 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
     busy: list[tuple] = []       # (free time, device) of the others
     released: list[int] = []
     t = 0.0
+    limit, tail = stop_line(g, bound)
+    left = float(sum(time))
+    check = limit < float("inf")
 
     def per_device(v: int, r_all: float, home: int, a: float) -> None:
         """One entry per device ``v`` fits now (the general engine's bookkeeping)."""
@@ -199,6 +206,10 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
             raise TimeUp(f"deadline passed after {placed} of {n} nodes")
         f = t + time[v] / speed[d]
         place[v], start[v], finish[v] = d, t, f
+        if check:
+            left -= time[v]
+            if f + tail[v] > limit or (not placed & 255 and _bound_now(g, t, busy, f, d, left) > limit):
+                raise Beaten(f"after {placed} of {n} nodes the makespan exceeds {limit:g}")
         if not shared or not aware:
             policy.place(v, d, t, f)
         else:  # policy.place inlined for a node outside any group (the common case)
@@ -240,3 +251,13 @@ def etf_shared(g: Graph, priority: Sequence[float], policy: StaticPolicy, deadli
                 idle.remove(d)
                 push(busy, (f, d))
     return EftSchedule(place, start, finish)
+
+
+def _bound_now(g: Graph, t: float, busy: list[tuple], f: float, d: int, left: float) -> float:
+    """The work bound of :func:`optpart.schedule.etf.etf_schedule` from the engine's clock, its
+    heap of busy devices and the node just placed on ``d`` until ``f``."""
+    free = [t] * g.k
+    for end, e in busy:
+        free[e] = end
+    free[d] = f
+    return (sum(s * x for s, x in zip(g.speed, free)) + left) / sum(g.speed)

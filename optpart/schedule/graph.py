@@ -18,6 +18,8 @@ bit (tests/test_engine.py).
 from __future__ import annotations
 
 import copy
+import heapq
+import weakref
 from array import array
 from functools import cached_property
 from typing import Sequence
@@ -29,7 +31,7 @@ from .._gc import no_gc  # re-exported: the schedulers' hot loops pause the coll
 from ..model.paths import bottom_levels_csr, mean_costs, top_levels_csr
 from ..model.problem import Problem
 
-__all__ = ["Graph", "arrivals", "arrival", "uniform_arrival", "no_gc"]
+__all__ = ["Graph", "arrivals", "arrival", "uniform_arrival", "no_gc", "canonical_order", "topological_order"]
 
 
 @fill_doc
@@ -56,7 +58,6 @@ class Graph:
         # nested lists back on every call is O(k^2) per schedule evaluation).
         self.lat_array, self.bw_array = lat, bw
         self.topo = problem.topo
-        self.rank = problem.topo_rank
         if k > 1:
             off = ~np.eye(k, dtype=bool)
             lat_off, bw_off = problem.latency[off], problem.bandwidth[off]
@@ -111,6 +112,40 @@ class Graph:
         are the engines' per-edge sums to the last bit; read only under uniform links)."""
         eb = self.problem.edge_bytes[self.problem.in_edges]
         return (self.mean_lat + eb / self.link_bw).tolist()
+
+    @cached_property
+    def rank(self) -> np.ndarray:
+        """:attr:`canon` as an array: the tie-break of the insertion replays and justification."""
+        return np.asarray(self.canon, dtype=np.int64)
+
+    @cached_property
+    def canon(self) -> list[int]:
+        """Each node's position in the canonical order: by top level, then decreasing bottom level
+        under mean costs, then depth (edges on the longest path from a source: it keeps the order
+        topological where zero-time nodes tie the levels), decreasing memory, and topological
+        position. Ties, between nodes alike in all of these, are the input's order: schedulers
+        that break ties, draw noise or scan nodes by it give the same answer under any
+        renumbering of a graph without such ties. Do not mutate."""
+        depth = [0] * self.n
+        out_ptr, succ = self.out_ptr, self.succ
+        for v in self.topo.tolist():
+            d = depth[v] + 1
+            for i in range(out_ptr[v], out_ptr[v + 1]):
+                if d > depth[succ[i]]:
+                    depth[succ[i]] = d
+        key = np.lexsort((self.problem.topo_rank, -self.problem.memory, depth, -np.asarray(self.mean_bottom),
+                          np.asarray(self.mean_top)))
+        pos = np.empty(self.n, dtype=np.int64)
+        pos[key] = np.arange(self.n)
+        return pos.tolist()
+
+    @cached_property
+    def tail(self) -> list[float]:
+        """Per node, the longest chain of successors after it at the fastest speed, no transfers:
+        every schedule ends at least this long after the node finishes (seconds; do not mutate)."""
+        fastest = (self.problem.time / max(self.speed, default=1.0)).tolist()
+        bottom = bottom_levels_csr(self.topo.tolist(), self.out_ptr, self.succ, fastest, [0.0] * len(self.succ))
+        return [b - f for b, f in zip(bottom, fastest)]
 
     # Read only by the ParDNN seed method's phases, built on first use (not by every EFT run).
     @cached_property
@@ -170,6 +205,30 @@ class Graph:
             ``time[v] / speed[d]`` in seconds.
         """
         return self.time[v] / self.speed[d]
+
+
+_CANON: "weakref.WeakKeyDictionary[Problem, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def canonical_order(problem: Problem) -> np.ndarray:
+    """The nodes in the canonical order (:attr:`Graph.canon`), a topological order computed once
+    per problem (weakly cached): for code that walks a graph in topological order and should not
+    depend on how its nodes are numbered.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (immutable: the cache key).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Node indices, first to last.
+    """
+    order = _CANON.get(problem)
+    if order is None:
+        order = _CANON[problem] = np.argsort(np.asarray(Graph(problem).canon), kind="stable")
+    return order
 
 
 def _array(code: str, values: np.ndarray) -> array:
@@ -294,3 +353,36 @@ def uniform_arrival(v: int, in_ptr: Sequence[int], pred: Sequence[int], link: Se
             if place[u] == d1 and finish[u] > a:
                 a = finish[u]
     return t1, d1, a
+
+
+def topological_order(g: Graph, priority) -> list[int]:
+    """Nodes by decreasing ``priority`` but never before a predecessor (Kahn's algorithm with a
+    heap keyed by ``(-priority, canonical position)``).
+
+    Parameters
+    ----------
+    g : Graph
+        The problem as plain lists.
+    priority : sequence of float
+        Per node; higher goes first when ready.
+
+    Returns
+    -------
+    list of int
+        A topological order.
+    """
+    pr = (-np.asarray(priority, dtype=np.float64)).tolist()
+    canon = g.canon
+    indeg = [g.in_ptr[v + 1] - g.in_ptr[v] for v in range(g.n)]
+    heap = [(pr[v], canon[v], v) for v in range(g.n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        v = heapq.heappop(heap)[2]
+        out.append(v)
+        for i in range(g.out_ptr[v], g.out_ptr[v + 1]):
+            w = g.succ[i]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, (pr[w], canon[w], w))
+    return out

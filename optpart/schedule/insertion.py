@@ -256,7 +256,7 @@ def schedule_placement(g: Graph, place: Sequence[int], justify_rounds: int = 1
     tuple
         ``(start, finish, makespan)``, seconds.
     """
-    order = priority_order(g.problem, np.asarray(placement_levels(g, place))).tolist()
+    order = np.lexsort((g.rank, -np.asarray(placement_levels(g, place)))).tolist()  # ties: canonical (topological)
     s, f = insertion_times(g, place, order)
     if justify_rounds > 0:
         return justify(g, place, s, f, justify_rounds)

@@ -94,7 +94,7 @@ SOLVERS: dict[str, SolverInfo] = _registry(
     SolverInfo("heuristic", "optpart.solvers.heuristic",
                "HEFT/ETF constructions, the ParDNN seed method and schedule-aware search; "
                "never worse than heft, always within memory"),
-    SolverInfo("pardnn", "optpart.solvers.heuristic.pardnn_seed",
+    SolverInfo("pardnn", "optpart.solvers.pardnn",
                "the ParDNN seed method alone: slicing, mapping, refinement, memory step"),
     SolverInfo("cpsat", "optpart.solvers.exact.cpsat",
                "exact: OR-Tools CP-SAT, proven optimum or bound and gap", exact=True, requires=("ortools",),

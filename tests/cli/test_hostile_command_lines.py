@@ -209,7 +209,7 @@ def test_many_devices_on_a_tiny_graph_form_one_symmetry_class_and_get_a_one_devi
     r = optpart.solve(p, "heuristic")
     optpart.check(p, r)
     assert r.makespan == 4.0 and len(set(r.placement.tolist())) == 1
-    assert r.stats["search_work"] <= r.stats["search_budget"], r.stats
+    assert r.stats["search"]["work"] <= r.stats["search"]["budget"], r.stats
     # the chain's work (4 s) is the lower bound and the answer meets it: a proven optimum
     assert r.status is optpart.Status.OPTIMAL and r.lower_bound == 4.0, (r.status, r.lower_bound, r.stats)
     exact = optpart.solve(p, "cpsat", **budget("cpsat"))

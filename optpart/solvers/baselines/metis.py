@@ -8,7 +8,9 @@ placement (e.g. the METIS baseline in Baechi, ACM SoCC 2020, and in ParDNN).
 
 How the problem becomes a METIS graph:
 
-* colocation groups are contracted into one vertex (METIS knows no constraints);
+* colocation groups are contracted into one vertex (METIS knows no constraints), and the
+  vertices numbered in the canonical order (:attr:`optpart.schedule.graph.Graph.canon`), so
+  renumbering the nodes does not change the partition;
 * edges become undirected, both directions merged, weighted by their tensor bytes
   (integer-scaled, at least 1);
 * vertex weights: with equal device speeds, two constraints, compute (``time``)
@@ -35,6 +37,7 @@ import numpy as np
 
 from ...model.memory import fits
 from ...model.problem import Problem
+from ...schedule import Graph
 from ...result import Status
 from ...units import format_bytes
 from ..base import Solution
@@ -54,15 +57,18 @@ def _int_weights(x: np.ndarray, total: int = _SCALE) -> np.ndarray:
 
 
 def _contract(problem: Problem) -> tuple[np.ndarray, int]:
-    """Super-vertex of each node: one per colocation group, one per free node."""
+    """Super-vertex of each node: one per colocation group, one per free node, numbered by the
+    canonical position of their first member."""
     n = problem.n_nodes
+    canon = np.asarray(Graph(problem).canon)
     group_of = problem.group_of
-    comp = np.full(n, -1, dtype=np.int64)
-    free = group_of < 0
-    n_groups = len(problem.groups)
-    comp[~free] = group_of[~free]
-    comp[free] = n_groups + np.arange(int(free.sum()))
-    return comp, n_groups + int(free.sum())
+    key = np.where(group_of >= 0, n + group_of, np.arange(n))   # one key per super-vertex
+    lowest = np.full(n + len(problem.groups), n, dtype=np.int64)  # its members' least canonical position
+    np.minimum.at(lowest, key, canon)
+    keys = np.unique(key)
+    rank = np.empty(lowest.size, dtype=np.int64)
+    rank[keys[np.argsort(lowest[keys], kind="stable")]] = np.arange(keys.size)
+    return rank[key], int(keys.size)
 
 
 def _undirected(problem: Problem, comp: np.ndarray, n_super: int):

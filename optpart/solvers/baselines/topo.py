@@ -3,7 +3,9 @@
 m-TOPO (Jeon, Cho et al., "Baechi: Fast Device Placement of Machine Learning
 Graphs", ACM SoCC 2020, section 4.1) walks the graph in topological order and puts
 each node on the *current* device until that device's memory budget is reached,
-then moves on to the next device. The budget is an even share of the graph's
+then moves on to the next device. The order is the canonical one
+(:attr:`optpart.schedule.graph.Graph.canon`: by top level, then decreasing bottom level
+under mean costs), so renumbering the nodes does not change the answer. The budget is an even share of the graph's
 memory, ``(1 + slack) * total / k`` (capped by the device's capacity), so the graph
 is cut into ``k`` consecutive stages; with heterogeneous capacities each device's
 share is proportional to its capacity. The method only places: the schedule is the
@@ -30,7 +32,7 @@ from ..._docstrings import fill_doc
 from ...model.memory import fits
 from ...model.problem import Problem
 from ...result import Status
-from ...schedule import StaticPolicy
+from ...schedule import Graph, StaticPolicy
 from ..base import Solution
 from ..spec import Option, SolverSpec
 
@@ -91,7 +93,7 @@ def solve(problem: Problem, *, time_limit: float | None = None, seed: int = 0,
     used = book.used  # bytes placed (or reserved by groups) per device
     place = [-1] * n
     cur = 0
-    for v in problem.topo.tolist():
+    for v in np.argsort(Graph(problem).canon).tolist():
         fixed = book.fixed_device(v)
         if fixed >= 0:
             d = fixed

@@ -1,48 +1,36 @@
-"""A schedule kept as one node sequence per device, re-simulated only where a move reaches.
+"""A schedule kept as one node sequence per device, re-timed only where a move reaches.
 
-The search (:mod:`.search`) scores thousands of placements that differ from the incumbent
-in one or a few units. Rescheduling the whole graph for each costs O((V + E) log V);
-here a move is scored by re-simulating only the nodes whose times it changes.
+The search (:mod:`.search`) scores placements that differ from the incumbent in a few units;
+rescheduling the whole graph for each costs O((V + E) log V). Here every node has a *key*,
+increasing along every edge, and each device runs its nodes in key order, each as early as its
+inputs (the arrival rule of :mod:`optpart.schedule.graph`) and the node before it allow: a
+semi-active schedule of fixed sequences, whose times are a longest path over an acyclic graph
+and valid under docs/model.md section 2.
 
-Model. Every node has a *key*; keys increase along every edge (a topological order) and
-each device runs its nodes in increasing key order, each as early as its inputs and the
-node before it on the device allow (a semi-active schedule of fixed sequences: start =
-max(latest input arrival, finish of the device predecessor), the arrival rule of
-:mod:`optpart.schedule.graph`). Every edge of the graph and every device sequence points to
-a larger key, so the times are a longest path over an acyclic graph and are valid under
-docs/model.md section 2 (an instant sits between two runs, never inside one).
-
-A move sends a node to another device and gives it a key there, between its
-predecessors' and its successors' keys (so the order stays topological): among the first
-few positions after the device's nodes that end by the node's ready time, the first idle
-gap that holds it without delaying the next node (insertion, as HEFT's policy; Topcuoglu,
-Hariri, Wu, TPDS 2002), else the first of them (it starts at its ready time and delays
-what follows). Re-simulation is one pass over the nodes in key order (all of them, kept in
-one sorted list) from the first moved node, recomputing only *marked* nodes: the moved
-nodes, their successors and their new and former device successors, and then the
-successors and device successor of every node whose times changed; the pass ends when no
-marked node is left, and a node whose times do not change marks nothing (the incremental
-longest-path update of job-shop local search; Nowicki and Smutnicki, Management Science
-42(6), 1996). :meth:`SequenceSchedule.apply` records every change
-so that :meth:`SequenceSchedule.undo` restores the exact previous state.
-
-``work`` counts the node re-simulations and placements (and the full passes, n each):
-the search's deterministic budget. Measured on the bundled training graphs and planted
-DAGs, a move re-simulates 10-35% of the nodes (the critical path of a tight schedule
-reaches most of what follows it) and costs 0.2-0.5 of a full replay.
+A move sends a node to another device at a key between its predecessors' and successors'
+keys: among the first few positions after the device's nodes that end by its ready time, the
+first idle gap that holds it (insertion, as HEFT's; Topcuoglu, Hariri, Wu, TPDS 2002), else
+the first of them. Re-timing is one pass in key order from the first moved node that
+recomputes only *marked* nodes (the moved ones, their successors, their old and new device
+successors, then the successors of every node whose times changed) and stops when none is
+left: the incremental longest-path update of job-shop local search (Nowicki and Smutnicki,
+Management Science 42(6), 1996). :meth:`SequenceSchedule.apply` records every change and
+:meth:`SequenceSchedule.undo` restores the exact previous state. ``work`` counts the node
+re-timings (a full pass counts ``n``): the search's deterministic budget.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
-from itertools import islice
+from heapq import heapify, heappop, heappush
 
 import numpy as np
 
 from ..._docstrings import fill_doc
 from ...evaluate import time_tolerance
 from ...schedule.graph import arrival
-from .schedule import Graph
+from ...schedule.graph import Graph
 
 __all__ = ["SequenceSchedule"]
 
@@ -57,8 +45,9 @@ class SequenceSchedule:
     ----------
     %(g_place)s
     start : list of float
-        A valid schedule of ``place``: its start order (ties by finish, then topological
-        position) gives the keys, so the sequence schedule starts no node later than it.
+        A valid schedule of ``place``: its start order (ties by finish, then the canonical
+        order :attr:`optpart.schedule.graph.Graph.canon`) gives the keys, so the sequence
+        schedule starts no node later than it.
     """
 
     def __init__(self, g: Graph, place: list[int], start: list[float]) -> None:
@@ -67,7 +56,7 @@ class SequenceSchedule:
         st = np.asarray(start, dtype=np.float64)
         fi = st + np.asarray(g.time, dtype=np.float64) / np.asarray(g.speed)[np.asarray(place, dtype=np.int64)]
         # start order; an instant at a run's start goes before it (finish breaks the tie)
-        order = np.lexsort((g.rank, fi, st)).tolist() if n else []
+        order = np.lexsort((g.canon, fi, st)).tolist() if n else []
         self.place = list(place)
         key = [0.0] * n
         for i, v in enumerate(order):
@@ -115,7 +104,7 @@ class SequenceSchedule:
             prev_finish[d] = f
         self.work += len(order)
         self.makespan = max(finish) if finish else 0.0
-        self.total = float(sum(finish))
+        self.total = math.fsum(finish)   # exactly rounded: the same whatever the node order
 
     def _unlink(self, v: int) -> int:
         """Take ``v`` out of its device's sequence; returns the node that followed it (or -1)."""
@@ -141,8 +130,9 @@ class SequenceSchedule:
         nodes.insert(j, v)
         keys.insert(j, key)
         i = bisect_left(self.okeys, key)
-        while i < len(self.order) and self.okeys[i] == key and self.order[i] < v:
-            i += 1   # equal keys (on other devices) by node index: one canonical order
+        canon = self.g.canon
+        while i < len(self.order) and self.okeys[i] == key and canon[self.order[i]] < canon[v]:
+            i += 1   # equal keys (on other devices) in the canonical order
         self.order.insert(i, v)
         self.okeys.insert(i, key)
         p = nodes[j - 1] if j > 0 else -1
@@ -218,35 +208,30 @@ class SequenceSchedule:
         return True
 
     def _propagate(self, seeds: list[int]) -> None:
-        """Re-simulate the nodes reached from ``seeds``: one pass over the key order from the
-        first seed, recomputing only marked nodes, until no marked node is left."""
-        g, key, place, start, finish = self.g, self.key, self.place, self.start, self.finish
+        """Re-time the nodes reached from ``seeds``, marked nodes only, in key order (a heap of
+        the marked ones: the cost is that of the nodes whose times may change, not of the span
+        of keys between them)."""
+        g, key, place, start, finish, canon = self.g, self.key, self.place, self.start, self.finish, self.g.canon
         succ, out_ptr, pred, in_ptr, ib = g.succ, g.out_ptr, g.pred, g.in_ptr, g.in_bytes
-        time, speed = g.time, g.speed
-        prev, nxt = self.prev, self.next
+        time, speed, nxt, prev = g.time, g.speed, self.next, self.prev
         times = self._log["times"]
         self._epoch += 1
         epoch, mark = self._epoch, self._mark
-        pending = 0
-        first = float("inf")
+        heap = []
         for v in seeds:
             if mark[v] != epoch:
                 mark[v] = epoch
-                pending += 1
-                if key[v] < first:
-                    first = key[v]
+                heap.append((key[v], canon[v], v))
+        heapify(heap)
         grew, shrank = 0.0, False
         ms, total = self.makespan, self.total
         tol = time_tolerance(ms)
         work = 0
         uniform = g.uniform  # one latency and bandwidth between any two devices: no table lookups
         lat0, bw0 = g.mean_lat, g.link_bw
-        # a node is final once passed: everything that feeds it has a smaller key
-        for v in islice(self.order, bisect_left(self.okeys, first), None):
-            if mark[v] != epoch:
-                continue
+        while heap:   # a node is final once popped: everything that feeds it has a smaller key
+            v = heappop(heap)[2]
             work += 1
-            pending -= 1
             d = place[v]
             s = 0.0
             if uniform:
@@ -272,13 +257,11 @@ class SequenceSchedule:
                 for w in succ[out_ptr[v]:out_ptr[v + 1]]:
                     if mark[w] != epoch:
                         mark[w] = epoch
-                        pending += 1
+                        heappush(heap, (key[w], canon[w], w))
                 w = nxt[v]
                 if w >= 0 and mark[w] != epoch:
                     mark[w] = epoch
-                    pending += 1
-            if not pending:
-                break
+                    heappush(heap, (key[w], canon[w], w))
         self.work += work
         self.total = total
         self.makespan = max(finish) if shrank else max(ms, grew)
@@ -314,7 +297,10 @@ class SequenceSchedule:
         g, place, start, finish = self.g, self.place, self.start, self.finish
         if g.n == 0:
             return []
-        v = finish.index(max(finish))   # the last finish (the lowest index of ties)
+        last = max(finish)
+        v = finish.index(last)
+        if finish.count(last) > 1:  # ties: the canonical order
+            v = min((x for x in range(g.n) if finish[x] == last), key=g.canon.__getitem__)
         chain = [v]
         while start[v] > 0.0:
             d = place[v]

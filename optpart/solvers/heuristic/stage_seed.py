@@ -1,8 +1,7 @@
 """Pipeline-stage placements of a training step: a start for the windowed search of ``cpsat``.
 
-On the traced training graphs (``instances/``) the critical path carries most of the work
-(90-98% on densenet121 and resnet50), and peak memory is what forces the step onto several
-devices: the forward pass saves activations that live until the backward pass consumes
+On traced training graphs the critical path carries most of the work, and peak memory is
+what forces the step onto several devices: the forward pass saves activations that live until the backward pass consumes
 them. The placement that pipeline parallelism uses answers both at once: cut the forward
 pass into consecutive *stages*, one per device, and run each backward node on the device of
 the forward nodes whose saved tensors it reads. Saved activations then never cross a link,
@@ -29,7 +28,7 @@ split) are shared in proportion to the devices' capacities, and a coordinate des
 one cut at a time by halving steps while the canonical schedule
 (:func:`optpart.evaluate.canonical_schedule`) gets shorter or, while it overflows memory,
 less over. When no stage placement fits (the parameters of every stage's weights land on
-few devices, as lstm-lm's six weight groups, 569 MiB for devices of 384 MiB), a second
+few devices, as when a few large weight groups each need more than a device), a second
 round packs the parameter-holding nodes with their colocation groups over the devices,
 largest first, and places the rest by stages as before. Then a first-improvement descent
 moves single nodes of the schedule's critical chain to other devices (weight gradients
@@ -50,12 +49,51 @@ from ...evaluate import canonical_schedule
 from ...model.memory import fits, peak_memory, static_memory
 from ...model.paths import critical_path_nodes
 from ...model.problem import Problem
+from ...schedule import justify
+from ...schedule.graph import canonical_order
 
-__all__ = ["forward_set", "phase_forward", "stage_anchors", "stage_seed", "parameter_units"]
+__all__ = ["forward_set", "phase_forward", "stage_anchors", "stage_seed", "parameter_units", "stage_candidate"]
 
 #: Canonical-schedule evaluations of one :func:`stage_seed` call at most: for the cuts, and
 #: as many again for the moves along the critical chain (:func:`_chain_moves`).
 MAX_EVALS = 240
+#: The heuristic's budget for it: (nodes + edges) x evaluations per round, per unit of effort;
+#: fewer than :data:`MIN_EVALS` per round do not pay (the cut descent could not try each cut once).
+STAGE_WORK, MIN_EVALS = 600_000, 16
+
+
+def stage_candidate(run) -> None:
+    """The stage placement as the heuristic's last candidate, a finished answer (it brings its
+    own descent; offered before the search, the search from it found nothing where the search
+    from the other constructions went further). Under ``peak`` on every graph with the liveness
+    split; under ``static`` on a training step that declares its phases (what the importers
+    write). ``max_evals = min(MAX_EVALS, effort x STAGE_WORK / (nodes + edges))``, skipped below
+    :data:`MIN_EVALS`.
+
+    Parameters
+    ----------
+    run : optpart.solvers.heuristic.pipeline.Run
+        The solve: the candidate is offered to it (justified, kept when it fits and is shorter).
+    """
+    problem = run.problem
+    evals = int(min(MAX_EVALS, run.effort * STAGE_WORK / max(1, run.size)))
+    declared = phase_forward(problem)
+    if evals < MIN_EVALS or not (run.peak or (declared is not None and declared.any() and not declared.all())):
+        return
+    got = stage_seed(problem, "peak" if run.peak else "static", deadline=run.deadline, max_evals=evals)
+    if got is None:
+        return
+    place, start = got
+    if not run.peak and not fits(np.bincount(place, weights=problem.memory, minlength=problem.n_devices),
+                                 np.asarray(run.capacity)).all():
+        return
+    finish = start + problem.duration(place)
+    place, start, finish = place.tolist(), start.tolist(), finish.tolist()
+    s, f, _ = justify(run.g, place, start, finish, run.jr)
+    if not run.offer("stage-seed", place, s, f):
+        run.offer("stage-seed", place, start, finish)
+
+
 def phase_forward(problem: Problem) -> np.ndarray | None:
     """The ``phase == "forward"`` mask when every node has a ``phase`` (the importers write it).
 
@@ -101,7 +139,7 @@ def forward_set(problem: Problem) -> list[np.ndarray]:
 def _liveness_split(problem: Problem) -> np.ndarray:
     """Ancestors (inclusive) of the node where the most output bytes are live in topological order."""
     n = problem.n_nodes
-    topo = problem.topo
+    topo = canonical_order(problem)
     pos = np.empty(n, dtype=np.int64)
     pos[topo] = np.arange(n)
     last = pos.copy()
@@ -140,7 +178,7 @@ def stage_anchors(problem: Problem, forward: np.ndarray) -> np.ndarray:
         ``anchor[v]``; stage ``s`` of cuts ``c`` holds the nodes with ``c[s-1] <= anchor < c[s]``.
     """
     n = problem.n_nodes
-    topo = problem.topo.tolist()
+    topo = canonical_order(problem).tolist()
     anchor = np.full(n, -1, dtype=np.int64)
     f_order = [v for v in topo if forward[v]]
     anchor[f_order] = np.arange(len(f_order))
@@ -167,7 +205,7 @@ def stage_anchors(problem: Problem, forward: np.ndarray) -> np.ndarray:
         heavy, heavy_b = 0, -1.0
         for i in range(out_ptr[v], out_ptr[v + 1]):
             e = out_e[i]
-            if anc[dst[e]] >= 0 and eb[e] > heavy_b:
+            if anc[dst[e]] >= 0 and (eb[e] > heavy_b or eb[e] == heavy_b and anc[dst[e]] < heavy):  # ties: lower anchor
                 heavy, heavy_b = anc[dst[e]], eb[e]
         anc[v] = heavy
     return np.asarray(anc, dtype=np.int64)
@@ -397,7 +435,9 @@ def _binding_chain(problem: Problem, place: np.ndarray, start: np.ndarray) -> np
     comm = problem.transfer_times(place)
     prev = np.full(n, -1, dtype=np.int64)
     last: dict = {}
-    for u in np.lexsort((problem.topo_rank, end, start)).tolist():
+    rank = np.empty(n, dtype=np.int64)
+    rank[canonical_order(problem)] = np.arange(n)
+    for u in np.lexsort((rank, end, start)).tolist():
         prev[u] = last.get(int(place[u]), -1)
         last[int(place[u])] = u
     in_ptr, in_e, src = problem.in_ptr, problem.in_edges, problem.edge_src
@@ -431,13 +471,15 @@ def _chain_moves(score: _Scorer, best: tuple) -> tuple:
     allowed = p.allowed
     on_path = np.zeros(p.n_nodes, dtype=bool)
     on_path[critical_path_nodes(p, p.time)[0]] = True
+    rank = np.empty(p.n_nodes, dtype=np.int64)
+    rank[canonical_order(p)] = np.arange(p.n_nodes)
     while not score.spent():
         (_, ms), place, start = best
         critical = _binding_chain(p, place, start)
         critical = critical[p.time[critical] > 0]
         moved = False
         # Work off the DAG's critical path first (it can leave the chain), longest first.
-        for v in critical[np.lexsort((critical, -p.time[critical], on_path[critical]))].tolist():
+        for v in critical[np.lexsort((rank[critical], -p.time[critical], on_path[critical]))].tolist():
             g = int(p.group_of[v])
             members = p.groups[g] if g >= 0 else np.array([v])  # a colocation group moves whole
             for d in np.flatnonzero(allowed[members].all(axis=0)).tolist():

@@ -18,7 +18,7 @@ path: "strongly uni-critical-path" graphs). Each round:
    positive gain, in path order.
 
 Here a node moves with its colocation group (a unit) and only to a device the unit may
-use, the schedule is our insertion replay (:func:`.schedule.schedule_placement`), and,
+use, the schedule is our insertion replay (:func:`optpart.schedule.insertion.schedule_placement`), and,
 unlike the research code, a round is kept only when the rescheduled makespan (then the
 sum of finish times) is lower; otherwise refinement stops. Each round costs two
 schedules, ``O((V + E) log V)``.
@@ -33,7 +33,8 @@ import numpy as np
 from ..._docstrings import fill_doc
 from ...model.paths import bottom_levels_csr, top_levels_csr
 from ...schedule.insertion import edge_comm
-from .schedule import Graph, list_schedule, schedule_placement
+from ...schedule import Graph, schedule_placement
+from ...schedule.insertion import insertion_times
 
 __all__ = ["refine", "refinement_rounds"]
 
@@ -67,10 +68,11 @@ def _critical_path(g: Graph, place: Sequence[int]) -> list[int]:
     bot = bottom_levels_csr(topo, g.out_ptr, g.succ, dur, c_out)
     wl = [a + b for a, b in zip(top, bot)]
     sinks = [v for v in range(g.n) if g.out_ptr[v] == g.out_ptr[v + 1]]
-    v = max(sinks, key=lambda x: (wl[x], -x))
+    canon = g.canon
+    v = max(sinks, key=lambda x: (wl[x], -canon[x]))
     path = [v]
     while g.in_ptr[v] < g.in_ptr[v + 1]:
-        v = max(g.pred[g.in_ptr[v]:g.in_ptr[v + 1]], key=lambda x: (wl[x], -x))
+        v = max(g.pred[g.in_ptr[v]:g.in_ptr[v + 1]], key=lambda x: (wl[x], -canon[x]))
         path.append(v)
     return path
 
@@ -117,7 +119,7 @@ def refine(g: Graph, place: list[int], unit_of: Sequence[int], members: Sequence
     place : list of int
         Device of every node (constraints already projected).
     unit_of, members
-        Colocation units (:func:`.memory.memory_units`): a node moves with its unit.
+        Colocation units (:func:`optpart.schedule.units.memory_units`): a node moves with its unit.
     allowed : numpy.ndarray
         ``allowed[v, d]``: node ``v`` may run on device ``d``.
     rounds : int
@@ -136,8 +138,8 @@ def refine(g: Graph, place: list[int], unit_of: Sequence[int], members: Sequence
     score = (ms, sum(f))
     kept = 0
     for r in range(rounds):
-        order = np.lexsort((-g.rank, -np.asarray(f))).tolist()  # latest finish first: reversed topological
-        _rs, back = list_schedule(g, place, order, reverse=True)
+        order = np.lexsort((-np.asarray(g.canon), -np.asarray(f))).tolist()  # latest finish first: reversed topological
+        _rs, back = insertion_times(g, place, order, reverse=True)
         path = _critical_path(g, place)
         new = list(place)
         best, best_u, best_d = 0.0, -1, -1

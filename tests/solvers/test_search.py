@@ -1,5 +1,5 @@
-"""The heuristic's schedule-aware search (issue 23): the incremental schedule, the search's
-promises (never worse than its start, within memory and budget), and the cases it fixed.
+"""The heuristic's search (optpart.solvers.heuristic.search): the incremental schedule, the search's
+promises (never worse than its start, within memory and budget), and the cases it fixes.
 
 Budgets are work counts, never wall time.
 """
@@ -17,10 +17,10 @@ import optpart
 from optpart.evaluate import evaluate, violations
 from optpart.generators import layered_dag, planted_dag
 from optpart.model.memory import fits, peak_memory
+from optpart.schedule import Graph, schedule_placement
+from optpart.schedule.units import memory_units
 from optpart.solvers.heuristic.incremental import SequenceSchedule
-from optpart.solvers.heuristic.memory import memory_units
-from optpart.solvers.heuristic.schedule import Graph, schedule_placement
-from optpart.solvers.heuristic.search import improve_schedule
+from optpart.solvers.heuristic.search import improve
 
 from strategies import examples, problems, zero_time_problems
 
@@ -88,8 +88,7 @@ def test_the_search_is_never_worse_than_its_start_and_keeps_memory_and_budget(pr
         assume(admit(place, start, [s + g.time[v] / g.speed[place[v]] for v, s in enumerate(start)]))
         cap = [float("inf")] * g.k
     work = 40 * (g.n + len(g.succ)) + 2000
-    out = improve_schedule(g, place, start, problem.allowed, memory_units(problem), cap, work, perturb=True,
-                           admit=admit)
+    out = improve(g, place, start, memory_units(problem), cap, work, perturb=True, admit=admit)
     assert out["work"] <= work
     assert out["makespan"] <= h.makespan * (1 + 1e-12)
     res = evaluate(problem, np.asarray(out["place"], dtype=np.int64), np.asarray(out["start"]), memory_model=model)

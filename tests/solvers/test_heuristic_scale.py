@@ -1,5 +1,5 @@
-"""The heuristic at every size: the scalable ETF engine, and never worse than the baselines it
-keeps as candidates (heft, etf, topo, metis, pardnn).
+"""The heuristic at every size: the scalable ETF engine, the stages skipped within the gap, and
+never worse than the baselines it keeps as candidates (heft, etf, topo, metis, pardnn, single).
 
 Budgets are work counts (``effort``), never wall time.
 """
@@ -67,7 +67,7 @@ def test_the_cached_etf_engine_makes_the_textbook_schedule(problem):
 
 
 #: the baselines the heuristic keeps as candidates (heft and etf are its first constructions)
-KEPT = [b for b in ("heft", "etf", "topo", "metis", "pardnn") if b in optpart.available_solvers()]
+KEPT = [b for b in ("heft", "etf", "topo", "metis", "pardnn", "single") if b in optpart.available_solvers()]
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -94,9 +94,8 @@ def test_the_heuristic_is_never_worse_than_any_baseline_it_keeps(problem, model)
 
 
 def test_the_etf_construction_runs_on_large_graphs_even_at_effort_zero():
-    # wide joins (chains=False): HEFT lands ~5% above the planted optimum, ETF on it; the
-    # graph is past the 30,000 nodes + edges where ETF used to be switched off
-    p = planted_dag(11_000, 4, ccr=5.0, seed=3, chains=False, window=8)
+    # wide joins: HEFT lands above the planted optimum, ETF on it; past 30,000 nodes + edges
+    p = planted_dag(11_000, 4, ccr=5.0, seed=3, edges="forkjoin", window=8)
     assert p.n_nodes + p.n_edges > 30_000
     heft = optpart.solve(p, "heft", memory_model="static")
     etf = optpart.solve(p, "etf", memory_model="static")
@@ -130,7 +129,7 @@ def test_the_shared_etf_engine_makes_the_per_device_engines_schedule_when_memory
     # shared entries fail their fit and are demoted to per-device entries (or nothing fits)
     stuck = 0
     for seed in range(6):
-        p = planted_dag(400, 4, ccr=1.0, seed=seed, chains=chains, window=8)
+        p = planted_dag(400, 4, ccr=1.0, seed=seed, chains=chains, window=8, memory_slack=None)
         total = float(p.memory.sum())
         for share in (0.26, 0.3, 0.5):
             shared, general = _both_etf_engines(p, [total * share] * 4)
@@ -156,94 +155,61 @@ def test_the_etf_engine_stops_at_its_deadline_and_the_heuristic_says_so(monkeypa
     from optpart.schedule import TimeUp, etf_schedule
     from optpart.schedule import etf_shared as shared_module
 
-    p = planted_dag(3000, 4, ccr=1.0, seed=2, chains=False, window=8)
+    p = planted_dag(3000, 4, ccr=1.0, seed=2, window=8)
     g = Graph(p)
     with pytest.raises(TimeUp):  # a deadline already passed: stopped at the first check (1,024 nodes)
         etf_schedule(g, upward_rank(p).tolist(), StaticPolicy(p), deadline=-math.inf)
     # The heuristic's own clock stands still (no stage is ever late) while the engine's clock is
     # past every deadline: the ETF construction starts and stops part-way, and the result says so
-    monkeypatch.setattr(heuristic_module, "_time", type("Still", (), {"perf_counter": staticmethod(lambda: 0.0)}))
+    still = type("Still", (), {"perf_counter": staticmethod(lambda: 0.0)})
+    from optpart.solvers.heuristic import pipeline
+    monkeypatch.setattr(heuristic_module, "_time", still)
+    monkeypatch.setattr(pipeline, "_time", still)
     monkeypatch.setattr(shared_module, "perf_counter", lambda: math.inf)
-    r = optpart.solve(p, "heuristic", time_limit=10.0)
+    r = optpart.solve(p, "heuristic", time_limit=10.0, gap=0)
     optpart.check(p, r)
-    assert r.stats["stopped"] == "time limit reached during the ETF construction", r.stats
-    assert r.message == "stopped early: time limit reached during the ETF construction"
-    assert r.stats["construction"] != "etf"
-
-
-def test_every_construction_runs_where_the_search_budget_does_not_and_the_result_is_repeatable():
-    # 6,000 planted nodes with wide joins at effort 0.2: the search's budget does not pay for
-    # the minimum number of reschedules, so no search runs, yet m-ETF (the winner) and the seed
-    # method both ran (the seed method's placement was scheduled or bounded away by its busiest device)
-    # (gap=0: m-ETF lands within the default gap of the planted optimum, which skips the rest)
-    p = planted_dag(6000, 4, ccr=5.0, seed=4, chains=False, window=8)
-    r = optpart.solve(p, "heuristic", effort=0.2, gap=0)
-    assert r.stats["search_work"] == 0, r.stats
-    assert r.stats["construction"] == "etf", r.stats
-    assert "pardnn_bound" in r.stats or r.stats["constructions_tried"] >= 3, r.stats  # the seed method ran
-    again = optpart.solve(p, "heuristic", effort=0.2, gap=0)
-    assert np.array_equal(r.placement, again.placement) and np.array_equal(r.start, again.start)
+    assert r.stats["stopped"] == "time limit reached during etf", r.stats
+    assert r.message == "stopped early: time limit reached during etf"
+    assert not r.stats["construction"].startswith("etf")
 
 
 def test_the_later_stages_are_skipped_only_within_the_gap_of_the_proven_bound():
-    # the same graph at the default gap: m-ETF is within 1e-4 of the lower bound, so the seed
-    # method, the baselines and the search are skipped and the result says so; the answer is
-    # within the gap of the bound, so no skipped stage could have shortened it by more
+    # m-ETF lands within 1e-4 of the lower bound on this graph, so the later constructions and
+    # the search are skipped and the result says so; the answer is within the gap of the bound,
+    # so no skipped stage could have shortened it by more
     from optpart.evaluate import problem_lower_bound
 
-    p = planted_dag(6000, 4, ccr=5.0, seed=4, chains=False, window=8)
+    p = planted_dag(6000, 4, ccr=5.0, seed=4, edges="forkjoin", window=8)
     lb = float(problem_lower_bound(p))
     r = optpart.solve(p, "heuristic", effort=0.2)
-    assert "within_gap" in r.stats and r.stats["constructions_tried"] <= 2, r.stats
+    assert "within_gap" in r.stats and set(r.stats["stages"]) == {"heft", "etf"}, r.stats
     assert r.makespan <= lb * (1 + 1e-4)
     assert r.status is optpart.Status.FEASIBLE  # within the gap is no certificate
     full = optpart.solve(p, "heuristic", effort=0.2, gap=0)
-    assert "within_gap" not in full.stats
+    assert "within_gap" not in full.stats and len(full.stats["stages"]) > 2
     assert r.makespan <= full.makespan * (1 + 1e-4)
-    # a gap too small for m-ETF's distance to the bound: nothing is skipped
-    tight = optpart.solve(p, "heuristic", effort=0.2, gap=(r.makespan / lb - 1) / 2)
-    assert "within_gap" not in tight.stats and tight.stats["constructions_tried"] >= 3, tight.stats
+    again = optpart.solve(p, "heuristic", effort=0.2, gap=0)
+    assert np.array_equal(full.placement, again.placement) and np.array_equal(full.start, again.start)
 
 
 @pytest.mark.parametrize("model", ["static", "peak"])
-def test_the_baselines_stay_candidates_where_the_variants_budget_ends(monkeypatch, model):
-    # A training step of 2*10^4 operators (n + m just above the variants' budget) is where the
-    # seed method alone beat every other construction by 22%: the baselines must stay candidates
-    # there. Emulated on a small step by shrinking the variants' and orders' budgets to nothing:
-    # the baselines are still offered (the work budget pays for them) and the answer is no
-    # slower than any of them.
-    import importlib
-
-    from optpart.solvers import heuristic as H
-    from optpart.solvers.heuristic import peak as P
-    B = importlib.import_module("optpart.solvers.heuristic.baseline_candidates")
+def test_the_baselines_are_candidates_where_the_budget_pays_and_the_answer_no_slower(monkeypatch, model):
+    # on training steps of 2*10^4 operators the seed method alone beat every other construction
+    # by a fifth: the baselines are candidates as far as the work budget pays (4*10^5 nodes +
+    # edges at effort 1), and the answer is no slower than any of them
     from optpart import generators as gen
+    from optpart.solvers.heuristic import pipeline
 
-    monkeypatch.setattr(H, "_VARIANT_WORK", 1)
-    monkeypatch.setattr(P, "_ORDER_WORK", 1)
-    offered = []
-    real = B.baseline_candidates
-
-    def spy(problem, memory_model, seed=0):
-        out = real(problem, memory_model, seed)
-        offered.extend(name for name, _, _ in out)
-        return out
-    monkeypatch.setattr(B, "baseline_candidates", spy)
-    monkeypatch.setattr(H, "baseline_candidates", spy)
     p = gen.training_graph(30, width=2, ccr=0.1, k=2, memory_slack=1.1, seed=7)
-    assert B.pays_for_baselines(1.0, p.n_nodes + p.n_edges)
-    h = optpart.solve(p, "heuristic", memory_model=model)
-    assert "pardnn" in offered and "topo" in offered, offered
+    h = optpart.solve(p, "heuristic", memory_model=model, gap=0)
+    assert {"topo", "pardnn"} <= set(h.stats["stages"]), h.stats["stages"]
     for base in KEPT:
         b = optpart.solve(p, base, memory_model=model)
         if b.status.has_solution:
             assert h.makespan <= b.makespan * (1 + 1e-9), (base, h.makespan, b.makespan)
-
-
-def test_the_baselines_budget_grows_with_effort_and_is_nothing_at_effort_zero():
-    from optpart.solvers.heuristic.baseline_candidates import pays_for_baselines
-
-    assert pays_for_baselines(1.0, 50_003)          # the 2*10^4-operator training steps
-    assert not pays_for_baselines(0.0, 10)          # effort 0: constructions only
-    assert not pays_for_baselines(1.0, 3_000_000)   # 10^6 operators: beyond the default budget
-    assert pays_for_baselines(40.0, 3_000_000)      # ... which effort buys
+    # the budget: nothing at effort 0, up to 4*10^5 nodes + edges at effort 1, more with effort
+    monkeypatch.setattr(pipeline, "BASELINE_COST", (1.0 * pipeline.BASELINE_WORK) / (p.n_nodes + p.n_edges) * 1.01)
+    past = optpart.solve(p, "heuristic", memory_model=model, gap=0)
+    assert not {"topo", "metis", "pardnn"} & set(past.stats["stages"]), past.stats["stages"]
+    assert "topo" in optpart.solve(p, "heuristic", memory_model=model, gap=0, effort=2.0).stats["stages"]
+    assert "topo" not in optpart.solve(p, "heuristic", memory_model=model, effort=0).stats["stages"]

@@ -16,11 +16,10 @@ from hypothesis import strategies as st
 
 import optpart
 from optpart.generators import planted_dag
-from optpart.model.paths import upward_rank
-from optpart.schedule import Graph, NoRoom, StaticPolicy, TimeUp, etf_schedule
+from optpart.model.paths import priority_order, upward_rank
+from optpart.schedule import Graph, NoRoom, StaticPolicy, TimeUp, eft_schedule, etf_schedule
 from optpart.schedule.forked import Forked, cpus_available
-from optpart.solvers.heuristic import baseline_constructions
-from optpart.solvers.heuristic.eft import eft_schedule, heft_order
+from optpart.solvers.heuristic import pipeline
 
 from strategies import examples, problems, zero_time_problems
 
@@ -28,7 +27,7 @@ CAN_FORK = sys.platform.startswith("linux") and cpus_available() >= 2
 
 
 def _problem(n=600, seed=3, **kw):
-    return planted_dag(n, 4, ccr=1.0, seed=seed, chains=False, window=8, **kw)
+    return planted_dag(n, 4, ccr=1.0, seed=seed, window=8, **kw)
 
 
 def _etf(problem, g=None):
@@ -102,9 +101,8 @@ def test_the_compact_graph_reads_as_the_lists_and_schedules_alike():
     c = g.compact()
     for name in ("time", "in_ptr", "out_ptr", "pred", "succ", "in_link"):
         assert list(getattr(c, name)) == list(getattr(g, name)), name
-    cap = problem.device_memory.astype(float).tolist()
-    order = heft_order(g)
-    assert eft_schedule(c, cap, order) == eft_schedule(g, cap, order)
+    order = priority_order(problem, upward_rank(problem)).tolist()
+    assert eft_schedule(c, order, StaticPolicy(problem)) == eft_schedule(g, order, StaticPolicy(problem))
     want, got = _etf(problem, g), _etf(problem, c)
     assert (list(got.place), list(got.start)) == (want.place, want.start)
 
@@ -112,7 +110,7 @@ def test_the_compact_graph_reads_as_the_lists_and_schedules_alike():
 @pytest.mark.parametrize("chains", [False, True])
 def test_the_heuristic_with_two_processes_gives_the_one_process_answer(monkeypatch, chains):
     # the fork size lowered so that a small graph takes the two-process path
-    monkeypatch.setattr(baseline_constructions, "FORK_SIZE", 0)
+    monkeypatch.setattr(pipeline, "FORK_SIZE", 0)
     problem = planted_dag(3000, 4, ccr=5.0, seed=11, chains=chains, window=8)
     one = optpart.solve(problem, "heuristic", memory_model="static", workers=1)
     two = optpart.solve(problem, "heuristic", memory_model="static", workers=2)
@@ -133,7 +131,7 @@ def test_two_processes_give_one_process_answer_on_random_problems(problem):
     # every problem takes the two-process path (fork size 0): pins, groups, per-pair links (the
     # general m-ETF engine in the child), tight memory (m-ETF finds no room there), zero times
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(baseline_constructions, "FORK_SIZE", 0)
+        mp.setattr(pipeline, "FORK_SIZE", 0)
         one = optpart.solve(problem, "heuristic", memory_model="static", workers=1)
         two = optpart.solve(problem, "heuristic", memory_model="static", workers=2)
     assert two.status == one.status

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..._docstrings import fill_doc
 from ...model.paths import bottom_levels_csr, top_levels_csr
-from .schedule import Graph
+from ...schedule import Graph
 
 __all__ = ["linear_clusters", "clustered_levels"]
 
@@ -117,7 +117,7 @@ def linear_clusters(g: Graph, k: int | None = None) -> tuple[list[list[int]], in
     if n == 0:
         return [], 0
     topo = g.topo.tolist()
-    rank = g.rank.tolist()
+    rank = g.canon
     visited = [False] * n
     paths: list[list[int]] = []
     bottom = bottom_levels_csr(topo, g.out_ptr, g.succ, g.mean_time, g.out_comm_mean)

@@ -1,5 +1,6 @@
-"""The packing search of the heuristic (optpart.solvers.heuristic.packing) and the heuristic
-on tight memory: when a placement exists, the heuristic finds one.
+"""Memory units and the placements built from them (optpart.schedule.units): the greedy fill
+keeps pins and groups, the projection keeps constraints, the packing search finds what both
+greedy fills miss; and the heuristic on tight memory: when a placement exists, it finds one.
 
 Ground truth comes from CP-SAT's proofs (deterministic budgets) and brute force."""
 
@@ -15,11 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import optpart
-from optpart import Device, Status
+from optpart import Constraints, Device, Problem, Status
 from optpart.generators import training_graph
 from optpart.model.memory import fits, static_memory
-from optpart.solvers.heuristic.memory import greedy_fill, memory_units
-from optpart.solvers.heuristic.packing import pack_units
+from optpart.schedule.units import greedy_fill, memory_units, pack_units, project_constraints
 
 
 def _bins(sizes, caps, pins=None):
@@ -29,6 +29,26 @@ def _bins(sizes, caps, pins=None):
                                        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0),
                                        devices=[Device(f"d{j}", float(c)) for j, c in enumerate(caps)],
                                        constraints=constraints, name="bins")
+
+
+def test_greedy_fill_keeps_pins_and_groups():
+    p = Problem.build(nodes=[{"id": f"n{i}", "time": 1.0, "memory": m} for i, m in enumerate([4, 3, 3, 2, 2])],
+                      devices=[Device("a", 8), Device("b", 8)],
+                      constraints={"pin": {"n4": "b"}, "colocate": [["n1", "n2"]]})
+    place = greedy_fill(p, None, p.device_memory.tolist())
+    assert place is not None
+    assert place[4] == 1 and place[1] == place[2]
+    assert np.bincount(place, weights=p.memory, minlength=2).max() <= 8
+    assert greedy_fill(p, None, [7.0, 7.0]) is None  # 14 bytes in 7 + 7 does not pack
+    # a preference is kept where it fits: the group (6 bytes, first after the pin) stays on b, the rest go to a
+    assert greedy_fill(p, [1, 1, 1, 1, 1], p.device_memory.tolist()) == [0, 1, 1, 0, 1]
+
+
+def test_project_constraints_moves_group_together(diamond):
+    p = diamond.with_devices(diamond.devices, constraints=Constraints(pin={"a": "gpu1"}, colocate=(("b", "c"),)))
+    place = project_constraints(p, [0, 0, 1, 0])
+    assert place[0] == 1 and place[1] == place[2]
+    assert project_constraints(diamond, [0, 1, 1, 0]) == [0, 1, 1, 0]   # nothing to keep: unchanged
 
 
 def test_packs_what_both_greedy_fills_miss():

@@ -1,33 +1,16 @@
 """Phase 4 of the seed method, the *memory step*, under the static and the peak model.
 
-ParDNN (Qararyah et al., Parallel Computing 2021, section 4.4) moves nodes off a device
-that overflows. The authors' two codes do it differently:
-
-* the C++ port (``Graph::handle_memory``) only balances *variables*: largest first, from
-  the device with the largest memory share to the one with the smallest, until every
-  share is at most the mean. It never reads a capacity;
-* the Python research code (``v5_pardnn.py``, ``memory_handling``) works on the
-  simulated schedule: per device and level the bytes in use (variables all step,
-  activations until their last consumer, residuals forwarded to the backward pass);
-  at each overflowing level of the overflowing device it moves the candidate of best
-  *memory freed per communication added* (a variable with its colocated ops ranks by
-  memory over its communication inside the device, an op by the memory of the inputs
-  it alone keeps alive) to the device of least peak memory, if it fits there; then it
-  simulates again, until no device overflows.
-
-We follow the research code, which honours capacities. :func:`static_memory_step` is its
-rule on a flat timeline (static model: a node's memory is held all step).
-:func:`peak_memory_step` is its rule on the liveness timeline of docs/model.md section
-3 (:func:`optpart.model.memory.memory_timeline`): at the peak instant ``t`` of the most
-overflowing device ``d``, every unit (colocation group or node) is credited the bytes on
-``d`` at ``t`` that leave with it (its parameters, its temporaries if it runs at ``t``, a
-tensor it produces when no other unit on ``d`` still reads it after ``t``, and a tensor or
-received copy that it alone still reads after ``t``), under the schedule at hand; units
-move, best bytes per communication first, to the device of most room whose liveness
-timeline still fits with the unit's intervals added, until the excess at ``t`` is
-covered; then the placement is rescheduled and checked again with
-:func:`optpart.model.memory.peak_memory`. A unit never returns to a device it left, so the
-step ends; it answers None when no unit can move.
+ParDNN (Qararyah et al., Parallel Computing 2021, section 4.4) moves nodes off a device that
+overflows. We follow the authors' Python research code (``memory_handling``), which honours
+capacities: on the simulated schedule, units (colocation groups or nodes) leave the overflowing
+device best *bytes freed per communication added* first, to a device where they fit, and the
+schedule is simulated again. :func:`static_memory_step` applies it on a flat timeline (a node's
+static memory is held all step); :func:`peak_memory_step` on the liveness timeline of
+docs/model.md section 3, at the peak instant of the most overflowing device, crediting each unit
+the bytes that leave with it there (parameters, running temporaries, tensors and copies only it
+keeps alive). A unit never returns to a device it left, so the step ends; it answers None when
+no unit can move. The C++ port's variable balancing (:func:`balance_variables`) gives a second
+start. The paper, the two codes and this port compared: docs/heuristic.md, "The seed method".
 """
 
 from __future__ import annotations
@@ -39,12 +22,35 @@ from typing import Sequence
 import numpy as np
 
 from ..._docstrings import fill_doc
-from ...model.memory import fits, memory_timeline, peak_memory
+from ...model.memory import fits, memory_timeline, output_ends, peak_memory
 from ...model.problem import Problem
-from .schedule import Graph, schedule_placement
-from .interval_sums import OverlapSums
+from ...schedule import Graph, schedule_placement
+from .mapping import _Fenwick
 
-__all__ = ["static_memory_step", "peak_memory_step"]
+__all__ = ["static_memory_step", "peak_memory_step", "balance_variables"]
+
+
+class _Overlaps:
+    """Intervals added one by one and their total overlap with a query interval, O(log n) each:
+    ``F(x) = sum_{a_i <= x} (x - a_i) - sum_{z_i <= x} (x - z_i)`` from counts and sums of the ends
+    at or below ``x``, in Fenwick trees over ``coords`` (every value an end or a query may take;
+    summing interval by interval made the step quadratic in its moves)."""
+
+    def __init__(self, coords: list[float]) -> None:
+        self.coords, self.empty = coords, True
+        self.cnt, self.sum = _Fenwick(np.zeros(len(coords))), _Fenwick(np.zeros(len(coords)))
+
+    def add(self, a: float, z: float) -> None:
+        i, j = bisect_left(self.coords, a), bisect_left(self.coords, z)
+        self.cnt.add(i, 1.0), self.sum.add(i, -a), self.cnt.add(j, -1.0), self.sum.add(j, z)
+        self.empty = False
+
+    def _below(self, x: float) -> float:
+        i = bisect_left(self.coords, x)
+        return x * self.cnt.prefix(i) + self.sum.prefix(i)
+
+    def overlap(self, lo: float, hi: float) -> float:
+        return 0.0 if self.empty else self._below(hi) - self._below(lo)
 
 
 class _Units:
@@ -113,8 +119,8 @@ class _Busy:
             o = on[np.argsort(s[on], kind="stable")]
             b, e = s[o], f[o]   # as lists: scalar reads and bisect are ~10x numpy's per call
             self.lines.append((b.tolist(), e.tolist(), np.concatenate([[0.0], np.cumsum(e - b)]).tolist()))
-        first = OverlapSums(np.concatenate([s, f]))  # the slots moved onto each device, one coordinate list
-        self.extra = [first] + [OverlapSums.empty_like(first) for _ in range(g.k - 1)]
+        coords = np.unique(np.concatenate([s, f])).tolist()  # the slots moved onto each device
+        self.extra = [_Overlaps(coords) for _ in range(g.k)]
 
     def _busy(self, d: int, lo: float, hi: float) -> float:
         """Busy time of device ``d`` within ``[lo, hi]``."""
@@ -216,7 +222,7 @@ def static_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, 
     place : sequence of int
         Device of every node (constraints projected).
     units : tuple
-        :func:`.memory.memory_units` of the problem.
+        :func:`optpart.schedule.units.memory_units` of the problem.
     capacity : sequence of float
         Bytes each device may hold.
     target : {"comm", "room"}
@@ -292,32 +298,23 @@ class _Live:
                  cost: np.ndarray) -> None:
         self.pl, self.start, self.finish = pl, start, finish
         src, dst = problem.edge_src, problem.edge_dst
-        n = problem.n_nodes
         self.comm = problem.transfer_times(pl)
         self.local = pl[src] == pl[dst]
-        makespan = float(finish.max()) if n else 0.0
-        end = np.full(n, -np.inf)
-        np.maximum.at(end, src[self.local], finish[dst[self.local]])
-        rem = ~self.local
-        np.maximum.at(end, src[rem], finish[src[rem]] + self.comm[rem])
+        end = output_ends(problem, pl, finish, self.comm)
         self.has_out = np.isfinite(end)
-        self.end = np.where(self.has_out, end, makespan)
-        self.out_cost = np.zeros(n)
+        self.end = np.where(self.has_out, end, float(finish.max()) if finish.size else 0.0)
+        self.out_cost = np.zeros(problem.n_nodes)
         np.maximum.at(self.out_cost, src, cost)
 
 
 class _Keepers:
-    """Who keeps which bytes on device ``d`` at instant ``t`` (peak model, schedule fixed).
-
-    A *tensor* here is anything holding bytes on ``d`` at ``t``: a node's parameters or
-    running temporaries (kept by its unit), an output produced on ``d`` (kept by every
-    unit on ``d`` that reads it after ``t``, and by its producer's unit while a transfer
-    out is in flight, it has no reader, or a transfer to a new device would land after
-    ``t``), a copy received on ``d`` (kept by its readers there after ``t``). A tensor
-    leaves ``d`` once all its keepers have left. Each keeper is credited an equal share
-    of the tensor (the research code's "memory potential", split among the units that
-    must all move), and the share of the others grows as keepers leave.
-    """
+    """Who keeps which bytes on device ``d`` at instant ``t`` (peak model, schedule fixed): a
+    node's parameters or running temporaries (its unit), an output produced on ``d`` (every unit
+    on ``d`` reading it after ``t``, and its producer's while a transfer out is in flight, it has
+    no reader, or a transfer to a new device would land after ``t``), a copy received on ``d``
+    (its readers there after ``t``). A tensor leaves once all its keepers have; each is credited
+    an equal share (the research code's "memory potential"), the others' shares growing as
+    keepers leave."""
 
     def __init__(self, problem: Problem, un: _Units, lv: _Live, d: int, t: float) -> None:
         pl, s, f = lv.pl, lv.start, lv.finish
@@ -436,7 +433,7 @@ def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, ro
     Returns
     -------
     (place, start, finish, makespan) or None
-        A placement and its schedule (:func:`.schedule.schedule_placement`, no
+        A placement and its schedule (:func:`optpart.schedule.insertion.schedule_placement`, no
         justification) whose liveness peak fits every device, checked with
         :func:`optpart.model.memory.peak_memory`; None when the step gets stuck.
     """
@@ -482,3 +479,68 @@ def peak_memory_step(problem: Problem, g: Graph, place: Sequence[int], units, ro
         if not keep.gone.any():
             return None
     return None
+
+
+# ---------------------------------------------------------------- the C++ port's balancing
+
+def balance_variables(problem: Problem, place: Sequence[int], units) -> list[int]:
+    """The C++ port's memory step (``Graph::handle_memory``), which reads no capacity: devices rated
+    ``r(d) = k (I(d) / I + V(d) / V) / 2`` (``I``: output and temporary bytes, ``V``: parameter
+    bytes, ``I(d)``, ``V(d)`` the device's share) in increasing ``r``, each below the mean filled
+    with the largest parameter-holding units of the most loaded device until it reaches the mean
+    or that device drops to it. A group moves whole, only where all its members may run; pinned
+    units stay.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    place : sequence of int
+        Device of every node (constraints projected).
+    units : tuple
+        :func:`optpart.schedule.units.memory_units` of the problem.
+
+    Returns
+    -------
+    list of int
+        The balanced placement (a new list); ``place`` unchanged when no node has
+        parameters.
+    """
+    unit_of, members, _ = units
+    k = problem.n_devices
+    pl = np.asarray(place, dtype=np.int64).copy()
+    par = problem.param_bytes.astype(np.float64)
+    inter = (problem.output_bytes + problem.temp_bytes).astype(np.float64)
+    v_tot, i_tot = float(par.sum()), float(inter.sum())
+    if v_tot <= 0 or k < 2:
+        return pl.tolist()
+    var = np.bincount(pl, weights=par, minlength=k) / v_tot
+    imm = np.bincount(pl, weights=inter, minlength=k) / i_tot if i_tot > 0 else np.full(k, 1.0 / k)
+    ratio = k * (imm + var) / 2.0
+    uvar = np.asarray([float(par[m].sum()) for m in members])
+    first = np.asarray([m[0] for m in members], dtype=np.int64)
+    movable = problem.pin[first] < 0
+    ok = np.asarray([problem.allowed[m].all(axis=0) for m in members])
+    # each device's variable units, largest first (ties: lower unit index)
+    stacks = {d: [] for d in range(k)}
+    for u in np.lexsort((np.arange(len(members)), -uvar)).tolist():
+        if uvar[u] > 0 and movable[u]:
+            stacks[int(pl[first[u]])].append(u)
+    order = sorted(range(k), key=lambda d: (ratio[d], d))
+    most = k - 1
+    for i in range(k - 1):
+        d = order[i]
+        while most > i and ratio[d] < 1.0 and ratio[d] < ratio[order[most]]:
+            src = order[most]
+            stack = stacks[src]
+            j = next((j for j, u in enumerate(stack) if ok[u, d]), -1)
+            if j < 0:
+                break                             # nothing on src may run on d
+            u = stack.pop(j)
+            pl[members[u]] = d
+            share = uvar[u] / v_tot
+            ratio[d] += k * share / 2.0
+            ratio[src] -= k * share / 2.0
+            while most > i and (ratio[order[most]] <= 1.0 or not stacks[order[most]]):
+                most -= 1
+    return pl.tolist()

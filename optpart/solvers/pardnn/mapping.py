@@ -47,8 +47,8 @@ import math
 import numpy as np
 
 from ..._docstrings import fill_doc
-from .schedule import Graph
-from .seed_slicing import clustered_levels
+from ...schedule import Graph
+from .slicing import clustered_levels
 
 __all__ = ["map_clusters"]
 
@@ -302,13 +302,13 @@ def _sorted_primaries_sweep(st: _State) -> None:
 
 @fill_doc
 def map_clusters(g: Graph, paths: list[list[int]], n_primary: int) -> list[int]:
-    """Merge and map the clusters of :func:`~.seed_slicing.linear_clusters`; the primary of every node.
+    """Merge and map the clusters of :func:`~.slicing.linear_clusters`; the primary of every node.
 
     Parameters
     ----------
     %(g)s
     paths, n_primary
-        The output of :func:`~.seed_slicing.linear_clusters`.
+        The output of :func:`~.slicing.linear_clusters`.
 
     Returns
     -------

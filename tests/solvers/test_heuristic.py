@@ -1,4 +1,7 @@
-"""The ``heuristic`` (ParDNN-style) solver: phases on hand cases, memory, guarantee, determinism."""
+"""The ``heuristic`` solver: its pipeline, memory under both models, the guarantee, determinism.
+
+Budgets are work counts (``effort``), never wall time.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +11,22 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import optpart
 from optpart import Constraints, Device, Links, Problem, Status
 from optpart.errors import SolverError
-from optpart.generators import (chain, fork_join, large_training_graph, layered_dag, planted_dag,
-                                training_graph, uniform_devices)
-from optpart.solvers.heuristic import pardnn_placement
-from optpart.solvers.heuristic.eft import eft_schedule
-from optpart.solvers.heuristic.improve import local_search
-from optpart.solvers.heuristic.mapping import map_clusters
-from optpart.solvers.heuristic.memory import greedy_fill, memory_units, project_constraints, repair_memory
-from optpart.solvers.heuristic.refine import refine
-from optpart.solvers.heuristic.schedule import Graph, critical_chain, justify, list_schedule, schedule_placement
-from optpart.solvers.heuristic.slicing import levels, slice_paths
+from optpart.generators import chain, fork_join, large_training_graph, layered_dag, planted_dag, training_graph, \
+    uniform_devices
+from optpart.generators.planted import EDGE_RULES
+from optpart.model.paths import priority_order, upward_rank
+from optpart.schedule import Beaten, Graph, StaticPolicy, eft_schedule, etf_schedule, insertion_times
+from optpart.schedule.units import memory_units
+from optpart.solvers.heuristic.pipeline import CONSTRUCTIONS
 
 from conftest import shared_data
+from strategies import examples
 
 
 def solve_checked(problem: Problem, **options) -> optpart.Result:
@@ -32,124 +35,52 @@ def solve_checked(problem: Problem, **options) -> optpart.Result:
     return result
 
 
-# ---------------------------------------------------------------- phases on hand cases
+# ---------------------------------------------------------------- the pipeline
 
-def test_slicing_takes_heaviest_path_first(diamond):
-    g = Graph(diamond)
-    top, bottom = levels(g)
-    # a(1) -> c(3) -> d(1) is heavier than a -> b(2) -> d; transfers 1.5 each
-    assert bottom[0] == pytest.approx(1 + 1.5 + 3 + 1.5 + 1)
-    assert top[3] == pytest.approx(1 + 1.5 + 3 + 1.5)
-    cluster, paths = slice_paths(g, bottom)
-    assert paths[0] == [0, 2, 3]
-    assert paths[1] == [1]
-    assert cluster == [0, 1, 0, 0]
+def test_the_constructions_run_in_their_order_and_report_what_they_cost_and_made():
+    assert [name for name, _ in CONSTRUCTIONS][:2] == ["heft", "etf"]
+    assert all(build.__doc__ for _, build in CONSTRUCTIONS)   # each says when it wins
+    p = layered_dag(60, ccr=1.0, k=3, memory_slack=1.2, seed=3)
+    r = solve_checked(p, memory_model="static", gap=0)
+    stages = r.stats["stages"]
+    order = [name for name, _ in CONSTRUCTIONS]
+    ran = [name for name in stages if name in order]
+    assert ran == sorted(ran, key=order.index)
+    assert {"heft", "etf"} <= set(stages)
+    assert set(r.stats["stage_seconds"]) == set(stages) and all(x >= 0 for x in r.stats["stage_seconds"].values())
+    heft = optpart.solve(p, "heft", memory_model="static")
+    etf = optpart.solve(p, "etf", memory_model="static")
+    assert stages["heft"] == pytest.approx(heft.makespan, rel=1e-12) or stages["heft"] < heft.makespan
+    assert r.makespan <= min(heft.makespan, etf.makespan, min(stages.values())) * (1 + 1e-12)
+    assert r.stats["construction"].split("+")[0] in stages
 
 
-def test_mapping_puts_independent_chains_apart():
-    # two independent chains of equal weight, no communication: one per device
-    p = Problem.from_arrays([f"n{i}" for i in range(6)], [1.0] * 6, [1.0] * 6, [0, 1, 3, 4], [1, 2, 4, 5],
-                            devices=uniform_devices(2))
+@pytest.mark.parametrize("engine", ["eft", "etf"])
+def test_a_construction_that_cannot_beat_the_bound_stops(engine):
+    p = planted_dag(2000, 4, ccr=5.0, edges="local", seed=2)
     g = Graph(p)
-    top, bottom = levels(g)
-    _, paths = slice_paths(g, bottom)
-    place = map_clusters(g, top, paths, p.allowed, p.memory.tolist(), p.device_memory.tolist())
-    assert place[0] == place[1] == place[2]
-    assert place[3] == place[4] == place[5]
-    assert place[0] != place[3]
 
+    def run(bound=None):
+        if engine == "eft":
+            return eft_schedule(g, priority_order(p, upward_rank(p)).tolist(), StaticPolicy(p), bound=bound)
+        return etf_schedule(g, upward_rank(p).tolist(), StaticPolicy(p), bound=bound)
 
-def test_mapping_merges_communication_bound_cluster():
-    # a heavy chain and a tiny side node exchanging a huge tensor: the side node joins the chain
-    p = Problem.from_arrays(["a", "b", "c", "s"], [5.0, 5.0, 5.0, 0.1], [1.0] * 4, [0, 1, 0, 3], [1, 2, 3, 2],
-                            [0.0, 0.0, 1e9, 1e9], devices=uniform_devices(2), links=Links(0.0, 1e9))
-    g = Graph(p)
-    top, bottom = levels(g)
-    _, paths = slice_paths(g, bottom)
-    place = map_clusters(g, top, paths, p.allowed, p.memory.tolist(), p.device_memory.tolist())
-    assert len(set(place)) == 1
-
-
-def test_refine_moves_a_node_to_its_chain_neighbour():
-    p = chain(3, time=1.0, nbytes=10.0).with_devices(2, links=Links(0.0, 1.0))
-    g = Graph(p)
-    units = memory_units(p)
-    place, used = refine(g, [0, 1, 0], p.allowed, *units, p.device_memory.tolist(), max_evals=10)
-    assert used >= 1
-    assert schedule_placement(g, place, 0)[2] == pytest.approx(3.0)
-
-
-def test_memory_repair_frees_the_full_device():
-    p = chain(4, memory=10.0).with_devices(2, memory=25.0)
-    g = Graph(p)
-    place = repair_memory(p, g, [0, 0, 0, 0], p.device_memory.tolist())
-    assert place is not None
-    assert np.bincount(place, weights=[10.0] * 4, minlength=2).max() <= 25.0
-    assert repair_memory(p, g, [0, 0, 0, 0], [25.0, 5.0]) is None  # no room anywhere
-
-
-def test_greedy_fill_keeps_pins_and_groups():
-    p = Problem.build(nodes=[{"id": f"n{i}", "time": 1.0, "memory": m} for i, m in enumerate([4, 3, 3, 2, 2])],
-                      devices=[Device("a", 8), Device("b", 8)],
-                      constraints={"pin": {"n4": "b"}, "colocate": [["n1", "n2"]]})
-    place = greedy_fill(p, None, p.device_memory.tolist())
-    assert place is not None
-    assert place[4] == 1 and place[1] == place[2]
-    assert np.bincount(place, weights=p.memory, minlength=2).max() <= 8
-    assert greedy_fill(p, None, [7.0, 7.0]) is None  # 14 bytes in 7 + 7 does not pack
-
-
-def test_project_constraints_moves_group_together(diamond):
-    p = diamond.with_devices(diamond.devices, constraints=Constraints(pin={"a": "gpu1"}, colocate=(("b", "c"),)))
-    g = Graph(p)
-    place = project_constraints(p, g, [0, 0, 1, 0])
-    assert place[0] == 1 and place[1] == place[2]
+    full = run()
+    assert run(full.makespan).makespan == full.makespan      # a tie is not beaten
+    with pytest.raises(Beaten):
+        run(full.makespan * (1 - 1e-6))
+    lower = optpart.lower_bound(p)
+    with pytest.raises(Beaten):
+        run(lower * 0.999)                                     # no schedule gets there
 
 
 def test_insertion_fills_an_idle_gap():
     # a(1) -> b(1) across devices with transfer 2: b waits; c(1) independent fits in the gap before b
-    p = Problem.from_arrays(["a", "b", "c"], [1.0, 1.0, 1.0], [1.0] * 3, [0], [1], [2.0],
+    p = Problem.from_arrays(["a", "b", "c"], [1.0, 1.0, 1.0], [0.0] * 3, [0], [1], [2.0],
                             devices=uniform_devices(2), links=Links(0.0, 1.0))
     g = Graph(p)
-    start, finish = list_schedule(g, [0, 1, 1], [0, 1, 2])
-    assert start == [0.0, 3.0, 0.0]
-    s2, f2, ms = justify(g, [0, 1, 1], start, finish)
-    assert ms <= max(finish)
-
-
-def test_critical_chain_follows_binding_edges():
-    p = chain(3, time=1.0, nbytes=1.0).with_devices(2, links=Links(0.0, 1.0))
-    g = Graph(p)
-    s, f = list_schedule(g, [0, 1, 1], [0, 1, 2])
-    assert critical_chain(g, [0, 1, 1], s, f) == [2, 1, 0]
-
-
-def test_eft_prefers_parallel_devices_for_fork_join():
-    p = fork_join(4, time=1.0).with_devices(4, links=Links(0.0, float("inf")))  # free links
-    g = Graph(p)
-    res = eft_schedule(g, p.device_memory.tolist())
-    assert res is not None
-    assert max(res[2]) == pytest.approx(3.0)
-
-
-def test_local_search_never_worsens():
-    p = layered_dag(30, ccr=1.0, k=3, memory_slack=1.3, seed=3)
-    g = Graph(p)
-    units = memory_units(p)
-    cap = p.device_memory.tolist()
-    start = greedy_fill(p, None, cap, units)
-    before = schedule_placement(g, start, 0)[2]
-    place, _ = local_search(g, start, p.allowed, *units, cap, max_evals=200)
-    assert schedule_placement(g, place, 0)[2] <= before + 1e-9
-    assert np.bincount(place, weights=p.memory, minlength=3).max() <= max(cap) * (1 + 1e-9)
-
-
-def test_pardnn_phases_alone_fit_memory():
-    p = training_graph(8, k=3, memory_slack=1.05, seed=2)
-    place = pardnn_placement(p, Graph(p), p.device_memory.tolist())
-    assert place is not None
-    r = optpart.evaluate(p, np.asarray(place))
-    assert optpart.violations(p, r) == []
+    s, f = insertion_times(g, [0, 1, 1], [0, 1, 2])
+    assert s == [0.0, 3.0, 0.0] and f == [1.0, 4.0, 1.0]
 
 
 # ---------------------------------------------------------------- whole solver
@@ -278,15 +209,24 @@ def test_stg_instances_are_valid_and_not_below_optimum():
 
 
 _DETERMINISM_SCRIPT = """
+import json
 import optpart
 from optpart.formats.optpart_json import result_to_json
+
+
+def untimed(x):
+    # the stages' and the search's wall seconds are the only numbers a run may change
+    if isinstance(x, dict):
+        return {k: untimed(v) for k, v in x.items() if not k.endswith("seconds")}
+    return [untimed(v) for v in x] if isinstance(x, list) else x
+
 from optpart.generators import training_graph, layered_dag, planted_dag
 # peak (the search with the liveness check), static (restarts, the other baselines), and a
-# memory-tight static graph on which the search reassigns devices' contents (issue 23)
+# memory-tight static graph on which the search reassigns devices' contents
 for p in (training_graph(12, k=3, memory_slack=1.05, seed=1), layered_dag(80, ccr=2.0, k=4, memory_slack=1.1, seed=2),
           planted_dag(200, 8, ccr=5.0, seed=1, chains=True)):
     r = optpart.solve(p, "heuristic")
-    print(result_to_json(r, p, include_wall_time=False))
+    print(json.dumps(untimed(json.loads(result_to_json(r, p, include_wall_time=False))), sort_keys=True))
 """
 
 
@@ -299,3 +239,34 @@ def test_same_output_across_hash_seeds():
         outs.append(proc.stdout)
     assert outs[0] == outs[1]
     assert '"status": "feasible"' in outs[0] or '"status": "optimal"' in outs[0]
+
+
+# ---------------------------------------------------------------- on the benchmark set
+
+#: The gap to the planted optimum the heuristic stays within on planted graphs of up to 40 nodes,
+#: but under peak with tight memory (docs/heuristic.md, "Guarantees").
+SMALL_GAP = 0.10
+
+
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(2, 40), k=st.integers(1, 4), ccr=st.sampled_from([0.0, 0.1, 1.0, 5.0]),
+       rule=st.sampled_from(EDGE_RULES), model=st.sampled_from(["static", "peak"]),
+       slack=st.sampled_from([None, 0.05, 0.5]), seed=st.integers(0, 2**16))
+def test_on_small_planted_graphs_within_the_documented_gap_and_never_worse_than_heft_or_etf(
+        n, k, ccr, rule, model, slack, seed):
+    p = planted_dag(max(n, k), k, ccr=ccr, edges=rule, memory_model=model, memory_slack=slack, seed=seed)
+    r = optpart.solve(p, "heuristic", memory_model=model)
+    opt = p.meta["optimum"]
+    if model == "peak" and slack == 0.05:   # tight liveness: a valid answer or an honest unknown, no gap claim
+        assert r.status.has_solution or r.status is optpart.Status.UNKNOWN
+        if r.status.has_solution:
+            optpart.check(p, r)
+            assert r.makespan >= opt * (1 - 1e-9)
+        return
+    optpart.check(p, r)
+    assert r.status.has_solution, r.message   # the planted placement fits: one exists
+    assert opt * (1 - 1e-9) <= r.makespan <= opt * (1 + SMALL_GAP), (r.makespan / opt - 1, r.stats["stages"])
+    for base in ("heft", "etf"):
+        b = optpart.solve(p, base, memory_model=model)
+        if b.status.has_solution:
+            assert r.makespan <= b.makespan * (1 + 1e-12), (base, r.makespan, b.makespan)
