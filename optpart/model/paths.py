@@ -103,7 +103,7 @@ def top_levels_csr(topo: Sequence[int], out_ptr: Sequence[int], succ: Sequence[i
         ``top(v)``: the longest path from a source to the start of ``v`` (``v`` excluded).
     """
     top = [0] * len(node_weight)
-    if out_weight is None:  # free edges (the critical-path bound): successors read as a slice, 1.5x faster
+    if out_weight is None:  # free edges (the critical-path bound): successors read as a slice
         for v in topo:
             tv = top[v] + node_weight[v]
             for w in succ[out_ptr[v]:out_ptr[v + 1]]:
