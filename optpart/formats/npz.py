@@ -209,7 +209,7 @@ def read_npz(path: str | Path) -> Problem:
     FormatError
         Naming a missing, unknown or malformed member, or an edited topological order.
     """
-    from .optpart_json import _constraints_from_dict, _links_from_dict, _devices_from_list
+    from ..model.records import read_constraints, read_devices, read_links
 
     path = Path(path)
     if not path.exists():
@@ -253,9 +253,9 @@ def read_npz(path: str | Path) -> Problem:
         node_meta = parse_json(_column(path, arrays, "node_meta", None).tobytes(), f"{path} (member 'node_meta')")
         if not isinstance(node_meta, list) or len(node_meta) != n or set(map(type, node_meta)) - {dict}:
             raise FormatError(f"{path}: member 'node_meta' must be a JSON list of {n} objects")
-    devices = _devices_from_list(header["devices"]) if "devices" in header else None
-    links = _links_from_dict(header["links"]) if "links" in header else None
-    cons = _constraints_from_dict({k: header[k] for k in ("pin", "forbid") if k in header})
+    devices = read_devices(header["devices"]) if "devices" in header else None
+    links = read_links(header["links"]) if "links" in header else None
+    cons = read_constraints({k: header[k] for k in ("pin", "forbid") if k in header})
     constraints = Constraints(pin=cons.pin, colocate=colocate, forbid=cons.forbid)
     name = header.get("name", path.name[:-4])
     meta = header.get("meta", {})
