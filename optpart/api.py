@@ -15,10 +15,6 @@ from .pipeline.schedules import ORDER_NAMES
 from .result import Result
 from .solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solve as solve_placement
 
-#: Solvers that only exist for the pipelined step: the named schedules and one micro-batch at a
-#: time (:data:`optpart.pipeline.schedules.ORDER_NAMES`).
-PIPELINE_ORDERS = ORDER_NAMES
-
 
 def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str = DEFAULT_MEMORY_MODEL,
           time_limit: float | None = None, seed: int = 0, hint: Any = None, micro_batches: int | None = None,
@@ -31,7 +27,7 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
         The problem; it must have devices (see :meth:`Problem.with_devices`).
     solver : str
         A name from :func:`optpart.solver_names` (default ``heuristic``); for a pipelined step
-        ``heuristic``, ``cpsat`` or a named schedule of :data:`PIPELINE_ORDERS`.
+        ``heuristic``, ``cpsat`` or a named schedule of :data:`optpart.pipeline.schedules.ORDER_NAMES`.
     memory_model : {"peak", "static"}
         The memory model the placement must respect (docs/model.md section 3).
     time_limit : float, optional
@@ -58,7 +54,7 @@ def solve(problem: Problem, solver: str = DEFAULT_SOLVER, *, memory_model: str =
         from .pipeline import check_micro_batches
 
         micro_batches = check_micro_batches(None, problem)
-    if micro_batches not in (None, 1) or solver in PIPELINE_ORDERS:
+    if micro_batches not in (None, 1) or solver in ORDER_NAMES:
         micro_batches = 1 if micro_batches is None else micro_batches
         from .pipeline.solve import solve_pipelined  # the pipeline imports the evaluator and numpy
 

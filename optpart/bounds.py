@@ -8,14 +8,13 @@ valid schedule:
 * :func:`work_bound` lets the work flow like a fluid over all devices: total work
   over total speed.
 * :func:`largest_node_bound` the single longest node at its fastest allowed speed.
-* :func:`energetic_bound` the work that must run after a time ``h`` (or before ``M - t``),
+* :func:`window_energy` the work that must run after a time ``h`` (or before ``M - t``),
   given how early each node can start and how much must follow it (Fernandez and Bussell's
-  bound; :func:`window_energy` computes it from any valid heads and tails).
+  bound), from any valid heads and tails.
 
 :func:`lower_bound` is the maximum of the first three (every evaluation computes it, so it
-stays one longest-path pass). :func:`energetic_bound` needs tails as well and lifts little
-on its own; the exact solvers add it, with communication-aware heads and tails, to the
-bound they report (``optpart.solvers.exact.bounds``), with the bounds they prove.
+stays one longest-path pass). The exact solvers add the energetic bound, with
+communication-aware heads and tails, to the bound they report (``optpart.solvers.exact.bounds``).
 :func:`problem_lower_bound` is the same number, computed once per problem and kept
 in a cache owned by this module (a problem is immutable, so the cache never goes stale,
 and nothing is written into the problem).
@@ -32,7 +31,7 @@ from .model.paths import bottom_levels_csr, top_levels_csr
 from .model.problem import Problem
 from .model.constraints import best_allowed
 
-__all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "energetic_bound", "window_energy",
+__all__ = ["critical_path_bound", "work_bound", "largest_node_bound", "window_energy",
            "lower_bound", "all_bounds", "problem_lower_bound", "forget"]
 
 #: Thresholds per side of the two-sided windows of :func:`window_energy` (the one-sided ones
@@ -170,38 +169,6 @@ def window_energy(head, tail, dur, k: float) -> float:
             if w > 1e-12 * max(1.0, float(dur.sum())):
                 best = max(best, h + t + w / k)
     return best
-
-
-def energetic_bound(problem: Problem) -> float:
-    """:func:`window_energy` with communication-free heads and tails at the fastest speeds.
-
-    Parameters
-    ----------
-    problem : Problem
-        Its DAG, times, speeds and allowed devices.
-
-    Returns
-    -------
-    float
-        Seconds; at least the work bound's ``total / k`` for identical devices, never above
-        any schedule's makespan (0 without nodes).
-    """
-    if problem.n_nodes == 0:
-        return 0.0
-    dur = _fastest_durations(problem)
-    if not problem.n_devices:
-        k = 1.0
-    elif problem.has_constraints:  # time per device: a node never runs less than its fastest allowed time
-        k = float(problem.n_devices)
-    else:  # work per device: speed x time, every node may use the fastest device
-        k = float(problem.device_speed.sum() / problem.device_speed.max())
-    topo = problem.topo.tolist()
-    out_ptr = problem.out_ptr.tolist()
-    succ = problem.edge_dst[problem.out_edges].tolist()
-    d = dur.tolist()
-    head = np.asarray(top_levels_csr(topo, out_ptr, succ, d), dtype=np.float64)
-    bottom = np.asarray(bottom_levels_csr(topo, out_ptr, succ, d, [0.0] * len(succ)), dtype=np.float64)
-    return window_energy(head, bottom - dur, dur, k)
 
 
 @fill_doc

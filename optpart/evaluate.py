@@ -284,8 +284,7 @@ def time_tolerance(scale: float) -> float:
 def _split_groups(problem: Problem, p: np.ndarray) -> np.ndarray:
     """Indices (ascending) of the colocation groups whose members sit on more than one device.
 
-    One pass over ``group_of`` with ufunc reductions instead of a ``np.unique`` per group
-    (10^5 groups of a big graph took most of the check's time)."""
+    One pass over ``group_of`` with ufunc reductions, not a ``np.unique`` per group."""
     if not problem.groups:
         return np.zeros(0, dtype=np.int64)
     g = problem.group_of

@@ -141,10 +141,6 @@ LINK_TYPES: dict[str, LinkType] = {k.name: k for k in (
              "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"),
 )}
 
-#: The profile a cost model without a name has when its figures are the defaults.
-DEFAULT_PROFILE = "V100 fp32"
-
-
 def _key(name: str) -> str:
     return re.sub(r"[\s_\-]", "", str(name)).lower()
 

@@ -15,10 +15,8 @@ nodes x devices            2^28 cells          ``OPTPART_MAX_CELLS``
 bench worker processes     256                 ``OPTPART_MAX_JOBS``
 =========================  ==================  ==========================================
 
-1024 devices make two ``k x k`` float64 link matrices of 8 MiB each, and the list
-schedulers keep them as nested Python lists for their hot loops (about 25 MB each at
-1024, 400 MB at 4096: measured 3.1 GB peak for a 3-node graph on 4096 devices). Solvers keep
-``n x k`` tables (the allowed-device mask, earliest finish times), 2 GiB at 2^28 float64 cells.
+The list schedulers keep the ``k x k`` link matrices as nested Python lists, and solvers keep
+``n x k`` tables (the allowed-device mask, earliest finish times): 2 GiB at 2^28 float64 cells.
 """
 
 from __future__ import annotations

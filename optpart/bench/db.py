@@ -1,13 +1,9 @@
 """The results database of a sweep: one SQLite file, one row per run.
 
-Why SQLite: it is in the standard library, a single file is easy to move around,
-and with write-ahead logging (WAL) a reader (``optpart report``, a notebook) can
-look at the file while a sweep writes to it. A sweep that ends returns the file to a
-rollback journal when nothing else has it open (:func:`close`): no ``-wal``/``-shm``
-files are left beside it. Each finished run is committed on
-its own, so killing a sweep loses at most the runs in flight and never leaves a
-half-written row: SQLite commits are atomic (https://www.sqlite.org/atomiccommit.html,
-https://www.sqlite.org/wal.html).
+SQLite is in the standard library, and with write-ahead logging (WAL) a reader (``optpart
+report``, a notebook) can look at the file while a sweep writes to it; :func:`close` returns it
+to a rollback journal when nothing else has it open. Each finished run is committed on its own
+(atomically), so killing a sweep loses at most the runs in flight.
 
 Only the processes that run sweeps write; their workers return plain dictionaries
 and never touch the file. Several sweeps may share one file: each run is first

@@ -148,17 +148,14 @@ def summarize(rows: Sequence[Mapping[str, Any]],
     return out
 
 
-def per_instance(rows: Sequence[Mapping[str, Any]],
-                 reference: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+def per_instance(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One dictionary per run, sorted by problem, devices, memory scale and solver: the
     per-instance view of ``optpart report --by instance``.
 
     Parameters
     ----------
     rows : sequence of mapping
-        The runs to list.
-    reference : sequence of mapping, optional
-        Runs giving the best known makespan and bound per problem (default: ``rows``).
+        The runs to list (they give the best known makespan and bound per problem).
 
     Returns
     -------
@@ -166,7 +163,7 @@ def per_instance(rows: Sequence[Mapping[str, Any]],
         ``problem``, ``devices``, ``memory_scale``, ``solver``, ``status``, ``makespan_s``,
         ``rel`` (makespan over the best known), ``gap`` (to the best bound) and ``wall_s``.
     """
-    best = best_known(reference if reference is not None else rows)
+    best = best_known(rows)
     from .pipeline import run_label
 
     out = []

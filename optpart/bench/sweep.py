@@ -38,7 +38,8 @@ from ..formats import load, problem_to_json
 from ..model.devices import Device
 from ..model.devices import with_resolved_devices
 from ..model.problem import Problem
-from ..api import PIPELINE_ORDERS, solve
+from ..api import solve
+from ..pipeline.schedules import ORDER_NAMES
 from ..solvers.registry import SOLVERS, load_plugin_payload, plugin_payload, solver_info
 from . import db as _db
 from .executors import Executor, InlineExecutor, make_executor
@@ -154,7 +155,7 @@ def check_solvers(names: Sequence[str]) -> list[str]:
         raise SolverError("no solver given; installed: " + ", ".join(n for n in sorted(SOLVERS) if SOLVERS[n].installed))
     out: list[str] = []
     for name in names:
-        if name in PIPELINE_ORDERS:  # gpipe / 1f1b: pipelined orders of optpart.solve
+        if name in ORDER_NAMES:  # gpipe / 1f1b: pipelined orders of optpart.solve
             out += [name] if name not in out else []
             continue
         info = solver_info(name)  # unknown names raise here

@@ -406,9 +406,9 @@ def load_problem_for_result(args: argparse.Namespace, problem_path: str, result_
     if given or problem.n_devices == 0 or problem.links is None:
         problem = apply_device_arguments(problem, args)
         if given and not judge:  # evaluate's judge reports other devices as a false claim itself
-            _check_result_devices(problem, "the command line", result_path, flags=True)
+            _check_result_devices(problem, "the command line", result_path, doc, flags=True)
     else:
-        _check_result_devices(problem, problem_path, result_path)
+        _check_result_devices(problem, problem_path, result_path, doc)
     if not unrolled:
         return problem
     from .pipeline import pipelined_for_result  # a pipelined result is over the unrolled step
@@ -448,29 +448,12 @@ def _links_text(links) -> str:
     return f"{format_bandwidth(links.bandwidth)} + {format_time(links.latency)}{pairs}"
 
 
-def _check_result_devices(problem: Problem, problem_path: str, result_path: str, *, flags: bool = False) -> None:
-    """Refuse, in one line, a result file computed for other devices than the problem file's.
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem file's problem, with its own devices (or the devices the flags give).
-    problem_path, result_path : str
-        The two sources, named in the message.
-    flags : bool
-        The devices come from command-line flags: other device ids are refused, other
-        capacities or speeds taken with one note on stderr.
-
-    Raises
-    ------
-    OptpartError
-        When the result records devices (ids, capacities or speeds) that differ from the problem's
-        (with ``flags``: only other device ids).
-    """
-    from ..formats._io import parse_json, read_bytes
-
-    doc = parse_json(read_bytes(result_path), result_path)
-    recorded = doc.get("devices") if isinstance(doc, dict) else None
+def _check_result_devices(problem: Problem, problem_path: str, result_path: str, doc: dict, *,
+                          flags: bool = False) -> None:
+    """Refuse, in one line, a result document ``doc`` computed for other devices than ``problem``'s;
+    with ``flags`` (devices from the command line) only other device ids are refused, other
+    capacities or speeds are taken with one note on stderr."""
+    recorded = doc.get("devices")
     if not isinstance(recorded, list):
         return  # an older or hand-written result: judged against the problem's devices
     theirs = [(str(d.get("id")), float(d.get("memory", 0)), float(d.get("speed", 1.0)))

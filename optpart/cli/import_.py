@@ -133,14 +133,7 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
 
     The factory ``function()`` returns ``(module, example_inputs)``, ``(module,
     example_inputs, loss_fn)`` or a dict with keys ``module``, ``inputs`` and optionally
-    ``targets`` and ``loss_fn`` (see ``docs/import.md``). ``profile`` (PyTorch only):
-    ``{"device": ..., "repeats": ..., "threads": ...}`` to measure every operator's time
-    (:func:`optpart.torch.measured_problem`, ``docs/apply.md``) instead of estimating it.
-    ``check`` (PyTorch only, the CLI's ``--check/--no-check``): prove the traced step against
-    eager autograd and that no two operators touching one storage, at least one writing, are
-    unordered by the problem's edges; None proves real-tensor traces only (``docs/import.md``).
-    ``micro_batches`` (PyTorch only, the CLI's ``--micro-batches``): trace and profile one
-    micro-batch of ``M`` (:mod:`optpart.pipeline.micro`).
+    ``targets`` and ``loss_fn`` (see ``docs/import.md``).
 
     Parameters
     ----------
@@ -162,10 +155,12 @@ def import_model(spec: str, *, training: bool | None, cost_model: CostModel,
     search_path : sequence of str
         Directories appended to ``sys.path`` while the user's module loads.
     profile : dict, optional
-        PyTorch only: measure operator times instead of estimating them.
+        PyTorch only: ``{"device": ..., "repeats": ..., "threads": ...}`` to measure operator
+        times (:func:`optpart.torch.measured_problem`) instead of estimating them.
     check : bool or None
-        PyTorch only: the trace proof and the aliasing proof (True), neither (False), the
-        trace proof of real-tensor traces (None); recorded in ``problem.meta``.
+        PyTorch only (``--check/--no-check``): prove the traced step against eager autograd and
+        that no two operators touching one storage, one writing, are unordered (True), neither
+        (False), the trace proof of real-tensor traces (None); recorded in ``problem.meta``.
     micro_batches : int, optional
         PyTorch only: trace and profile one micro-batch of ``M`` (the batch split in ``M``
         equal parts, :mod:`optpart.pipeline.micro`).

@@ -8,7 +8,8 @@ import sys
 from ..errors import OptpartError
 from ..formats import load, result_to_json, save_result
 from ..progress import progress, set_quiet
-from ..api import PIPELINE_ORDERS, solve
+from ..api import solve
+from ..pipeline.schedules import ORDER_NAMES
 from ..solvers import Interrupted
 from ..solvers.registry import DEFAULT_MEMORY_MODEL, DEFAULT_SOLVER, solver_names
 from ..solvers.spec import MEMORY_MODELS
@@ -35,7 +36,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         options = dict(parse_option(o) for o in args.option or [])
         micro_batches = check_micro_batches(args.micro_batches, problem)
         if args.action_overhead is not None:
-            if micro_batches == 1 and args.solver not in PIPELINE_ORDERS:
+            if micro_batches == 1 and args.solver not in ORDER_NAMES:
                 raise OptpartError("--action-overhead is the pipeline runtime's cost per action: it needs "
                                    "--micro-batches M (M > 1)")
             options["action_overhead"] = check_time(args.action_overhead, "--action-overhead")

@@ -5,7 +5,7 @@ guarantees, whether it honours a time limit and uses a hint. ``optpart solvers N
 (or ``--verbose`` for all) adds its options with types, ranges and defaults, read
 from the solver's declared spec (:mod:`optpart.solvers.spec`).
 
-The pipeline orders (:data:`optpart.api.PIPELINE_ORDERS`: the named schedules of
+The pipeline orders (:data:`optpart.pipeline.schedules.ORDER_NAMES`: the named schedules of
 :mod:`optpart.pipeline.schedules` and ``sequential``) are not registered solvers but are accepted
 as ``--solver`` of a pipelined solve (docs/model.md section 7): they get rows of kind
 ``pipeline order`` and a note saying when they apply.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..api import PIPELINE_ORDERS
+from ..pipeline.schedules import ORDER_NAMES
 from ..pipeline.schedules import SUMMARY
 from ..solvers import load_plugins
 from ..solvers.registry import solver_info, solver_names, solver_spec
@@ -44,11 +44,11 @@ def _time_limit(info, spec, long: bool = False) -> str:
 def _cmd_solvers(args: argparse.Namespace) -> int:
     load_plugins()  # a broken module of $OPTPART_PLUGINS is reported here, in one line
     if args.names:
-        names = [n for n in args.names if n not in PIPELINE_ORDERS]
+        names = [n for n in args.names if n not in ORDER_NAMES]
         names = [solver_info(n).name for n in names]
-        orders = [n for n in args.names if n in PIPELINE_ORDERS]
+        orders = [n for n in args.names if n in ORDER_NAMES]
     else:
-        names, orders = solver_names(), list(PIPELINE_ORDERS)
+        names, orders = solver_names(), list(ORDER_NAMES)
     rows = []
     for name in names:
         info = solver_info(name)

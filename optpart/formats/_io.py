@@ -5,10 +5,8 @@ directory, a file or a gzip stream larger than :func:`optpart.limits.max_input_b
 once decompressed (checked while inflating, so a gzip bomb stops at the limit),
 and a truncated or corrupt gzip stream, each with one line naming the file.
 
-:func:`parse_json` uses ``orjson`` when it is installed (the ``fast`` extra; about
-five times faster than the standard library on big graphs, and strict: no
-``NaN``, nesting depth at most 1024) and falls back on :mod:`json` otherwise,
-with the same error messages.
+:func:`parse_json` uses ``orjson`` when it is installed (the ``fast`` extra; strict: no
+``NaN``, nesting depth at most 1024) and :mod:`json` otherwise, with the same error messages.
 """
 
 from __future__ import annotations

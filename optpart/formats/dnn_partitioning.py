@@ -27,19 +27,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from ..errors import FormatError
 from ..limits import check_devices
-from ._io import json_number as _num, parse_json, read_bytes, short as _short
+from ._io import json_number as _num, short as _short
 from ..model.constraints import Constraints
 from ..model.devices import Device, Links
 from ..model.problem import Problem
 
-__all__ = ["read_dnn_partitioning", "dnn_partitioning_from_dict", "looks_like_dnn_partitioning"]
+__all__ = ["dnn_partitioning_from_dict", "looks_like_dnn_partitioning"]
 
 _MS = 1e-3
 
@@ -164,23 +163,3 @@ def dnn_partitioning_from_dict(doc: Mapping[str, Any], name: str = "dnn") -> Pro
         devices=devices, links=Links(0.0, bandwidth), constraints=Constraints(colocate=colocate),
         node_meta=meta, name=name, meta={"source": "dnn-partitioning"},
     )
-
-
-def read_dnn_partitioning(path: str | Path) -> Problem:
-    """Read a dnn-partitioning JSON file (the operator graphs of the dnn-partitioning benchmark).
-
-    Parameters
-    ----------
-    path : str or pathlib.Path
-        The file (``.json`` or ``.json.gz``).
-
-    Returns
-    -------
-    Problem
-        Named after the file, with its devices.
-    """
-    path = Path(path)
-    doc = parse_json(read_bytes(path), path)
-    if not isinstance(doc, dict):
-        raise FormatError(f"{path}: expected a JSON object, got {type(doc).__name__}")
-    return dnn_partitioning_from_dict(doc, name=path.stem)

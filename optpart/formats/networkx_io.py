@@ -141,12 +141,12 @@ def from_networkx(
             devices = [d.id for d in devices]
     links = links if links is not None else gattr.get("links")
     constraints = constraints if constraints is not None else gattr.get("constraints")
-    from .optpart_json import _constraints_from_dict, _links_from_dict  # the JSON readers' validation
+    from ..model.records import read_constraints, read_links  # the JSON readers' validation
 
     if isinstance(links, Mapping):
-        links = _links_from_dict(dict(links))
+        links = read_links(dict(links))
     if isinstance(constraints, Mapping):
-        constraints = _constraints_from_dict(dict(constraints))
+        constraints = read_constraints(dict(constraints))
     has_devices = devices is not None or memory_capacity is not None or speed is not None
     p = Problem.from_arrays(
         ids, np.asarray(times, dtype=np.float64), mem, src, dst, np.asarray(nbytes, dtype=np.float64),

@@ -1,27 +1,8 @@
 """A columnar binary format for big problems: ``.npz``, numpy arrays in a zip file.
 
-JSON spends most of its reading time creating one Python dict per node and edge; this
-format stores each column as one numpy array (``numpy.lib.format``, read with
-``allow_pickle=False``, so a file can hold no code), and a 10^6-node graph loads in
-well under a second. Members (``docs/formats.md`` has the full table):
-
-=====================  ========  =====================================================
-member                 dtype     meaning
-=====================  ========  =====================================================
-``header``             uint8     UTF-8 JSON: format, version, name, devices, links,
-                                 pin/forbid constraints, meta (as in optpart JSON)
-``node_id_bytes``      uint8     node ids, UTF-8, concatenated
-``node_id_offsets``    int64     ``n + 1`` byte offsets into ``node_id_bytes``
-``time``, ``memory``   float64   per node
-``param_bytes`` ...    float64   optional split (``param_bytes``, ``output_bytes``, ``temp_bytes``)
-``edge_src/dst``       int64     per edge, node indices
-``edge_bytes``         float64   per edge
-``colocate_members``   int64     node indices of every colocation group, concatenated
-``colocate_offsets``   int64     ``groups + 1`` offsets into ``colocate_members``
-``node_meta``          uint8     optional UTF-8 JSON list of per-node metadata objects
-``topo``               int64     optional: the topological order (``Problem.topo``),
-                                 checked on reading, so it need not be computed again
-=====================  ========  =====================================================
+Each column is one numpy array (``numpy.lib.format``, read with ``allow_pickle=False``, so
+a file can hold no code) instead of one JSON object per node and edge; ``docs/formats.md``
+lists the members.
 
 The writer is deterministic (fixed member order and zip timestamps, no compression:
 the arrays are written and read at disk speed). Every member is checked (name, dtype,
@@ -228,7 +209,7 @@ def read_npz(path: str | Path) -> Problem:
     FormatError
         Naming a missing, unknown or malformed member, or an edited topological order.
     """
-    from .optpart_json import _constraints_from_dict, _links_from_dict, _devices_from_list
+    from ..model.records import read_constraints, read_devices, read_links
 
     path = Path(path)
     if not path.exists():
@@ -272,9 +253,9 @@ def read_npz(path: str | Path) -> Problem:
         node_meta = parse_json(_column(path, arrays, "node_meta", None).tobytes(), f"{path} (member 'node_meta')")
         if not isinstance(node_meta, list) or len(node_meta) != n or set(map(type, node_meta)) - {dict}:
             raise FormatError(f"{path}: member 'node_meta' must be a JSON list of {n} objects")
-    devices = _devices_from_list(header["devices"]) if "devices" in header else None
-    links = _links_from_dict(header["links"]) if "links" in header else None
-    cons = _constraints_from_dict({k: header[k] for k in ("pin", "forbid") if k in header})
+    devices = read_devices(header["devices"]) if "devices" in header else None
+    links = read_links(header["links"]) if "links" in header else None
+    cons = read_constraints({k: header[k] for k in ("pin", "forbid") if k in header})
     constraints = Constraints(pin=cons.pin, colocate=colocate, forbid=cons.forbid)
     name = header.get("name", path.name[:-4])
     meta = header.get("meta", {})

@@ -57,11 +57,6 @@ def _check_header(doc: Any, expected: str) -> None:
 #: The fields of an optpart-problem document.
 DOCUMENT_FIELDS = ("format", "version", "name", "nodes", "edges", "devices", "links", "constraints", "meta")
 
-# The record readers, under the names the other formats (npz, networkx) import.
-_devices_from_list = records.read_devices
-_links_from_dict = records.read_links
-_constraints_from_dict = records.read_constraints
-
 
 def problem_from_dict(doc: Mapping[str, Any], name: str | None = None) -> Problem:
     """Build a :class:`Problem` from a parsed optpart-problem document.
@@ -127,8 +122,8 @@ def problem_for_result(problem: Problem, doc: Mapping[str, Any]) -> Problem:
     """
     if problem.n_devices or not isinstance(doc, Mapping) or "devices" not in doc:
         return problem
-    devices = _devices_from_list(doc["devices"])
-    links = _links_from_dict(doc["links"]) if "links" in doc else problem.links
+    devices = records.read_devices(doc["devices"])
+    links = records.read_links(doc["links"]) if "links" in doc else problem.links
     return problem.with_devices(devices, links=links, constraints=problem.constraints)
 
 

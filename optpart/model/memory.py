@@ -108,9 +108,6 @@ def as_placement(problem: Problem, placement) -> np.ndarray:
     return arr
 
 
-_as_placement = as_placement
-
-
 def static_memory(problem: Problem, placement) -> np.ndarray:
     """Bytes per device under the static model: the sum of ``memory`` of its nodes.
 
@@ -126,7 +123,7 @@ def static_memory(problem: Problem, placement) -> np.ndarray:
     numpy.ndarray of float64, shape (n_devices,)
         Bytes each device holds under the static model; no schedule is needed.
     """
-    placement = _as_placement(problem, placement)
+    placement = as_placement(problem, placement)
     return np.bincount(placement, weights=problem.memory, minlength=problem.n_devices).astype(np.float64)
 
 
@@ -235,7 +232,7 @@ def peak_memory(problem: Problem, placement, start: np.ndarray, finish: np.ndarr
     numpy.ndarray of float64, shape (n_devices,)
         The largest number of bytes each device holds at any instant of the step.
     """
-    placement = _as_placement(problem, placement)
+    placement = as_placement(problem, placement)
     base, _, _, _, ev_delta, bounds = _liveness_events(problem, placement, start, finish)
     peak = np.zeros(problem.n_devices)
     for d in range(problem.n_devices):
@@ -268,7 +265,7 @@ def memory_timeline(problem: Problem, placement, start, finish) -> list[tuple[np
         Per device ``(times, bytes)``: step-function breakpoints in seconds and the bytes
         in use from each breakpoint on.
     """
-    placement = _as_placement(problem, placement)
+    placement = as_placement(problem, placement)
     base, makespan, _, ev_time, ev_delta, bounds = _liveness_events(problem, placement, start, finish)
     out = []
     for d in range(problem.n_devices):

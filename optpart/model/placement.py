@@ -78,25 +78,6 @@ class PlacementViews:
         c[a == b] = 0.0
         return c
 
-    def transfer_time(self, edge: int, a: int, b: int) -> float:
-        """Transfer time of one edge from device ``a`` to device ``b``.
-
-        Parameters
-        ----------
-        edge : int
-            Edge id.
-        a, b : int
-            Source and destination device indices.
-
-        Returns
-        -------
-        float
-            Seconds the edge's tensor takes from ``a`` to ``b`` (0 when ``a == b``).
-        """
-        if a == b:
-            return 0.0
-        return float(self.latency[a, b] + self.edge_bytes[edge] / self.bandwidth[a, b])
-
     def placement_from_ids(self, mapping: Mapping[str, str]) -> np.ndarray:
         """Turn ``{node id: device id}`` into an integer placement array, naming what is missing.
 

@@ -116,14 +116,6 @@ class Problem(PlacementViews):
         ``memory=None`` means "not given for any node"; without any split either, every
         node then holds 0 bytes (graphs that carry no memory, e.g. STG).
 
-        ``topo`` is an optional claimed topological order (the ``.npz`` format stores one):
-        it is checked in O(V + E) with numpy to be exactly the order Kahn's algorithm gives
-        (:func:`optpart.model.graph.is_kahn_order`) and then used instead of running the algorithm; an order
-        that is not is an error. ``copy=False`` takes ``node_ids`` and ``node_meta`` as they are when they
-        are :class:`~optpart.model.frozen.FrozenList` (what :mod:`optpart.model.records`
-        builds; a plain list is copied once into one), for readers that built them fresh
-        (10^6 strings and dicts are not copied again).
-
         Parameters
         ----------
         node_ids : sequence of str
@@ -145,9 +137,11 @@ class Problem(PlacementViews):
         name, meta : optional
             The problem's name and metadata.
         topo : array_like of int, optional
-            A claimed topological order (checked).
+            A claimed topological order, used when it is exactly Kahn's
+            (:func:`optpart.model.graph.is_kahn_order`, O(V + E)); any other order is an error.
         copy : bool
-            Copy ``node_ids``/``node_meta`` (see above).
+            False takes ``node_ids``/``node_meta`` as they are when they are
+            :class:`~optpart.model.frozen.FrozenList` (readers that built them fresh).
 
         Returns
         -------

@@ -16,10 +16,7 @@ memory model it guarantees, and checks the requested model with the evaluator
 lists them and its ``message`` says so.
 
 Solvers from outside optpart (**plugins**) join the same table with
-:func:`register_solver`: a Python function that returns a placement (and optionally a
-schedule), declared with its options and memory models, which :func:`solve`, ``optpart
-bench``, ``optpart report`` and the notebooks then use exactly like the built-in ones (the
-same option checks, evaluator and checker; docs/plugins.md). Other processes find plugins
+:func:`register_solver` (docs/plugins.md). Other processes find plugins
 through the ``optpart.solvers`` entry point group, the ``OPTPART_PLUGINS`` environment
 variable (what ``--plugin`` sets) and, for a sweep's workers, the registration shipped with
 each run (:func:`plugin_payload`).

@@ -140,12 +140,12 @@ def test_solvers_command_shows_guarantees_and_options(capsys):
 def test_solvers_command_lists_the_pipeline_orders(capsys):
     """gpipe and 1f1b are accepted as --solver of a pipelined solve, so the listing shows them
     (kind "pipeline order", with when they apply) and ``optpart solvers gpipe`` describes it."""
-    from optpart.api import PIPELINE_ORDERS
+    from optpart.pipeline.schedules import ORDER_NAMES
 
     assert main(["solvers"]) == 0
     out = capsys.readouterr().out
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
-    for name in PIPELINE_ORDERS:
+    for name in ORDER_NAMES:
         assert name in rows and "pipeline order" in rows[name], name
     assert "--micro-batches" in out
     assert main(["solvers", "gpipe"]) == 0

@@ -101,8 +101,7 @@ def test_heft_matches_a_schedule_derived_by_hand():
     #   E: p0 ready 2, busy until 5 -> [5, 6]; p1 ready 2 + 5 = 7 -> finish 10. -> p0 [5, 6].
     # Makespan 9.
     p = _hand_example()
-    wbar, cbar = mean_costs(p)
-    assert upward_rank(p, wbar, cbar).tolist() == [10.0, 7.0, 7.0, 2.0, 1.0, 1.5]
+    assert upward_rank(p).tolist() == [10.0, 7.0, 7.0, 2.0, 1.0, 1.5]
     r = optpart.solve(p, "heft")
     optpart.check(p, r)
     assert r.placement_ids(p) == {"A": "p0", "B": "p0", "C": "p1", "D": "p1", "E": "p0", "F": "p1"}

@@ -354,7 +354,9 @@ def test_the_engine_computes_times_as_the_model_does_to_the_last_bit():
             np.allclose(np.asarray(finish) - np.asarray(start), dur, rtol=1e-15)
         for v in rng.integers(0, p.n_nodes, size=10).tolist():  # arrival = max of F(u) + the model's transfer
             lo, hi = p.in_ptr[v], p.in_ptr[v + 1]
-            want = [max([finish[p.edge_src[e]] + p.transfer_time(int(e), int(place[p.edge_src[e]]), d)
+            def link(e, a, d):  # the model's transfer of edge e from device a to d
+                return 0.0 if a == d else float(p.latency[a, d] + p.edge_bytes[e] / p.bandwidth[a, d])
+            want = [max([finish[p.edge_src[e]] + link(int(e), int(place[p.edge_src[e]]), d)
                          for e in p.in_edges[lo:hi]], default=0.0) for d in range(3)]
             assert arrivals(g, v, range(3), place.tolist(), finish) == want
     uniform = base.with_devices(3, speed=[1.0, 0.7, 1.3], links=Links(latency=1e-3 / 3, bandwidth=7.3e6))

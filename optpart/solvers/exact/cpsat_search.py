@@ -5,8 +5,7 @@ any schedule at a bound proven without search: optimal by that bound), the plain
 (one worker, no LP relaxation, the model's decision strategy with clause learning) and, when it
 did not end the search, CP-SAT's portfolio hinted with its best schedule. On graphs with
 communication the LP bound stays at the communication-aware critical path, so proofs come from
-search: run alone the plain search proves what the interleaved portfolio, giving it an eighth
-of its time, proves several times slower.
+search, which the plain search alone does sooner than the portfolio.
 
 :func:`confirm` is the certificate: an ``OPTIMAL`` of value ``z`` is re-solved independently
 with presolve off (the workaround of the false proofs of google/or-tools#5293), hinted with the
