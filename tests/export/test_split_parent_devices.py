@@ -11,6 +11,11 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import examples
+
+import optpart
 
 torch = pytest.importorskip("torch")
 
@@ -70,20 +75,20 @@ def imported(model, width):
         return from_torch(model, (torch.randn(4, width),), name=type(model).__name__).with_devices(2)
 
 
-def mixed_reads(problem, model, dmap):
+def mixed_reads(problem, model, dmap, names=None):
     """Forward operators that read tensors on two devices when accelerate runs ``dmap``.
 
     A node of a module at or under a module key runs on that key's device (its hook moves the
     inputs); any other node of a module runs where its inputs and its module's own tensor keys
     are; nodes of the top-level module or of none are left out (accelerate's hook on the model).
     """
-    names = {m for m, _ in model.named_modules()}
+    names = {m for m, _ in model.named_modules()} if names is None else names
     module_keys = {k: d for k, d in dmap.items() if k in names}
     mods = node_modules(problem)
     dev = {}
     found = []
     for v, nid in enumerate(problem.node_ids):
-        if problem.node_meta[v].get("phase") != "forward":
+        if problem.node_meta[v].get("phase", "forward") != "forward":
             continue
         m = mods[v]
         hook = [k for k in module_keys if m is not None and (k == "" or m == k or m.startswith(k + "."))]
@@ -148,3 +153,43 @@ def test_a_split_parent_whose_own_code_reads_one_device_stays_split():
     assert plan.device_map["head.dense"] == 0 and plan.device_map["head.out"] == 1
     assert plan.device_map["head.bias"] == 1
     assert mixed_reads(problem, model, plan.device_map) == []
+
+
+@st.composite
+def residual_stacks(draw):
+    """``blocks.i`` each with sub-layers ``blocks.i.s0..`` and a residual add of its own reading the
+    block's input and its last sub-layer; memory with zero, tiny, huge and equal values; 2-3 devices."""
+    unit = draw(st.sampled_from([1.0, 2.0 ** 30]))
+    size = st.sampled_from([0, 1, 1, 3, 8])
+    nodes, edges, prev = [], [], None
+    for b in range(draw(st.integers(1, 4))):
+        block_in = prev
+        for j in range(draw(st.integers(1, 3))):
+            nid = f"b{b}.s{j}"
+            pb = draw(size) * unit
+            nodes.append({"id": nid, "time": draw(st.sampled_from([0.0, 1e-9, 1.0, 5.0])), "memory": pb + unit,
+                          "param_bytes": pb, "output_bytes": unit, "temp_bytes": 0.0, "module": f"blocks.{b}.s{j}"})
+            if prev is not None:
+                edges.append({"src": prev, "dst": nid, "bytes": 4 * unit})
+            prev = nid
+        if block_in is not None and draw(st.booleans()):
+            add = f"b{b}.add"
+            nodes.append({"id": add, "time": 1.0, "memory": unit, "param_bytes": 0.0, "output_bytes": unit,
+                          "temp_bytes": 0.0, "module": f"blocks.{b}"})
+            edges += [{"src": block_in, "dst": add, "bytes": 4 * unit}, {"src": prev, "dst": add, "bytes": 4 * unit}]
+            prev = add
+    k = draw(st.integers(2, 3))
+    total = sum(n["memory"] for n in nodes)
+    p = optpart.Problem.build(nodes=nodes, edges=edges, links={"latency": 0.0, "bandwidth": 2.0 ** 30 / unit})
+    return p.with_devices(k, memory=draw(st.sampled_from([0.3, 0.6, 1.0, 2.0])) * total, links=p.links)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(residual_stacks(), st.data())
+def test_no_map_leaves_a_residual_reading_two_devices(problem, data):
+    placement = np.array(data.draw(st.lists(st.integers(0, problem.n_devices - 1), min_size=problem.n_nodes,
+                                            max_size=problem.n_nodes)), dtype=np.int64)
+    mods = node_modules(problem)
+    names = {""} | {".".join(m.split(".")[:i]) for m in mods if m for i in range(1, m.count(".") + 2)}
+    for plan in (export.closest_plan(problem, placement, rule="accelerate"), export.module_plan(problem, placement)):
+        assert mixed_reads(problem, None, plan.device_map, names) == []
