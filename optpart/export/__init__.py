@@ -12,7 +12,10 @@ An optpart placement maps *operators* to devices; frameworks place *modules*:
   schedule. Every parameter and buffer gets an entry; a module whose whole subtree lands on one
   device is one entry. A map that does not fit is reported as such, never as fitting, with the
   memory at which it would (``ModulePlan.advice``). ``depth=N`` asks for a coarser map
-  (modules kept whole down to ``N`` path components).
+  (modules kept whole down to ``N`` path components). accelerate hooks no module whose children
+  are split, so such a module's own operators run where their tensors are: a module stays split
+  only when its own code reads one device (:func:`optpart.export.tree.mixed_own_code`), else it
+  is kept whole.
 * :func:`split_points` gives, for a plan whose devices hold contiguous stages in the order
   modules run, the module where each stage begins (``SplitPoint.BEGINNING`` in
   ``torch.distributed.pipelining``), scored with the devices working at once.

@@ -19,7 +19,7 @@ from .search import fullness, memory_advice, repair_stages
 from .sequential import SequentialRun, sequential_run
 from .stages import EXHAUSTIVE, all_blocks, stage_candidates, unit_order, untied
 from .tree import (Units, compress, entry_modules, export_modules, first_seen, follow_inputs, held_tensors,
-                   kept_whole, node_modules, split_modules)
+                   kept_whole, mixed_own_code, node_modules, split_modules)
 
 __all__ = ["ExportError", "ModulePlan", "module_plan", "closest_plan", "pipeline_plan", "device_map", "placement_map"]
 
@@ -392,8 +392,55 @@ def _majority(problem: Problem, units: Units, placement: np.ndarray) -> np.ndarr
         dev[u] = int(np.argmax(s))
     return dev
 
+def _runnable(problem: Problem, modules, units: Units, unit_dev: np.ndarray) -> np.ndarray:
+    """``unit_dev`` with every split module whose own code would mix devices under accelerate kept whole.
+
+    :func:`optpart.export.tree.mixed_own_code` finds them; each goes whole to the device holding
+    most of its subtree's time and memory, and a split module whose own code runs on one device
+    gets that device for its own tensors and nodes. Repeated until nothing changes (each round
+    makes a module whole or settles one); after as many rounds as there are modules, the whole
+    model goes to one device, which always runs.
+    """
+    unit_dev = unit_dev.copy()
+    node_unit = units.unit_of
+    paths = np.array(["" if m is None else m for m in modules], dtype=object)
+    has = node_unit >= 0
+    for _ in range(units.n + 2):
+        by_module = {m: int(unit_dev[node_unit[v]]) for v, m in enumerate(modules) if m is not None}
+        bad, own = mixed_own_code(problem, modules, by_module)
+        changed = False
+        for m in bad:
+            inside = np.flatnonzero(has & np.array([p == m or p.startswith(m + ".") for p in paths]))
+            unit_dev[np.unique(node_unit[inside])] = _whole_device(problem, inside, unit_dev[node_unit[inside]], m)
+            changed = True
+        if not bad:
+            for m, d in sorted(own.items()):
+                u = node_unit[modules.index(m)]
+                if unit_dev[u] != d:
+                    unit_dev[u] = d
+                    changed = True
+        if not changed:
+            return unit_dev
+    every = np.flatnonzero(has)
+    unit_dev[:] = _whole_device(problem, every, unit_dev[node_unit[every]], "")
+    return unit_dev
+
+
+def _whole_device(problem: Problem, nodes: np.ndarray, placement: np.ndarray, module: str) -> int:
+    """The allowed device holding most of the nodes' time and memory under ``placement`` (one per node)."""
+    ok = problem.allowed[nodes].all(axis=0)
+    if not ok.any():
+        raise ExportError(f"module '{module}' must stay on one device (accelerate runs its own code on one "
+                          "device), but its operators' pins or forbidden devices exclude every device")
+    full = np.zeros(problem.n_nodes, dtype=np.int64)
+    full[nodes] = placement
+    return int(np.argmax(np.where(ok, _score(problem, nodes, full), -1.0)))
+
+
 def _build(problem: Problem, modules, units: Units, unit_dev: np.ndarray, model: str, original: float,
            split: list[str], method: str, rule: str) -> ModulePlan:
+    if rule == "accelerate":
+        unit_dev = _runnable(problem, modules, units, unit_dev)
     by_module = {m: int(unit_dev[units.unit_of[v]]) for v, m in enumerate(modules) if m is not None}
     # accelerate's main device: the first of the map's devices (for indices, the smallest). The
     # root's hook moves the root module's own tensors there whatever their keys say, so under

@@ -12,8 +12,9 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from ..model.problem import Problem
+from .sequential import program_order
 
-__all__ = ["node_modules", "export_modules", "kept_whole", "follow_inputs"]
+__all__ = ["node_modules", "export_modules", "kept_whole", "follow_inputs", "mixed_own_code"]
 
 
 def node_modules(problem: Problem) -> list[str | None]:
@@ -434,3 +435,87 @@ def follow_inputs(problem: Problem, placement: np.ndarray, free: np.ndarray) -> 
             fixed = members[~free[members]]
             p[members] = int(p[fixed[0]]) if fixed.size else int(np.bincount(p[members]).argmax())
     return p
+
+
+def parents_of(path: str) -> list[str]:
+    """The ancestors of a module path, nearest first, ending with ``""`` (the top-level module).
+
+    Parameters
+    ----------
+    path : str
+        A ``named_modules()`` path (``""`` has none).
+
+    Returns
+    -------
+    list of str
+    """
+    out = []
+    while path:
+        path = path.rsplit(".", 1)[0] if "." in path else ""
+        out.append(path)
+    return out
+
+
+def mixed_own_code(problem: Problem, modules: list[str | None],
+                   by_module: Mapping[str, int]) -> tuple[list[str], dict[str, int]]:
+    """Split modules whose own code would read tensors on two devices as accelerate runs the map.
+
+    ``accelerate.dispatch_model`` hooks every module of a device map (its inputs move to its
+    device) but not a module whose children are split: that module's own code (the operators
+    whose innermost module it is) runs on the tensors where they are. Over the forward nodes in
+    program order, a node of a module whose subtree is on one device runs there; a node of a
+    split module runs on the device of its inputs (edges of 0 bytes read no data). Such a module
+    mixes devices when one of its nodes reads bytes from two devices, or when it owns parameters
+    or buffers (which go to one device) and its nodes run on two. The top-level module (``""``)
+    and nodes outside every module are exempt: accelerate's hook on the model moves its inputs
+    and its own tensors to the main device.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem.
+    modules : list of str or None
+        The module of every node.
+    by_module : mapping
+        Device index of every module that runs operators.
+
+    Returns
+    -------
+    (list of str, dict)
+        The outermost split modules whose own code mixes devices (by depth, then name), and for every other
+        split module that runs forward operators, the device its own code runs on (where its
+        own tensors go).
+    """
+    mask: dict[str, int] = {}
+    for m, d in by_module.items():
+        for p in [m] + parents_of(m):
+            mask[p] = mask.get(p, 0) | (1 << int(d))
+    split = {p for p, b in mask.items() if p and b & (b - 1)}
+    if not split:
+        return [], {}
+    meta = problem.node_meta or [{}] * problem.n_nodes
+    owners = {n.rpartition(".")[0] for names in held_tensors(problem).values() for n in names}
+    dev = np.full(problem.n_nodes, -1, dtype=np.int64)
+    own: dict[str, set[int]] = {}
+    bad: set[str] = set()
+    src, eb = problem.edge_src, problem.edge_bytes
+    for v in program_order(problem).tolist():
+        if meta[v].get("phase", "forward") != "forward":
+            continue
+        m = modules[v]
+        if m is not None and m not in split and m in by_module:
+            dev[v] = by_module[m]
+            continue
+        edges = problem.in_edges[problem.in_ptr[v]:problem.in_ptr[v + 1]]
+        edges = edges[(eb[edges] > 0) & (dev[src[edges]] >= 0)]
+        if not edges.size:
+            continue
+        reads = sorted(set(dev[src[edges]].tolist()))
+        dev[v] = int(dev[src[edges[np.argmax(eb[edges])]]])
+        if m and m in split:
+            own.setdefault(m, set()).update(reads)
+            if len(reads) > 1:
+                bad.add(m)
+    bad |= {m for m, ds in own.items() if len(ds) > 1 and m in owners}
+    outer = sorted((m for m in bad if not any(p in bad for p in parents_of(m))), key=lambda m: (m.count("."), m))
+    return outer, {m: min(ds) for m, ds in own.items() if m not in bad and ds}

@@ -145,7 +145,7 @@ def _whisper():
 
 
 @pytest.mark.parametrize("build", [_opt, _whisper], ids=["opt", "whisper"])
-def test_opt_and_whisper_export_plans_that_fit_at_default_depth_and_dispatch(build):
+def test_opt_and_whisper_export_plans_that_fit_at_default_depth_or_at_the_advised_memory_and_dispatch(build):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     accelerate = pytest.importorskip("accelerate")
@@ -164,8 +164,22 @@ def test_opt_and_whisper_export_plans_that_fit_at_default_depth_and_dispatch(bui
     assert result.ok
     dm = export.module_plan(problem, result)
     sp = export.split_points(problem, result)
-    assert dm.fits, dm.summary()
     assert sp.plan.fits, sp.plan.summary()
+    if not dm.fits:
+        # A device map keeps each decoder layer whole (its residuals are its own code, which
+        # accelerate runs on one device), so it may need more than the pipeline: the advice
+        # names a memory at which the re-solved step's map fits.
+        import re
+
+        from optpart.units import parse_bytes
+
+        flag = re.search(r"--memory (\S+)", dm.advice)
+        assert flag, dm.summary()
+        problem = graph.with_devices(4, memory=parse_bytes(flag.group(1)))
+        result = optpart.solve(problem)
+        assert result.ok
+        dm = export.module_plan(problem, result)
+        assert dm.fits, dm.summary()
     # The stages run in module order, each device at most once.
     devices = [d for _, d in sp.stages]
     assert len(devices) == len(set(devices))
@@ -205,7 +219,7 @@ def _clip():
 @pytest.mark.parametrize("build", [_bart, _clip], ids=["bart", "clip"])
 def test_maps_with_tensors_of_the_top_level_module_pass_accelerates_check_and_dispatch(build):
     """BART's final_logits_bias and CLIP's logit_scale belong to the model itself (module ""):
-    under a plan that spreads the modules over 3 devices they get their own entry, accelerate's
+    under a plan that puts the two stacks of layers on devices 1 and 2 they get their own entry, accelerate's
     check accepts the map, and the model dispatched with it (hooks on every mapped module,
     devices mapped to cpu) computes the original logits."""
     torch = pytest.importorskip("torch")
@@ -218,9 +232,11 @@ def test_maps_with_tensors_of_the_top_level_module_pass_accelerates_check_and_di
     torch.manual_seed(0)
     model, inputs, root_tensor = build()
     problem = from_torch(model, inputs, devices=3)
-    placement = np.arange(problem.n_nodes) % 3  # every module's operators over all devices
-    for g in problem.groups:
-        placement[list(g)] = placement[g[0]]
+    # The first stack of layers on device 1, the second on 2, the rest (the root's tensors) on 0:
+    # their parents only pass tensors from one child to the next, so the map stays split.
+    mods = export.node_modules(problem)
+    placement = np.array([0 if m is None or ".layers" not in m else 1 if ("model.encoder" in m or "text_model" in m)
+                          else 2 for m in mods], dtype=np.int64)
     plan = export.closest_plan(problem, optpart.evaluate(problem, placement), rule="accelerate")
     assert root_tensor in plan.device_map and len(set(plan.device_map.values())) > 1
     model.eval()
