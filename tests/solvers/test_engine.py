@@ -296,14 +296,7 @@ def _bundled():
     return sorted(INSTANCES.glob("*.json*")) + sorted((INSTANCES / "small").glob("*.json*"))
 
 
-#: Bundled files whose devices are smaller than what the heuristic finds under peak (the files
-#: are sized by instances/make.py; the heuristic answers ``unknown`` there, on main as here).
-UNDERSIZED = {"lstm-lm-training.json"}
-
-
-@pytest.mark.parametrize("path", [pytest.param(f, marks=pytest.mark.xfail(
-    strict=True, reason="devices smaller than the heuristic's peak placement")) if f.name in UNDERSIZED else f
-    for f in _bundled()], ids=lambda f: f.name)
+@pytest.mark.parametrize("path", _bundled(), ids=lambda f: f.name)
 def test_every_bundled_instance_solves_with_every_list_scheduler(path):
     """Zero-duration views and equal times on real traced graphs never make an invalid schedule."""
     p = optpart.load(path)
@@ -331,7 +324,7 @@ def test_every_bundled_instance_solves_with_every_list_scheduler(path):
 
 # ------------------------------------------------------------------- one transfer arithmetic
 def test_the_engine_computes_times_as_the_model_does_to_the_last_bit():
-    """Issue 27: the engine multiplied by inverse bandwidths and speeds where the model divides
+    """The engine once multiplied by inverse bandwidths and speeds where the model divides
     (differing in the last bits on up to 64% of cross-device edges of a bundled instance)."""
     from optpart.model.devices import LinkOverride, Links
     from optpart.schedule.graph import arrivals
