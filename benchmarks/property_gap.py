@@ -1,6 +1,6 @@
 """Measure the heuristic's gap to the CP-SAT optimum on the problems of the property test.
 
-``tests/test_properties.py::test_heuristic_within_measured_gap_of_optimum`` asserts that the
+``tests/api/test_properties.py::test_heuristic_within_measured_gap_of_optimum`` asserts that the
 heuristic stays within ``(1 + g)`` of the optimum on ``problems(max_nodes=9, max_devices=3,
 memory=("loose", "just_enough"))``; this script draws that very distribution (the test's
 strategy, with a fixed hypothesis seed) and prints the gaps that ``g`` must cover::

@@ -66,20 +66,13 @@ def test_the_suite_keeps_its_rules():
     assert not found, "\n".join(found)
 
 
-#: Flat test files still waiting for their folder (the heuristic's files move together).
-LEFT_FLAT = {"test_baselines.py", "test_engine.py", "test_forked.py", "test_heuristic.py", "test_peak_heuristic.py",
-             "test_heuristic_scale.py", "test_pardnn_seed.py", "test_heuristic_search.py", "test_stage_seed.py",
-             "test_packing.py", "test_interval_sums.py", "test_stage_candidate.py", "test_properties.py",
-             "test_scale_paths.py"}
-
-
 def test_the_suite_is_laid_out_by_package_part():
     assert not [p for p in TESTS if p.name == "__init__.py"]
     names = Counter(p.name for p in TESTS)
     twins = sorted(str(p.relative_to(SUITE)) for p in TESTS if names[p.name] > 1)
     assert not twins, twins
     flat = [p.name for p in TESTS if p.parent == SUITE and p.name.startswith("test_")]
-    assert set(flat) <= LEFT_FLAT, sorted(set(flat) - LEFT_FLAT)
+    assert not flat, flat
 
 
 @pytest.mark.parametrize("source, needle", [

@@ -428,10 +428,9 @@ def _topo_order(problem, permutation) -> np.ndarray:
 
 
 def _bundled_instances() -> list:
-    from pathlib import Path
+    from conftest import INSTANCES
 
-    root = Path(__file__).resolve().parent.parent / "instances"
-    return sorted(p for p in root.rglob("*") if p.name.endswith((".json", ".json.gz")))
+    return sorted(p for p in INSTANCES.rglob("*") if p.name.endswith((".json", ".json.gz")))
 
 
 @pytest.mark.parametrize("path", _bundled_instances(), ids=lambda p: p.name)
