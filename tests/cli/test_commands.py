@@ -96,10 +96,17 @@ def test_info_and_solvers(capsys):
     assert "single" in capsys.readouterr().out
 
 
-def test_info_names_the_memory_model_of_each_screen(capsys):
-    """A graph sized for peak memory is infeasible under the static sum: info says which model."""
-    vit = INSTANCES / "vit-b16-training.json"
-    assert main(["info", str(vit)]) == 0
+def test_info_names_the_memory_model_of_each_screen(capsys, tmp_path):
+    """A chain whose tensors die at their reader fits under peak but not under the static sum:
+    info says which model each screen is for."""
+    mib = 2**20
+    chain = optpart.Problem.build(
+        nodes=[{"id": f"n{i}", "time": 1.0, "memory": mib, "output_bytes": mib} for i in range(8)],
+        edges=[{"src": f"n{i}", "dst": f"n{i + 1}", "bytes": mib} for i in range(7)],
+        devices=[{"id": "d0", "memory": 3 * mib}, {"id": "d1", "memory": 3 * mib}])
+    path = tmp_path / "chain.json"
+    optpart.save(chain, path)
+    assert main(["info", str(path)]) == 0
     rows = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines()}
     assert "no obstruction" in rows["memory (peak, default)"]
     assert "infeasible: the graph needs" in rows["memory (static)"]
