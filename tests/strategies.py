@@ -23,12 +23,13 @@ from optpart import Constraints, Device, LinkOverride, Links, Problem
 __all__ = ["SHAPES", "draw_placement", "edge_case_problems", "examples", "graphs", "placements", "problems",
            "split_problems", "tiny_problems", "zero_time_problems"]
 
-#: The ``ci`` profile's example count, the unit in which tests state their own counts.
+#: The example count in which tests state their own counts (the ``ci`` profile of
+#: tests/conftest.py runs 24, 0.6 of it, so that the README's test command stays within CI's time).
 CI_EXAMPLES = 40
 
 
 def examples(ci_count: int) -> int:
-    """``ci_count`` examples under the ``ci`` profile, scaled with the loaded profile.
+    """``ci_count`` examples scaled by the loaded profile (``ci``: 0.6 of them, at least one).
 
     Parameters
     ----------
@@ -38,7 +39,7 @@ def examples(ci_count: int) -> int:
     Returns
     -------
     int
-        ``ci_count`` times the loaded profile's ``max_examples`` over the ``ci`` profile's
+        ``ci_count`` times the loaded profile's ``max_examples`` over :data:`CI_EXAMPLES`
         (tests/conftest.py), so ``HYPOTHESIS_PROFILE=thorough`` enlarges every property.
     """
     return max(1, round(ci_count * settings.default.max_examples / CI_EXAMPLES))
