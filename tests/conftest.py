@@ -17,7 +17,7 @@ import optpart
 # (tests that state their own count scale it through ``strategies.examples``), and failing
 # examples are kept in .hypothesis/ and replayed first on the next run.
 _QUIET_HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large]
-settings.register_profile("ci", max_examples=24, deadline=None, derandomize=True, database=None,
+settings.register_profile("ci", max_examples=16, deadline=None, derandomize=True, database=None,
                           print_blob=True, suppress_health_check=_QUIET_HEALTH)
 settings.register_profile("thorough", max_examples=500, deadline=None, suppress_health_check=_QUIET_HEALTH)
 _PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")

@@ -24,12 +24,12 @@ __all__ = ["SHAPES", "draw_placement", "edge_case_problems", "examples", "graphs
            "split_problems", "tiny_problems", "zero_time_problems"]
 
 #: The example count in which tests state their own counts (the ``ci`` profile of
-#: tests/conftest.py runs 24, 0.6 of it, so that the README's test command stays within CI's time).
+#: tests/conftest.py runs 16, 0.4 of it, so that the README's test command stays within CI's time).
 CI_EXAMPLES = 40
 
 
 def examples(ci_count: int) -> int:
-    """``ci_count`` examples scaled by the loaded profile (``ci``: 0.6 of them, at least one).
+    """``ci_count`` examples scaled by the loaded profile (``ci``: 0.4 of them, at least one).
 
     Parameters
     ----------

@@ -87,7 +87,7 @@ def test_a_packing_is_found_exactly_when_one_exists(sizes, k, data):
         assert fits(static_memory(p, np.asarray(place)), p.device_memory).all()
 
 
-@pytest.mark.parametrize("layers,k,seed", list(itertools.product([3, 4], [2, 3], range(2))))
+@pytest.mark.parametrize("layers,k,seed", list(itertools.product([3, 4], [2, 3], [0])))
 def test_the_heuristic_finds_a_placement_whenever_cpsat_proves_one_exists(layers, k, seed):
     # capacities exactly at the memory the graph needs: tight bin packing with colocation
     problem = training_graph(layers, width=2, k=k, memory_slack=1.0, seed=seed)

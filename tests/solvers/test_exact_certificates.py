@@ -41,7 +41,7 @@ def test_cpsat_hits_the_planted_optimum(n, seed):
     assert r.stats["confirmation"].startswith(("OPTIMAL", "trivial"))
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", range(2))
 def test_cpsat_never_claims_optimal_above_the_planted_optimum(seed):
     # Without chains the planted instances are harder: whatever the outcome within the
     # budget, an optimality claim must sit at the planted optimum.
