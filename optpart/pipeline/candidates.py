@@ -18,7 +18,7 @@ from ..model.problem import Problem
 from .costs import StageCosts, stage_costs
 from .partition import partitions
 from .plan import Action, PipelinePlan
-from .schedules import NAMED, STYLE, TORCH_NAME, accepts, loop_stage_ranks, named_actions, sequential, v_stage_ranks
+from .schedules import NAMED, STYLE, TORCH_NAME, _one_f_one_b, accepts, loop_stage_ranks, named_actions, sequential, v_stage_ranks
 from .simulate import Timeline, simulate
 from .stages import ForwardChain, forward_chain, stage_of_cuts
 from .step import PipelineStep
@@ -141,7 +141,7 @@ def orders_for(cand: Candidate, m: int, names) -> list[tuple[str, list[list[Acti
         elif name.startswith("1f1b-cap"):
             if cand.local != 1:
                 continue
-            per_rank = _capped_1f1b(k, m, int(name[len("1f1b-cap"):]))
+            per_rank = _one_f_one_b(k, m, cap=int(name[len("1f1b-cap"):]))
         elif name in NAMED:
             local, style = STYLE[name]
             if (local, style) != (cand.local, cand.style if local > 1 else "loop") or not accepts(name, k, m):
@@ -153,22 +153,6 @@ def orders_for(cand: Candidate, m: int, names) -> list[tuple[str, list[list[Acti
         for r, acts in enumerate(per_rank):
             actions[ranks[r]] = acts
         out.append((name, actions))
-    return out
-
-
-def _capped_1f1b(k: int, m: int, cap: int) -> list[list[Action]]:
-    """1F1B with at most ``cap`` micro-batches in flight per stage."""
-    out = []
-    for r in range(k):
-        warm = max(1, min(m, k - r, cap))
-        acts = [Action(r, "F", i) for i in range(warm)]
-        f = warm
-        for b in range(m):
-            acts.append(Action(r, "B", b))
-            if f < m:
-                acts.append(Action(r, "F", f))
-                f += 1
-        out.append(acts)
     return out
 
 

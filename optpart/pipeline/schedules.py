@@ -41,12 +41,13 @@ def _gpipe(k: int, m: int) -> Lists:
     return [[Action(r, "F", i) for i in range(m)] + [Action(r, "B", i) for i in range(m)] for r in range(k)]
 
 
-def _one_f_one_b(k: int, m: int) -> Lists:
+def _one_f_one_b(k: int, m: int, cap: int | None = None) -> Lists:
     """torch's ``Schedule1F1B._step_microbatches``: ``min(M, K - r)`` forwards, then one
-    backward and one forward at a time, then the remaining backwards."""
+    backward and one forward at a time, then the remaining backwards. ``cap`` bounds the
+    micro-batches in flight per stage (at least one); None is torch's order."""
     out = []
     for r in range(k):
-        warm = min(m, k - r)
+        warm = min(m, k - r) if cap is None else max(1, min(m, k - r, cap))
         acts = [Action(r, "F", i) for i in range(warm)]
         f = warm
         for b in range(m):

@@ -9,7 +9,7 @@ arguments resolves to it; it *writes* it when its schema marks that argument as 
 (``Tensor(a!)``) or, for operators whose schema does not say so (``native_batch_norm``
 in training mode updates its running statistics), when this module knows it does.
 
-The property a placed step needs (issue 22): for every storage, **no two accesses of
+The property a placed step needs: for every storage, **no two accesses of
 which at least one writes are unordered** by the graph's edges (data dependencies plus
 the explicit ordering edges of :attr:`TracedStep.order`). Otherwise a scheduler may run
 a read before a write it should see, or after one it should not, on any device.
